@@ -1,0 +1,68 @@
+/** Stable codes of every error moss-ts raises for misuse or bad input (never for faults of the model's code). */
+export type MossErrorCode =
+  | "module-not-found"
+  | "module-syntax"
+  | "module-import"
+  | "module-load"
+  | "hook-shape"
+  | "hook-failed"
+  | "binding-missing"
+  | "already-compiled"
+  | "runtime-closed"
+  | "concurrent-execute"
+  | "context-corrupt"
+  | "context-locked"
+  | "context-invalid"
+  | "sandbox-failed"
+  | "model-request"
+  | "model-auth"
+  | "model-not-found"
+  | "model-connection"
+  | "invalid-argument";
+
+const BRAND = Symbol.for("moss-ts.MossError");
+
+/** The one base error of moss-ts: a stable `code`, a readable message and structured `details`. */
+export class MossError extends Error {
+  override readonly name: string = "MossError";
+  readonly code: MossErrorCode;
+  readonly details: Record<string, unknown>;
+  readonly [BRAND] = true;
+
+  constructor(code: MossErrorCode, message: string, details: Record<string, unknown> = {}, options?: ErrorOptions) {
+    super(message, options);
+    this.code = code;
+    this.details = details;
+  }
+
+  /** Brand check that works across realms and copies, unlike `instanceof`. */
+  static is(value: unknown, code?: MossErrorCode): value is MossError {
+    return (
+      typeof value === "object" &&
+      value !== null &&
+      (value as Record<symbol, unknown>)[BRAND] === true &&
+      (code === undefined || (value as MossError).code === code)
+    );
+  }
+}
+
+/** Renders `file:line:col` plus a code frame of the offending line, like a compiler error. */
+export function codeFrame(source: string, line: number, column: number, context = 1): string {
+  const lines = source.split(/\r?\n/);
+  const first = Math.max(1, line - context);
+  const last = Math.min(lines.length, line + context);
+  const width = String(last).length;
+  const out: string[] = [];
+  for (let n = first; n <= last; n++) {
+    const marker = n === line ? ">" : " ";
+    out.push(`${marker} ${String(n).padStart(width)} | ${lines[n - 1] ?? ""}`);
+    if (n === line) out.push(`  ${" ".repeat(width)} | ${" ".repeat(Math.max(0, column - 1))}^`);
+  }
+  return out.join("\n");
+}
+
+/** Builds the message of an error located in a source file: `file:line:col - message` and a code frame. */
+export function locatedMessage(file: string, source: string | undefined, line: number, column: number, message: string): string {
+  const head = `${file}:${line}:${column} - ${message}`;
+  return source === undefined ? head : `${head}\n\n${codeFrame(source, line, column)}`;
+}

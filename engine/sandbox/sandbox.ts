@@ -1,0 +1,98 @@
+import type { ExecutionErrorKind, ExecutionLimits } from "../types.ts";
+
+/*
+ * The sandbox contract. Implementations: an isolated-vm driver running isolates in a supervised pool
+ * of child processes (the default), and an in-process isolated-vm driver (faster, no crash containment).
+ * Only `isolated-vm-driver`/the sandbox process entry import `isolated-vm`.
+ *
+ * Values cross the boundary as strings in the wire encoding of `wire.ts` (a typed JSON encoding where
+ * Date, Map, Set, bigint, undefined, NaN/Infinity and -0 survive, and host objects appear as handles).
+ */
+
+/** Shape of a host value the isolate may reach: the isolate builds a proxy from it. */
+export interface HandleShape {
+  /** Membrane-assigned id; calls name it. */
+  id: number;
+  /** `function`: callable (and maybe has members); `object`: members only; `class`: callable with `new` only. */
+  kind: "function" | "object" | "class";
+  /** Public method names callable through the proxy. */
+  methods: string[];
+  /** Public property names readable through the proxy (each read is a host call). */
+  properties: string[];
+}
+
+/** The outcome of one host call, as the membrane reports it to the driver. */
+export type HostOutcome =
+  /** The host function returned synchronously: `wire` is the encoded value. */
+  | { kind: "value"; wire: string }
+  /** The host function threw synchronously: `wire` encodes `{ name, message }`. */
+  | { kind: "error"; wire: string }
+  /** The host function returned a Promise; it settles to a `value` or `error` outcome. */
+  | { kind: "promise"; settled: Promise<{ kind: "value" | "error"; wire: string }> };
+
+/** The host side of the membrane, implemented by the runtime; the driver calls it for every proxy access. */
+export interface HostMembrane {
+  /** Calls `member` of the handle (or the handle itself when member is null); args are wire-encoded. */
+  call(handle: number, member: string | null, args: string): HostOutcome;
+  /** Constructs a class handle (`new Handle(...args)`). */
+  construct(handle: number, args: string): HostOutcome;
+  /** Reads a public property of the handle. */
+  get(handle: number, property: string): HostOutcome;
+}
+
+/** Everything the isolate sees besides the model's code: installed once per session (and again after a rebuild). */
+export interface SessionSetup {
+  /** Wire-encoded record name -> value for the module's visible top-level names and `withLocals`. Handles become proxies. */
+  globals: string;
+  /** Wire-encoded record of `moss` data fields (plain values living in the isolate). */
+  mossData: string;
+  /** Service fields of `moss`: field name -> wire-encoded handle (or undefined for an absent optional service). */
+  mossServices: string;
+  /** Names of data fields to snapshot after every execute. */
+  dataFields: string[];
+}
+
+/** One execution inside a session. */
+export interface SandboxRunRequest {
+  /** Classic-script JavaScript (already compiled from the model's TypeScript); its top-level declarations persist. */
+  script: string;
+  /** File name used in stack traces (the runtime maps frames of this file back to the snippet). */
+  filename: string;
+  /** Function looked up on the context's global object after the script ran. */
+  target: string;
+  /** Arguments: `{ local: name }` refers to an isolate global (e.g. `moss`), `{ wire }` is a copied value. */
+  args: Array<{ local: string } | { wire: string }>;
+  limits: ExecutionLimits;
+}
+
+/** The result of one execution, data only. */
+export interface SandboxRunResult {
+  ok: boolean;
+  /** Wire-encoded return value of the awaited target (when ok). */
+  returns?: string;
+  /** Wire-encoded snapshot of the data fields, taken after the run even when it failed (absent after a crash/timeout). */
+  mossData?: string;
+  /** Captured output lines in order, already capped (the last line is the truncation marker when cut). */
+  stdout: string;
+  error?: { kind: ExecutionErrorKind; name: string; message: string; stack?: string };
+  /** E.g. "moss.callback is a function and was not persisted". */
+  warnings: string[];
+  /** Host calls made during this run. */
+  hostCalls: number;
+  cpuTimeMs: number;
+}
+
+/** One isolate + context, owned by one runtime. */
+export interface SandboxSession {
+  /** False once the isolate died (timeout, memory, crash); the runtime then opens a new session. */
+  readonly alive: boolean;
+  run(request: SandboxRunRequest): Promise<SandboxRunResult>;
+  dispose(): Promise<void>;
+}
+
+/** A pool of isolates (in child processes, or in this process). */
+export interface SandboxDriver {
+  readonly name: "process" | "in-process";
+  open(setup: SessionSetup, membrane: HostMembrane, limits: ExecutionLimits): Promise<SandboxSession>;
+  close(): Promise<void>;
+}
