@@ -7,6 +7,7 @@ export type MossErrorCode =
   | "hook-shape"
   | "hook-failed"
   | "binding-missing"
+  | "container-closed"
   | "already-compiled"
   | "runtime-closed"
   | "concurrent-execute"
