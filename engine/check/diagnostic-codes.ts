@@ -1,0 +1,15 @@
+/** Codes of the moss-specific findings about the model's snippet (TypeScript's own codes stay below 90000). */
+export const MOSS_DIAGNOSTIC_CODES = Object.freeze({
+  /** A name declared only inside a `// <moss-hide>` region of the context module. */
+  hiddenName: 90001,
+  /** An `import` (static, `import =`, or dynamic) in the snippet. */
+  importStatement: 90002,
+  /** A top-level declaration of the snippet that redeclares a name of the context module. */
+  redeclaredModuleName: 90003,
+  /** A Node.js host global (`process`, `require`, `Buffer`, …) that the sandbox does not have. */
+  hostGlobal: 90004,
+  /** A Promise-returning call used as a statement without `await` (warning). */
+  floatingPromise: 90005,
+  /** `await` outside any function: the snippet runs as a classic script. */
+  topLevelAwait: 90006,
+});

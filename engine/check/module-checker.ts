@@ -1,0 +1,374 @@
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { Project, ts } from "ts-morph";
+import { codeFrame, MossError } from "../errors.ts";
+import type { Diagnostic } from "../types.ts";
+import { MOSS_DIAGNOSTIC_CODES } from "./diagnostic-codes.ts";
+import { moduleScope } from "./module-scope.ts";
+import {
+  analyzeSnippet,
+  applySnippetEdits,
+  originalOffset,
+  type SnippetAnalysis,
+} from "./snippet-analysis.ts";
+
+/** Compiler options of the checker's own project: strict, ES2022, bundler resolution with `.ts` imports. */
+export const CHECK_COMPILER_OPTIONS: ts.CompilerOptions = {
+  target: ts.ScriptTarget.ES2022,
+  lib: ["lib.es2023.d.ts"],
+  module: ts.ModuleKind.ESNext,
+  moduleResolution: ts.ModuleResolutionKind.Bundler,
+  strict: true,
+  noEmit: true,
+  allowImportingTsExtensions: true,
+  experimentalDecorators: true,
+  skipLibCheck: true,
+  resolveJsonModule: true,
+  esModuleInterop: true,
+  types: ["node"],
+};
+
+/** What a ModuleChecker checks against. */
+export interface ModuleCheckerOptions {
+  /** Absolute path of the context module (imports resolve from its folder). */
+  modulePath: string;
+  /** The module's full source text (may differ from the file: `MossContext.code`). */
+  source: string;
+  /** Top-level names declared only inside `// <moss-hide>` regions. */
+  hiddenNames: string[];
+  /** A ts-morph Project to share (else one is created over the real file system). */
+  project?: Project;
+}
+
+const MOSS_NAME = "Moss";
+const SNIPPET_FILE_NAME = "snippet.ts";
+const CANNOT_FIND_NAME_CODES = new Set([2304, 2552, 2503, 2582, 2583, 2591, 2592]);
+/** Node.js globals that `@types/node` declares but the sandbox does not have. */
+const HOST_GLOBALS = new Set([
+  "process",
+  "require",
+  "module",
+  "exports",
+  "__dirname",
+  "__filename",
+  "Buffer",
+  "global",
+  "setImmediate",
+  "clearImmediate",
+  "fetch",
+]);
+const BASE_MOSS_PATH = fileURLToPath(new URL("../moss.ts", import.meta.url));
+
+let checkerCount = 0;
+
+interface PreviousDefinition {
+  names: string[];
+  text: string;
+}
+
+/** Type-checks the model's snippets against a context module, as if each snippet were appended to it. */
+export class ModuleChecker {
+  readonly #project: Project;
+  readonly #modulePath: string;
+  readonly #moduleFileName: string;
+  readonly #hiddenNames: Set<string>;
+  readonly #scopePath: string;
+  readonly #previousPath: string;
+  readonly #snippetPath: string;
+  readonly #virtualPaths: string[];
+  #visibleNames: string[] = [];
+  #previous: PreviousDefinition[] = [];
+
+  constructor(options: ModuleCheckerOptions) {
+    if (typeof options?.modulePath !== "string" || !path.isAbsolute(options.modulePath)) {
+      throw new MossError(
+        "invalid-argument",
+        `ModuleChecker needs an absolute modulePath, got ${String(options?.modulePath)}`,
+        {
+          modulePath: options?.modulePath,
+        },
+      );
+    }
+    if (typeof options.source !== "string") {
+      throw new MossError(
+        "invalid-argument",
+        `ModuleChecker needs the source text of ${options.modulePath}`,
+        {
+          modulePath: options.modulePath,
+        },
+      );
+    }
+    this.#project =
+      options.project ??
+      new Project({ compilerOptions: CHECK_COMPILER_OPTIONS, skipAddingFilesFromTsConfig: true });
+    this.#modulePath = options.modulePath;
+    this.#moduleFileName = path.basename(options.modulePath);
+    this.#hiddenNames = new Set((options.hiddenNames ?? []).filter((name) => name !== MOSS_NAME));
+    const directory = path.dirname(options.modulePath);
+    const stem = this.#moduleFileName.replace(/\.[cm]?tsx?$/, "");
+    const id = ++checkerCount;
+    this.#scopePath = path.join(directory, `.${stem}.moss-check-${id}-scope.ts`);
+    this.#previousPath = path.join(directory, `.${stem}.moss-check-${id}-previous.ts`);
+    this.#snippetPath = path.join(directory, `.${stem}.moss-check-${id}-snippet.ts`);
+    this.#virtualPaths = [this.#scopePath, this.#previousPath, this.#snippetPath];
+    this.updateSource(options.source);
+  }
+
+  /** The module's code changed: later checks see the new source. */
+  updateSource(source: string): void {
+    const scope = moduleScope(source, [...this.#hiddenNames], this.#modulePath);
+    let suffix = scope.exportSuffix;
+    this.#visibleNames = scope.visibleNames;
+    if (!this.#visibleNames.includes(MOSS_NAME)) {
+      suffix += `export { Moss } from ${JSON.stringify(relativeSpecifier(this.#scopePath, BASE_MOSS_PATH))};\n`;
+      this.#visibleNames = [...this.#visibleNames, MOSS_NAME];
+    }
+    this.#project.createSourceFile(this.#scopePath, source + suffix, { overwrite: true });
+    this.#writePrevious();
+  }
+
+  /** Remembers a snippet that ran: its top-level definitions are visible to later checks (later ones win). */
+  accept(snippet: string): void {
+    const analysis = analyzeSnippet(snippet, SNIPPET_FILE_NAME, MOSS_NAME);
+    const edited = applySnippetEdits(snippet, analysis);
+    for (const declaration of analysis.declarations) {
+      const names = declaration.names.map((item) => item.name);
+      const start = editedOffset(declaration.textStart, analysis);
+      const end = editedOffset(declaration.statement.end, analysis);
+      this.#previous = this.#previous.filter((entry) => !entry.names.some((name) => names.includes(name)));
+      this.#previous.push({ names, text: edited.slice(start, end) });
+    }
+    this.#writePrevious();
+  }
+
+  /** Type-checks a snippet; diagnostics have 1-based lines and columns within the snippet, sorted by position. */
+  check(snippet: string): Diagnostic[] {
+    const analysis = analyzeSnippet(snippet, SNIPPET_FILE_NAME, MOSS_NAME);
+    const previousNames = new Set(this.#previous.flatMap((entry) => entry.names));
+    const fromModule = this.#visibleNames.filter(
+      (name) => !analysis.declaredNames.has(name) && !previousNames.has(name),
+    );
+    const fromPrevious = [...previousNames].filter((name) => !analysis.declaredNames.has(name));
+    const prelude =
+      `import { ${fromModule.join(", ")} } from ${JSON.stringify(relativeSpecifier(this.#snippetPath, this.#scopePath))};` +
+      (fromPrevious.length > 0
+        ? ` import { ${fromPrevious.join(", ")} } from ${JSON.stringify(relativeSpecifier(this.#snippetPath, this.#previousPath))};`
+        : "");
+    const offset = prelude.length + 1;
+    const text = `${prelude}\n${applySnippetEdits(snippet, analysis)}`;
+    const sourceFile = this.#project.createSourceFile(this.#snippetPath, text, {
+      overwrite: true,
+    }).compilerNode;
+    const program = this.#project.getProgram().compilerObject;
+    const diagnostics: Diagnostic[] = [];
+    const push = (code: number, message: string, start: number, severity: Diagnostic["severity"]): void => {
+      const position = ts.getLineAndCharacterOfPosition(analysis.sourceFile, Math.min(start, snippet.length));
+      const line = position.line + 1;
+      const column = position.character + 1;
+      diagnostics.push({ code, message, line, column, severity, frame: codeFrame(snippet, line, column, 0) });
+    };
+    this.#pushFindings(analysis, push);
+    const syntactic = program.getSyntacticDiagnostics(sourceFile);
+    const compilerDiagnostics = syntactic.length > 0 ? syntactic : program.getSemanticDiagnostics(sourceFile);
+    for (const diagnostic of compilerDiagnostics) {
+      if (diagnostic.start === undefined || diagnostic.start < offset) continue;
+      if (
+        diagnostic.category !== ts.DiagnosticCategory.Error &&
+        diagnostic.category !== ts.DiagnosticCategory.Warning
+      ) {
+        continue;
+      }
+      const start = originalOffset(diagnostic.start - offset, analysis.insertions);
+      const severity = diagnostic.category === ts.DiagnosticCategory.Error ? "error" : "warning";
+      const name = snippet.slice(start, start + (diagnostic.length ?? 0));
+      if (CANNOT_FIND_NAME_CODES.has(diagnostic.code) && this.#hiddenNames.has(name)) {
+        push(MOSS_DIAGNOSTIC_CODES.hiddenName, hiddenNameMessage(name), start, "error");
+        continue;
+      }
+      const line =
+        ts.getLineAndCharacterOfPosition(analysis.sourceFile, Math.min(start, snippet.length)).line + 1;
+      push(diagnostic.code, this.#message(diagnostic, sourceFile, offset, analysis, line), start, severity);
+    }
+    if (syntactic.length === 0) this.#pushTypedFindings(program, sourceFile, offset, analysis, push);
+    return diagnostics.sort((a, b) => a.line - b.line || a.column - b.column);
+  }
+
+  /** Removes the checker's virtual files from its project (useful when the project is shared). */
+  dispose(): void {
+    for (const virtualPath of this.#virtualPaths) {
+      const sourceFile = this.#project.getSourceFile(virtualPath);
+      if (sourceFile) this.#project.removeSourceFile(sourceFile);
+    }
+  }
+
+  #pushFindings(
+    analysis: SnippetAnalysis,
+    push: (code: number, message: string, start: number, severity: Diagnostic["severity"]) => void,
+  ): void {
+    for (const finding of analysis.findings) {
+      if (finding.kind === "import") {
+        push(MOSS_DIAGNOSTIC_CODES.importStatement, this.#importMessage(), finding.start, "error");
+      } else {
+        push(
+          MOSS_DIAGNOSTIC_CODES.topLevelAwait,
+          "'await' is only allowed inside a function here: put the code inside `async function main(moss: Moss) { ... }`.",
+          finding.start,
+          "error",
+        );
+      }
+    }
+    const moduleNames = new Set(this.#visibleNames);
+    for (const declaration of analysis.declarations) {
+      for (const item of declaration.names) {
+        if (!moduleNames.has(item.name)) continue;
+        push(
+          MOSS_DIAGNOSTIC_CODES.redeclaredModuleName,
+          `'${item.name}' is already defined by the context module: use it as it is, or give your definition another name.`,
+          item.start,
+          "error",
+        );
+      }
+    }
+  }
+
+  #pushTypedFindings(
+    program: ts.Program,
+    sourceFile: ts.SourceFile,
+    offset: number,
+    analysis: SnippetAnalysis,
+    push: (code: number, message: string, start: number, severity: Diagnostic["severity"]) => void,
+  ): void {
+    const checker = program.getTypeChecker();
+    const toOriginal = (node: ts.Node): number =>
+      originalOffset(node.getStart(sourceFile) - offset, analysis.insertions);
+    const visit = (node: ts.Node): void => {
+      if (ts.isIdentifier(node) && HOST_GLOBALS.has(node.text) && isHostGlobal(checker, node)) {
+        push(
+          MOSS_DIAGNOSTIC_CODES.hostGlobal,
+          `'${node.text}' is not available in the sandbox: your code can only use the names in scope (moss and the context module).`,
+          toOriginal(node),
+          "error",
+        );
+      }
+      if (ts.isExpressionStatement(node)) {
+        let expression = node.expression;
+        while (ts.isParenthesizedExpression(expression)) expression = expression.expression;
+        if (
+          ts.isCallExpression(expression) &&
+          isPromiseLike(checker, checker.getTypeAtLocation(expression))
+        ) {
+          push(
+            MOSS_DIAGNOSTIC_CODES.floatingPromise,
+            "This call returns a Promise that is not awaited: add `await`, or the run may end before it finishes.",
+            toOriginal(expression),
+            "warning",
+          );
+        }
+      }
+      ts.forEachChild(node, visit);
+    };
+    for (const statement of sourceFile.statements) {
+      if (statement.end > offset) visit(statement);
+    }
+  }
+
+  #message(
+    diagnostic: ts.Diagnostic,
+    sourceFile: ts.SourceFile,
+    offset: number,
+    analysis: SnippetAnalysis,
+    line: number,
+  ): string {
+    const parts = [ts.flattenDiagnosticMessageText(diagnostic.messageText, "\n")];
+    for (const related of diagnostic.relatedInformation ?? []) {
+      if (related.file !== sourceFile) continue;
+      const relatedMessage = ts.flattenDiagnosticMessageText(related.messageText, "\n");
+      const relatedLine =
+        related.start !== undefined && related.start >= offset
+          ? ts.getLineAndCharacterOfPosition(
+              analysis.sourceFile,
+              originalOffset(related.start - offset, analysis.insertions),
+            ).line + 1
+          : undefined;
+      parts.push(
+        relatedLine === undefined || relatedLine === line
+          ? relatedMessage
+          : `${relatedMessage} (line ${relatedLine})`,
+      );
+    }
+    let message = parts.join(" ");
+    for (const virtualPath of this.#virtualPaths) {
+      const withoutExtension = virtualPath.replace(/\.ts$/, "");
+      message = message
+        .replaceAll(virtualPath, this.#moduleFileName)
+        .replaceAll(withoutExtension, this.#moduleFileName);
+    }
+    return message;
+  }
+
+  #importMessage(): string {
+    const names = this.#visibleNames.join(", ");
+    return `imports are not available in the sandbox: use the names already in scope: ${names}.`;
+  }
+
+  #writePrevious(): void {
+    if (this.#previous.length === 0) {
+      const existing = this.#project.getSourceFile(this.#previousPath);
+      if (existing) this.#project.removeSourceFile(existing);
+      return;
+    }
+    const names = this.#previous.flatMap((entry) => entry.names);
+    const imported = this.#visibleNames.filter((name) => !names.includes(name));
+    const text = [
+      `import { ${imported.join(", ")} } from ${JSON.stringify(relativeSpecifier(this.#previousPath, this.#scopePath))};`,
+      ...this.#previous.map((entry) => entry.text),
+      `export { ${names.join(", ")} };`,
+    ].join("\n");
+    this.#project.createSourceFile(this.#previousPath, text, { overwrite: true });
+  }
+}
+
+function hiddenNameMessage(name: string): string {
+  return `'${name}' is not available to your code (it is hidden by the context module).`;
+}
+
+function editedOffset(original: number, analysis: SnippetAnalysis): number {
+  let shift = 0;
+  for (const insertion of analysis.insertions) {
+    if (insertion.at < original) shift += insertion.text.length;
+  }
+  return original + shift;
+}
+
+function relativeSpecifier(fromFile: string, toFile: string): string {
+  const relative = path.relative(path.dirname(fromFile), toFile).split(path.sep).join("/");
+  return relative.startsWith("../") ? relative : `./${relative}`;
+}
+
+function isHostGlobal(checker: ts.TypeChecker, identifier: ts.Identifier): boolean {
+  const parent = identifier.parent;
+  if (ts.isPropertyAccessExpression(parent) && parent.name === identifier) return false;
+  if (ts.isTypeReferenceNode(parent) || ts.isQualifiedName(parent) || ts.isTypeQueryNode(parent))
+    return false;
+  const declarations = checker.getSymbolAtLocation(identifier)?.declarations ?? [];
+  return (
+    declarations.length > 0 &&
+    declarations.every((declaration) => {
+      const fileName = declaration.getSourceFile().fileName;
+      return (
+        fileName.includes("/node_modules/@types/node/") || fileName.includes("/node_modules/undici-types/")
+      );
+    })
+  );
+}
+
+function isPromiseLike(checker: ts.TypeChecker, type: ts.Type): boolean {
+  const parts = type.isUnion() ? type.types : [type];
+  return parts.some((part) => {
+    const then = checker.getPropertyOfType(part, "then");
+    return (
+      then !== undefined &&
+      (part.getSymbol()?.getName() === "Promise" || part.getSymbol()?.getName() === "PromiseLike")
+    );
+  });
+}
