@@ -1,0 +1,238 @@
+/**
+ * Finding the model's code in its answer.
+ *
+ * Tool mode: the `moss` tool's arguments should be `{"code": "..."}`. Also accepted: the arguments JSON
+ * stringified twice, the code itself wrapped in `{"code": ...}` again, a single other string property,
+ * JSON with raw newlines inside the string, bare code instead of JSON, and markdown fences inside the code.
+ *
+ * Prose mode (tools off): the **last complete** fenced block tagged `typescript`/`ts`/`tsx` wins, because
+ * models that show a wrong version and then a corrected one put the answer last, and joining blocks would
+ * declare `main` twice. Without such a block, the last complete `javascript`/`js`/untagged block that
+ * declares `main` is taken. Without fences, an answer that contains `async function main(` is taken from the
+ * start of the answer (when the answer starts with code) or from the `main` line, to the brace closing
+ * `main`'s body. An opened but unclosed typescript fence is reported as `invalid` (the answer was probably
+ * cut off by the token limit), never silently run or silently treated as a final answer.
+ */
+
+/** What was found in one answer or tool call. */
+export type ExtractedCode =
+  | { kind: "code"; code: string; source: "tool" | "fence" | "bare" }
+  | { kind: "none" }
+  | { kind: "invalid"; reason: string };
+
+interface FencedBlock {
+  language: string;
+  body: string;
+  closed: boolean;
+}
+
+const TYPESCRIPT_LANGUAGES = new Set(["typescript", "ts", "tsx"]);
+const OTHER_CODE_LANGUAGES = new Set(["javascript", "js", "jsx", ""]);
+const DECLARES_MAIN = /\b(?:function\s+main\s*\(|(?:const|let|var)\s+main\s*=)/;
+const MAIN_FUNCTION = /^[ \t]*(?:export\s+)?(?:async\s+)?function\s+main\s*\(/m;
+const STARTS_WITH_CODE =
+  /^(?:export\s|async\s|function\s|const\s|let\s|var\s|import\s|interface\s|type\s|class\s|enum\s|\/\/|\/\*)/;
+const MAX_UNWRAP_DEPTH = 4;
+
+/** Extracts the code from the arguments text of a `moss` tool call. */
+export function extractToolCode(argumentsText: string): ExtractedCode {
+  const text = argumentsText.trim();
+  if (text === "") {
+    return {
+      kind: "invalid",
+      reason: 'The moss tool call had no arguments; call it with {"code": "<TypeScript>"}.',
+    };
+  }
+  const code = unwrapCode(text, 0);
+  if (code === undefined) {
+    return {
+      kind: "invalid",
+      reason: 'The moss tool arguments were not {"code": "<TypeScript>"}: no code was found in them.',
+    };
+  }
+  const cleaned = stripFences(code);
+  if (cleaned.kind !== "code") return cleaned;
+  return { kind: "code", code: cleaned.code, source: "tool" };
+}
+
+/** Extracts the code from a prose answer (tools off); `none` means the answer is final. */
+export function extractProseCode(content: string): ExtractedCode {
+  const blocks = fencedBlocks(content);
+  const closed = blocks.filter((block) => block.closed);
+  const typescript = closed.filter((block) => TYPESCRIPT_LANGUAGES.has(block.language));
+  const chosen =
+    typescript.at(-1) ??
+    closed
+      .filter((block) => OTHER_CODE_LANGUAGES.has(block.language) && DECLARES_MAIN.test(block.body))
+      .at(-1);
+  if (chosen !== undefined && chosen.body.trim() !== "") {
+    return { kind: "code", code: chosen.body.trim(), source: "fence" };
+  }
+  const unclosed = blocks.find(
+    (block) =>
+      !block.closed &&
+      (TYPESCRIPT_LANGUAGES.has(block.language) ||
+        (OTHER_CODE_LANGUAGES.has(block.language) && DECLARES_MAIN.test(block.body))),
+  );
+  if (unclosed !== undefined) {
+    return {
+      kind: "invalid",
+      reason:
+        "The answer opened a ```typescript block but never closed it (was it cut off?). Send the whole code again in one closed block.",
+    };
+  }
+  if (blocks.length > 0) return { kind: "none" };
+  return bareMain(content);
+}
+
+/** Removes markdown fences around code: the code inside the chosen block, or the text itself when unfenced. */
+export function stripFences(code: string): ExtractedCode {
+  const text = code.trim();
+  if (!/^\s*(```|~~~)/m.test(text)) {
+    return text === ""
+      ? { kind: "invalid", reason: "The code was empty." }
+      : { kind: "code", code: text, source: "bare" };
+  }
+  const found = extractProseCode(text);
+  if (found.kind === "code") return found;
+  if (found.kind === "invalid") return found;
+  const any = fencedBlocks(text)
+    .filter((block) => block.body.trim() !== "")
+    .at(-1);
+  return any === undefined
+    ? { kind: "invalid", reason: "The code was an empty markdown block." }
+    : { kind: "code", code: any.body.trim(), source: "fence" };
+}
+
+function unwrapCode(text: string, depth: number): string | undefined {
+  if (depth > MAX_UNWRAP_DEPTH) return text;
+  const trimmed = text.trim();
+  let value: unknown;
+  try {
+    value = JSON.parse(trimmed);
+  } catch {
+    const lenient = lenientCodeField(trimmed);
+    if (lenient !== undefined) return unwrapCode(lenient, depth + 1);
+    // Not JSON: plain code from a model that ignored the schema, unless it is broken JSON.
+    return trimmed.startsWith("{") ? undefined : trimmed;
+  }
+  if (typeof value === "string") return unwrapCode(value, depth + 1);
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return undefined;
+  const record = value as Record<string, unknown>;
+  const field = record.code;
+  if (typeof field === "string") return unwrapCode(field, depth + 1);
+  if (field !== null && typeof field === "object") return unwrapCode(JSON.stringify(field), depth + 1);
+  const strings = Object.values(record).filter((entry): entry is string => typeof entry === "string");
+  if (strings.length === 1) return unwrapCode(strings[0]!, depth + 1);
+  return undefined;
+}
+
+/** `{"code": "..."}` where the string holds raw newlines or tabs, which JSON forbids but models write. */
+function lenientCodeField(text: string): string | undefined {
+  const match = /^\{\s*"code"\s*:\s*"([\s\S]*)"\s*,?\s*\}$/.exec(text);
+  if (match === null) return undefined;
+  const escaped = match[1]!.replace(/\r?\n/g, "\\n").replace(/\t/g, "\\t");
+  try {
+    return JSON.parse(`"${escaped}"`) as string;
+  } catch {
+    return undefined;
+  }
+}
+
+function fencedBlocks(content: string): FencedBlock[] {
+  const lines = content.split(/\r?\n/);
+  const blocks: FencedBlock[] = [];
+  let open: { fence: string; language: string; body: string[] } | undefined;
+  for (const line of lines) {
+    if (open === undefined) {
+      const start = /^\s*(`{3,}|~{3,})\s*([\w+-]*)[^`]*$/.exec(line);
+      if (start !== null) open = { fence: start[1]!, language: start[2]!.toLowerCase(), body: [] };
+      continue;
+    }
+    const trimmed = line.trim();
+    if (trimmed.length >= open.fence.length && trimmed === open.fence[0]!.repeat(trimmed.length)) {
+      blocks.push({ language: open.language, body: open.body.join("\n"), closed: true });
+      open = undefined;
+    } else {
+      open.body.push(line);
+    }
+  }
+  if (open !== undefined) blocks.push({ language: open.language, body: open.body.join("\n"), closed: false });
+  return blocks;
+}
+
+function bareMain(content: string): ExtractedCode {
+  const match = MAIN_FUNCTION.exec(content);
+  if (match === null) return { kind: "none" };
+  const end = endOfBody(content, match.index + match[0].length - 1);
+  if (end === undefined) {
+    return {
+      kind: "invalid",
+      reason: "The answer starts `async function main(` but its body is never closed (was it cut off?).",
+    };
+  }
+  const trimmedStart = content.length - content.trimStart().length;
+  const start = STARTS_WITH_CODE.test(content.trimStart()) ? trimmedStart : match.index;
+  return { kind: "code", code: content.slice(start, end + 1).trim(), source: "bare" };
+}
+
+/** Index of the `}` closing the function whose parameter list opens at `openParen`. */
+function endOfBody(text: string, openParen: number): number | undefined {
+  const afterParams = skipBalanced(text, openParen, "(", ")");
+  if (afterParams === undefined) return undefined;
+  const openBrace = text.indexOf("{", afterParams);
+  if (openBrace === -1) return undefined;
+  return skipBalanced(text, openBrace, "{", "}");
+}
+
+/** Returns the index of the bracket matching the one at `start`, skipping strings, templates and comments. */
+function skipBalanced(text: string, start: number, open: string, close: string): number | undefined {
+  let depth = 0;
+  const templateDepths: number[] = [];
+  for (let index = start; index < text.length; index++) {
+    const char = text[index]!;
+    const next = text[index + 1];
+    if (char === "/" && next === "/") {
+      const end = text.indexOf("\n", index);
+      if (end === -1) return undefined;
+      index = end;
+    } else if (char === "/" && next === "*") {
+      const end = text.indexOf("*/", index + 2);
+      if (end === -1) return undefined;
+      index = end + 1;
+    } else if (char === '"' || char === "'") {
+      index = skipString(text, index, char);
+    } else if (char === "`" || (char === "}" && templateDepths.at(-1) === depth)) {
+      if (char === "}") templateDepths.pop();
+      index = skipTemplate(text, index + 1);
+      if (text[index] === "$") {
+        templateDepths.push(depth);
+        index += 1;
+      }
+    } else if (char === open) {
+      depth += 1;
+    } else if (char === close) {
+      depth -= 1;
+      if (depth === 0) return index;
+    }
+  }
+  return undefined;
+}
+
+function skipString(text: string, start: number, quote: string): number {
+  for (let index = start + 1; index < text.length; index++) {
+    if (text[index] === "\\") index += 1;
+    else if (text[index] === quote || text[index] === "\n") return index;
+  }
+  return text.length;
+}
+
+/** From inside a template literal, returns the index of its closing backtick or of the `$` of `${`. */
+function skipTemplate(text: string, start: number): number {
+  for (let index = start; index < text.length; index++) {
+    if (text[index] === "\\") index += 1;
+    else if (text[index] === "`") return index;
+    else if (text[index] === "$" && text[index + 1] === "{") return index;
+  }
+  return text.length;
+}

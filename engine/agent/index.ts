@@ -1,0 +1,69 @@
+// The agent: language models, code extraction, the conversation tree and the MossAgent loop.
+export {
+  AGENT_ROLE,
+  buildSystemPrompt,
+  CODE_RULES,
+  FENCE_MODE_INSTRUCTIONS,
+  MODULE_HEADING,
+  MOSS_TOOL,
+  OBSERVATION_INSTRUCTIONS,
+  STOP_INSTRUCTIONS,
+  TOOL_MODE_INSTRUCTIONS,
+} from "./agent-prompt.ts";
+export {
+  Conversation,
+  type ConversationJson,
+  type ConversationMessage,
+  type ConversationRole,
+} from "./conversation.ts";
+export {
+  type ConversationStore,
+  FileConversationStore,
+  MemoryConversationStore,
+} from "./conversation-store.ts";
+export { type ExtractedCode, extractProseCode, extractToolCode, stripFences } from "./extract-code.ts";
+export {
+  type ChatMessage,
+  computeCost,
+  DEFAULT_PRICE_TABLE,
+  type FinishReason,
+  type LanguageModel,
+  type LanguageModelRequest,
+  type LanguageModelResponse,
+  type ModelPrice,
+  type PriceTable,
+  type ToolCall,
+  type ToolSpec,
+} from "./language-model.ts";
+export {
+  type AgentContextStore,
+  type AgentEvent,
+  type AgentRunOptions,
+  type AgentRunResult,
+  type AgentRuntime,
+  type AgentUsage,
+  type CreateRuntime,
+  MossAgent,
+  type MossAgentOptions,
+  type StopReason,
+} from "./moss-agent.ts";
+export {
+  DEFAULT_OBSERVATION_LIMITS,
+  FAILURE_HINT,
+  formatReturns,
+  NOTHING_OBSERVED,
+  type ObservationLimits,
+  renderObservation,
+  truncateMiddle,
+} from "./observation.ts";
+export {
+  DEFAULT_BASE_URL,
+  DEFAULT_MODEL,
+  OpenAILanguageModel,
+  type OpenAILanguageModelOptions,
+} from "./openai-language-model.ts";
+export {
+  ScriptedLanguageModel,
+  type ScriptedRecording,
+  type ScriptedResponse,
+} from "./scripted-language-model.ts";

@@ -1,0 +1,97 @@
+import { inspect } from "node:util";
+import { renderDiagnostics } from "../check/render-diagnostics.ts";
+import type { Execution, ExecutionError } from "../types.ts";
+
+/** Size bounds of the observation text sent back to the model after an execution. */
+export interface ObservationLimits {
+  /** The whole observation. */
+  maxChars: number;
+  /** The stdout section alone (head and tail are kept, the middle is cut). */
+  maxStdoutChars: number;
+  /** The rendered return value. */
+  maxReturnsChars: number;
+  /** At most this many type diagnostics are listed. */
+  maxDiagnostics: number;
+}
+
+export const DEFAULT_OBSERVATION_LIMITS: Readonly<ObservationLimits> = Object.freeze({
+  maxChars: 12_000,
+  maxStdoutChars: 6_000,
+  maxReturnsChars: 3_000,
+  maxDiagnostics: 10,
+});
+
+/** Shown when a successful execution printed nothing and returned nothing. */
+export const NOTHING_OBSERVED = "The code ran without printing anything and returned undefined.";
+
+/** Shown after a failed execution, so the model knows what is expected next. */
+export const FAILURE_HINT =
+  "The code failed. Fix it and run it again, or answer in plain text if the task cannot be done.";
+
+/** Cuts `text` to at most `maxChars`, keeping head and tail around a visible marker naming what was cut. */
+export function truncateMiddle(text: string, maxChars: number): string {
+  if (text.length <= maxChars) return text;
+  const marker = (cut: number) => `\n… [truncated ${cut} characters] …\n`;
+  const room = Math.max(0, maxChars - marker(text.length).length);
+  const head = Math.ceil((room * 2) / 3);
+  const tail = room - head;
+  const cut = text.length - head - tail;
+  return `${text.slice(0, head)}${marker(cut)}${tail > 0 ? text.slice(text.length - tail) : ""}`;
+}
+
+/** Renders the return value of the model's code for the model to read. */
+export function formatReturns(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value);
+  return inspect(value, {
+    depth: 6,
+    breakLength: 100,
+    maxArrayLength: 100,
+    maxStringLength: 2_000,
+    sorted: false,
+  });
+}
+
+function formatError(error: ExecutionError): string {
+  const lines = [`${error.name}: ${error.message}`];
+  if (error.line !== undefined) {
+    lines.push(`at snippet.ts:${error.line}${error.column === undefined ? "" : `:${error.column}`}`);
+  }
+  if (error.frame) lines.push(error.frame);
+  if (error.stack && error.kind === "runtime") {
+    const frames = error.stack.split("\n").filter((line) => /^\s*at /.test(line));
+    if (frames.length > 0) lines.push(frames.join("\n"));
+  }
+  return lines.join("\n");
+}
+
+/**
+ * Renders one execution as the observation the model reads: status, error with code frame, type
+ * diagnostics, stdout, return value and warnings, each bounded, the whole bounded by `maxChars`.
+ */
+export function renderObservation(execution: Execution, limits: Partial<ObservationLimits> = {}): string {
+  const bounds = { ...DEFAULT_OBSERVATION_LIMITS, ...limits };
+  const sections: string[] = [`<execution ok="${execution.ok}">`];
+  const section = (tag: string, body: string, attributes = "") =>
+    sections.push(`<${tag}${attributes}>\n${body}\n</${tag}>`);
+  if (execution.error !== undefined) {
+    section("error", formatError(execution.error), ` kind="${execution.error.kind}"`);
+    const diagnostics = execution.error.diagnostics ?? [];
+    if (diagnostics.length > 0)
+      section("diagnostics", renderDiagnostics(diagnostics, { max: bounds.maxDiagnostics }));
+  }
+  if (execution.stdout !== "")
+    section("stdout", truncateMiddle(execution.stdout.replace(/\n$/, ""), bounds.maxStdoutChars));
+  if (execution.ok && execution.returns !== undefined) {
+    section("returns", truncateMiddle(formatReturns(execution.returns), bounds.maxReturnsChars));
+  }
+  if (execution.warnings.length > 0) {
+    section("warnings", execution.warnings.map((warning) => `- ${warning}`).join("\n"));
+  }
+  if (execution.ok && sections.length === 1) sections.push(NOTHING_OBSERVED);
+  if (!execution.ok) sections.push(FAILURE_HINT);
+  sections.push("</execution>");
+  const text = sections.join("\n");
+  if (text.length <= bounds.maxChars) return text;
+  const closing = "\n</execution>";
+  return `${truncateMiddle(text.slice(0, text.length - closing.length), bounds.maxChars - closing.length)}${closing}`;
+}

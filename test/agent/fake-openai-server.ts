@@ -1,0 +1,176 @@
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+
+/** One scripted answer of the fake server: a completion, or an HTTP error. */
+export type FakeReply =
+  | {
+      content?: string;
+      toolCalls?: Array<{ id?: string; name: string; arguments: string }>;
+      finishReason?: "stop" | "length" | "tool_calls";
+      promptTokens?: number;
+      completionTokens?: number;
+    }
+  | { status: number; error: { message: string; type?: string; code?: string } };
+
+/** What the fake server saw of one request. */
+export interface FakeRequest {
+  path: string;
+  authorization: string | undefined;
+  body: Record<string, any>;
+}
+
+/** A local OpenAI-compatible chat-completions server that speaks JSON and SSE, scripted per test. */
+export interface FakeOpenAIServer {
+  baseUrl: string;
+  requests: FakeRequest[];
+  close(): Promise<void>;
+}
+
+export interface FakeServerOptions {
+  /** Requests without `Authorization: Bearer <apiKey>` get a 401 like OpenAI's. */
+  apiKey?: string;
+  /** Models the server knows; other names get a 404 `model_not_found` like OpenAI's. */
+  models?: string[];
+  /** Characters per streamed content or argument delta. */
+  chunkChars?: number;
+}
+
+export async function startFakeOpenAIServer(
+  replies: FakeReply[],
+  options: FakeServerOptions = {},
+): Promise<FakeOpenAIServer> {
+  const requests: FakeRequest[] = [];
+  const chunkChars = options.chunkChars ?? 7;
+  let next = 0;
+  const server = createServer(async (request, response) => {
+    const body = JSON.parse((await readBody(request)) || "{}");
+    requests.push({ path: request.url ?? "", authorization: request.headers.authorization, body });
+    if (request.url !== "/v1/chat/completions" || request.method !== "POST") {
+      return sendError(response, 404, {
+        message: `Unknown path ${request.url}`,
+        type: "invalid_request_error",
+      });
+    }
+    if (options.apiKey !== undefined && request.headers.authorization !== `Bearer ${options.apiKey}`) {
+      return sendError(response, 401, {
+        message: "Incorrect API key provided.",
+        type: "invalid_request_error",
+        code: "invalid_api_key",
+      });
+    }
+    if (options.models !== undefined && !options.models.includes(body.model)) {
+      return sendError(response, 404, {
+        message: `The model \`${body.model}\` does not exist or you do not have access to it.`,
+        type: "invalid_request_error",
+        code: "model_not_found",
+      });
+    }
+    const reply = replies[next++];
+    if (reply === undefined) {
+      return sendError(response, 500, {
+        message: `fake server: no scripted reply #${next}`,
+        type: "server_error",
+      });
+    }
+    if ("status" in reply) return sendError(response, reply.status, reply.error);
+    const toolCalls = (reply.toolCalls ?? []).map((call, index) => ({
+      id: call.id ?? `call_${next}_${index}`,
+      type: "function" as const,
+      function: { name: call.name, arguments: call.arguments },
+    }));
+    const finishReason = reply.finishReason ?? (toolCalls.length > 0 ? "tool_calls" : "stop");
+    const usage = {
+      prompt_tokens: reply.promptTokens ?? 100,
+      completion_tokens: reply.completionTokens ?? 20,
+      total_tokens: (reply.promptTokens ?? 100) + (reply.completionTokens ?? 20),
+    };
+    const base = { id: `chatcmpl-${next}`, created: 1_700_000_000, model: body.model };
+    if (body.stream !== true) {
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end(
+        JSON.stringify({
+          ...base,
+          object: "chat.completion",
+          choices: [
+            {
+              index: 0,
+              message: {
+                role: "assistant",
+                content: reply.content ?? null,
+                ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
+              },
+              finish_reason: finishReason,
+            },
+          ],
+          usage,
+        }),
+      );
+      return;
+    }
+    response.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+      response.write(
+        `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`,
+      );
+    chunk({ role: "assistant", content: "" });
+    for (const piece of pieces(reply.content ?? "", chunkChars)) chunk({ content: piece });
+    toolCalls.forEach((call, index) => {
+      chunk({
+        tool_calls: [
+          { index, id: call.id, type: "function", function: { name: call.function.name, arguments: "" } },
+        ],
+      });
+      for (const piece of pieces(call.function.arguments, chunkChars)) {
+        chunk({ tool_calls: [{ index, function: { arguments: piece } }] });
+      }
+    });
+    chunk({}, finishReason);
+    if (body.stream_options?.include_usage) {
+      response.write(
+        `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [], usage })}\n\n`,
+      );
+    }
+    response.end("data: [DONE]\n\n");
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseUrl: `http://127.0.0.1:${port}/v1`,
+    requests,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.closeAllConnections();
+        server.close((error) => (error ? reject(error) : resolve()));
+      }),
+  };
+}
+
+/** A base URL on which nothing listens (a port that was just freed). */
+export async function refusedBaseUrl(): Promise<string> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return `http://127.0.0.1:${port}/v1`;
+}
+
+function pieces(text: string, size: number): string[] {
+  const out: string[] = [];
+  for (let index = 0; index < text.length; index += size) out.push(text.slice(index, index + size));
+  return out;
+}
+
+function sendError(response: ServerResponse, status: number, error: Record<string, unknown>): void {
+  response.writeHead(status, { "content-type": "application/json" });
+  response.end(JSON.stringify({ error: { param: null, code: null, ...error } }));
+}
+
+function readBody(request: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let text = "";
+    request.setEncoding("utf8");
+    request.on("data", (part: string) => (text += part));
+    request.on("end", () => resolve(text));
+    request.on("error", reject);
+  });
+}

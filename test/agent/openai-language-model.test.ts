@@ -1,0 +1,182 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { MOSS_TOOL } from "../../engine/agent/agent-prompt.ts";
+import { computeCost } from "../../engine/agent/language-model.ts";
+import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
+import { MossError } from "../../engine/errors.ts";
+import { type FakeOpenAIServer, refusedBaseUrl, startFakeOpenAIServer } from "./fake-openai-server.ts";
+
+let server: FakeOpenAIServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+const prices = { "gpt-test": { inputPerMillionTokens: 2, outputPerMillionTokens: 8 } };
+const messages = [
+  { role: "system" as const, content: "be brief" },
+  { role: "user" as const, content: "hi" },
+];
+
+function model(baseUrl: string, overrides: Record<string, unknown> = {}) {
+  return new OpenAILanguageModel({
+    baseUrl,
+    apiKey: "sk-test",
+    model: "gpt-test",
+    maxRetries: 0,
+    prices,
+    env: {},
+    ...overrides,
+  });
+}
+
+describe("OpenAILanguageModel against a local OpenAI-compatible server", () => {
+  it("generates text, tokens and cost without streaming", async () => {
+    server = await startFakeOpenAIServer([
+      { content: "hello there", promptTokens: 1000, completionTokens: 500 },
+    ]);
+    const response = await model(server.baseUrl).generate({ messages, maxTokens: 50, temperature: 0.2 });
+    expect(response).toEqual({
+      content: "hello there",
+      toolCalls: [],
+      inputTokens: 1000,
+      outputTokens: 500,
+      cost: (1000 * 2 + 500 * 8) / 1_000_000,
+      model: "gpt-test",
+      finishReason: "stop",
+    });
+    const body = server.requests[0]!.body;
+    expect(body.model).toBe("gpt-test");
+    expect(body.max_tokens).toBe(50);
+    expect(body.temperature).toBe(0.2);
+    expect(body.messages).toEqual([
+      { role: "system", content: "be brief" },
+      { role: "user", content: "hi" },
+    ]);
+    expect(server.requests[0]!.authorization).toBe("Bearer sk-test");
+  });
+
+  it("streams text deltas and assembles tool calls from argument deltas", async () => {
+    const code = 'async function main(moss: Moss) {\n  console.log("a \\"quoted\\" word");\n}';
+    server = await startFakeOpenAIServer(
+      [
+        {
+          content: "Let me look.",
+          toolCalls: [
+            { id: "call_a", name: "moss", arguments: JSON.stringify({ code }) },
+            { id: "call_b", name: "moss", arguments: JSON.stringify({ code: "async function main() {}" }) },
+          ],
+          promptTokens: 10,
+          completionTokens: 30,
+        },
+      ],
+      { chunkChars: 3 },
+    );
+    const deltas: string[] = [];
+    const response = await model(server.baseUrl).stream({ messages, tools: [MOSS_TOOL] }, (delta) =>
+      deltas.push(delta),
+    );
+    expect(deltas.length).toBeGreaterThan(1);
+    expect(deltas.join("")).toBe("Let me look.");
+    expect(response.content).toBe("Let me look.");
+    expect(response.toolCalls).toEqual([
+      { id: "call_a", name: "moss", arguments: JSON.stringify({ code }) },
+      { id: "call_b", name: "moss", arguments: JSON.stringify({ code: "async function main() {}" }) },
+    ]);
+    expect(response.finishReason).toBe("tool-calls");
+    expect(response.inputTokens).toBe(10);
+    expect(response.outputTokens).toBe(30);
+    const body = server.requests[0]!.body;
+    expect(body.stream).toBe(true);
+    expect(body.tools).toEqual([
+      {
+        type: "function",
+        function: { name: "moss", description: MOSS_TOOL.description, parameters: MOSS_TOOL.parameters },
+      },
+    ]);
+  });
+
+  it("sends assistant tool calls and tool results in the wire format", async () => {
+    server = await startFakeOpenAIServer([{ content: "done" }]);
+    await model(server.baseUrl).generate({
+      messages: [
+        ...messages,
+        {
+          role: "assistant",
+          content: "",
+          toolCalls: [{ id: "c1", name: "moss", arguments: '{"code":"x"}' }],
+        },
+        { role: "tool", content: "ok", toolCallId: "c1" },
+      ],
+    });
+    expect(server.requests[0]!.body.messages.slice(2)).toEqual([
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "c1", type: "function", function: { name: "moss", arguments: '{"code":"x"}' } }],
+      },
+      { role: "tool", content: "ok", tool_call_id: "c1" },
+    ]);
+  });
+
+  it("maps a 401 to model-auth", async () => {
+    server = await startFakeOpenAIServer([{ content: "never" }], { apiKey: "sk-right" });
+    const error = await model(server.baseUrl, { apiKey: "sk-wrong" })
+      .generate({ messages })
+      .catch((caught: unknown) => caught);
+    expect(MossError.is(error, "model-auth")).toBe(true);
+    expect((error as MossError).message).toContain(server.baseUrl);
+    expect((error as MossError).message).toContain("OPENAI_API_KEY");
+  });
+
+  it("maps an unknown model (404) to model-not-found, naming the model, also when streaming", async () => {
+    server = await startFakeOpenAIServer([], { models: ["gpt-test"] });
+    const unknown = model(server.baseUrl, { model: "gpt-nope" });
+    for (const call of [() => unknown.generate({ messages }), () => unknown.stream({ messages }, () => {})]) {
+      const error = await call().catch((caught: unknown) => caught);
+      expect(MossError.is(error, "model-not-found")).toBe(true);
+      expect((error as MossError).message).toContain('"gpt-nope"');
+    }
+  });
+
+  it("maps a refused connection to model-connection, naming the URL", async () => {
+    const baseUrl = await refusedBaseUrl();
+    const error = await model(baseUrl)
+      .stream({ messages }, () => {})
+      .catch((caught: unknown) => caught);
+    expect(MossError.is(error, "model-connection")).toBe(true);
+    expect((error as MossError).message).toContain(baseUrl);
+    expect((error as MossError).message).toContain("ECONNREFUSED");
+  });
+
+  it("maps other server errors to model-request with the status", async () => {
+    server = await startFakeOpenAIServer([{ status: 400, error: { message: "messages must not be empty" } }]);
+    const error = await model(server.baseUrl)
+      .generate({ messages })
+      .catch((caught: unknown) => caught);
+    expect(MossError.is(error, "model-request")).toBe(true);
+    expect((error as MossError).details.status).toBe(400);
+    expect((error as MossError).message).toContain("messages must not be empty");
+  });
+
+  it("reads OPENAI_BASE_URL, OPENAI_API_KEY and MOSS_MODEL from the environment", async () => {
+    server = await startFakeOpenAIServer([{ content: "ok" }], { apiKey: "sk-env", models: ["env-model"] });
+    const fromEnv = new OpenAILanguageModel({
+      maxRetries: 0,
+      env: { OPENAI_BASE_URL: server.baseUrl, OPENAI_API_KEY: "sk-env", MOSS_MODEL: "env-model" },
+    });
+    expect(fromEnv.model).toBe("env-model");
+    expect((await fromEnv.generate({ messages })).content).toBe("ok");
+  });
+});
+
+describe("computeCost", () => {
+  it("prices by exact name, then by the longest prefix, and 0 for unknown models", () => {
+    const table = {
+      "gpt-4o": { inputPerMillionTokens: 2.5, outputPerMillionTokens: 10 },
+      "gpt-4o-mini": { inputPerMillionTokens: 0.15, outputPerMillionTokens: 0.6 },
+    };
+    expect(computeCost(table, "gpt-4o", 1_000_000, 1_000_000)).toBeCloseTo(12.5);
+    expect(computeCost(table, "gpt-4o-mini-2024-07-18", 1_000_000, 0)).toBeCloseTo(0.15);
+    expect(computeCost(table, "llama3", 1_000_000, 1_000_000)).toBe(0);
+  });
+});
