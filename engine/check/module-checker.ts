@@ -156,10 +156,9 @@ export class ModuleChecker {
         : "");
     const offset = prelude.length + 1;
     const text = `${prelude}\n${applySnippetEdits(snippet, analysis)}`;
-    const sourceFile = this.#project.createSourceFile(this.#snippetPath, text, {
-      overwrite: true,
-    }).compilerNode;
+    const snippetFile = this.#project.createSourceFile(this.#snippetPath, text, { overwrite: true });
     const program = this.#project.getProgram().compilerObject;
+    const sourceFile = program.getSourceFile(snippetFile.getFilePath()) ?? snippetFile.compilerNode;
     const diagnostics: Diagnostic[] = [];
     const push = (code: number, message: string, start: number, severity: Diagnostic["severity"]): void => {
       const position = ts.getLineAndCharacterOfPosition(analysis.sourceFile, Math.min(start, snippet.length));
@@ -296,7 +295,8 @@ export class ModuleChecker {
           : `${relatedMessage} (line ${relatedLine})`,
       );
     }
-    let message = parts.join(" ");
+    let message = parts.join(" ").replace("because it is an import", "because the context module defines it");
+    if (forgotAwait(diagnostic.code, message)) message += " Did you forget to use 'await'?";
     for (const virtualPath of this.#virtualPaths) {
       const withoutExtension = virtualPath.replace(/\.ts$/, "");
       message = message
@@ -326,6 +326,25 @@ export class ModuleChecker {
     ].join("\n");
     this.#project.createSourceFile(this.#previousPath, text, { overwrite: true });
   }
+}
+
+const PROMISE_TYPE = /^'(Promise|PromiseLike)<|^'Promise'/;
+
+/** TypeScript hints at a missing `await` only when the awaited type has the property; moss hints whenever a Promise is misused. */
+function forgotAwait(code: number, message: string): boolean {
+  if (message.includes("'await'")) return false;
+  const typeAfter = (marker: string): string | undefined => {
+    const index = message.indexOf(marker);
+    return index < 0 ? undefined : message.slice(index + marker.length - 1);
+  };
+  const isPromise = (text: string | undefined): boolean => text !== undefined && PROMISE_TYPE.test(text);
+  if (code === 2339 || code === 2551) return isPromise(typeAfter("on type '"));
+  if (code === 2322 || code === 2345) {
+    const target = typeAfter("to type '") ?? typeAfter("parameter of type '");
+    return isPromise(typeAfter("ype '")) && target !== undefined && !isPromise(target);
+  }
+  if (code === 2365 || code === 2362 || code === 2363) return message.includes("'Promise<");
+  return false;
 }
 
 function hiddenNameMessage(name: string): string {

@@ -1,0 +1,200 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { Project } from "ts-morph";
+import { beforeAll, describe, expect, it } from "vitest";
+import { CHECK_COMPILER_OPTIONS, MOSS_DIAGNOSTIC_CODES, ModuleChecker } from "../../engine/check/index.ts";
+import { MossError } from "../../engine/errors.ts";
+import { FLAWED_SNIPPETS, SPHERO_HIDDEN_NAMES, VALID_SNIPPETS } from "../fixtures/check/corpus.ts";
+
+const FIXTURES = fileURLToPath(new URL("../fixtures/check/", import.meta.url));
+const SPHERO_PATH = path.join(FIXTURES, "sphero.ts");
+const SPHERO_SOURCE = readFileSync(SPHERO_PATH, "utf8");
+
+function spheroChecker(project?: Project): ModuleChecker {
+  return new ModuleChecker({
+    modulePath: SPHERO_PATH,
+    source: SPHERO_SOURCE,
+    hiddenNames: SPHERO_HIDDEN_NAMES,
+    project,
+  });
+}
+
+let checker: ModuleChecker;
+beforeAll(() => {
+  checker = spheroChecker();
+});
+
+describe("flawed snippets", () => {
+  it("has a corpus of at least 25 flawed snippets", () => {
+    expect(FLAWED_SNIPPETS.length).toBeGreaterThanOrEqual(25);
+  });
+
+  it.each(FLAWED_SNIPPETS)("$name → $expectCode at line $expectLine", (snippet) => {
+    const diagnostics = checker.check(snippet.code);
+    const match = diagnostics.find(
+      (diagnostic) => diagnostic.code === snippet.expectCode && diagnostic.line === snippet.expectLine,
+    );
+    expect(match, JSON.stringify(diagnostics, null, 2)).toBeDefined();
+    if (!match) return;
+    expect(match.severity).toBe(snippet.expectSeverity ?? "error");
+    if (snippet.expectColumn !== undefined) expect(match.column).toBe(snippet.expectColumn);
+    if (snippet.expectMessage !== undefined) expect(match.message).toContain(snippet.expectMessage);
+    const line = snippet.code.split("\n")[match.line - 1] ?? "";
+    expect(match.frame).toContain(line);
+    expect(match.frame).toContain(`${" ".repeat(match.column - 1)}^`);
+  });
+});
+
+describe("valid snippets", () => {
+  it.each(VALID_SNIPPETS)("$name has no diagnostics", (snippet) => {
+    expect(checker.check(snippet.code)).toEqual([]);
+  });
+});
+
+describe("scope", () => {
+  it("the import message names the visible names and no hidden one", () => {
+    const [diagnostic] = checker.check('import { helper } from "./sphero.ts";\nfunction main(moss: Moss) {}');
+    expect(diagnostic?.code).toBe(MOSS_DIAGNOSTIC_CODES.importStatement);
+    for (const name of ["Moss", "Ball", "LedMatrix", "square", "play", "MAX_SPEED"]) {
+      expect(diagnostic?.message).toContain(name);
+    }
+    for (const name of SPHERO_HIDDEN_NAMES) expect(diagnostic?.message).not.toContain(name);
+  });
+
+  it("a hidden name gets the moss message and no bare 'Cannot find name'", () => {
+    const diagnostics = checker.check("function main(moss: Moss) {\n  return helper(1);\n}");
+    expect(diagnostics).toEqual([
+      {
+        code: 90001,
+        message: "'helper' is not available to your code (it is hidden by the context module).",
+        line: 2,
+        column: 10,
+        severity: "error",
+        frame: "> 2 |   return helper(1);\n    |          ^",
+      },
+    ]);
+  });
+
+  it("a syntax error is reported alone, without semantic noise", () => {
+    const diagnostics = checker.check(
+      "async function main(moss: Moss) {\n  await moss.body.rol(90, 100, 2;\n}",
+    );
+    expect(diagnostics.map((diagnostic) => diagnostic.code)).toEqual([1005]);
+  });
+
+  it("maps columns after the inserted `: Moss` annotation back to the snippet", () => {
+    const code = "async function main(moss) { await moss.body.spn(1, 2); moss.count = 'x'; }";
+    const diagnostics = checker.check(code);
+    expect(diagnostics.map((diagnostic) => [diagnostic.code, diagnostic.column])).toEqual([
+      [2551, code.indexOf("spn") + 1],
+      [2322, code.indexOf("moss.count") + 1],
+    ]);
+  });
+
+  it("reports an unclosed brace with the line of the opening one", () => {
+    const [diagnostic] = checker.check("async function main(moss: Moss) {\n  moss.body.stop();\n");
+    expect(diagnostic?.code).toBe(1005);
+    expect(diagnostic?.message).toContain("'}' expected");
+    expect(diagnostic?.message).toContain("(line 1)");
+  });
+
+  it("uses the moss-ts base Moss when the module declares none", () => {
+    const modulePath = path.join(FIXTURES, "plain.ts");
+    const plain = new ModuleChecker({
+      modulePath,
+      source: 'export function greet(name: string): string {\n  return "hi " + name;\n}\n',
+      hiddenNames: [],
+    });
+    expect(plain.check('function main(moss: Moss) {\n  moss.pprint(greet("x"));\n}')).toEqual([]);
+    const [diagnostic] = plain.check("function main(moss: Moss) {\n  moss.body.stop();\n}");
+    expect(diagnostic?.code).toBe(2339);
+  });
+});
+
+describe("previous definitions", () => {
+  it("a definition from an accepted snippet is visible to later checks, and later ones win", () => {
+    const session = spheroChecker();
+    const uses = "async function main(moss: Moss) {\n  await zigzag(moss, 3);\n}";
+    expect(session.check(uses).map((diagnostic) => diagnostic.code)).toEqual([2304]);
+    session.accept(
+      "async function zigzag(moss: Moss, times: number): Promise<void> {\n  for (let i = 0; i < times; i++) await moss.body.roll(i % 2 ? 45 : 315, 80, 1);\n}\nasync function main(moss: Moss) {\n  await zigzag(moss, 1);\n}",
+    );
+    expect(session.check(uses)).toEqual([]);
+    session.accept("function zigzag(label: string): string {\n  return label;\n}");
+    const [diagnostic] = session.check(uses);
+    expect(diagnostic?.code).toBe(2554);
+    expect(session.check('function main(moss: Moss) {\n  moss.pprint(zigzag("z"));\n}')).toEqual([]);
+  });
+
+  it("an accepted main does not clash with the next main, and can be called by name", () => {
+    const session = spheroChecker();
+    session.accept("async function main(moss) {\n  await moss.body.spin(90, 1);\n}");
+    expect(session.check("async function main(moss: Moss) {\n  moss.body.stop();\n}")).toEqual([]);
+    expect(session.check("async function again(moss: Moss) {\n  await main(moss);\n}")).toEqual([]);
+  });
+
+  it("accepted variables, types and exported declarations persist", () => {
+    const session = spheroChecker();
+    session.accept("export const SLOW = 40;\ntype Path = Move[];\nconst route: Path = square(2);");
+    expect(
+      session.check(
+        "async function main(moss: Moss) {\n  const path: Path = route;\n  await play(moss.body.roll, path.map((move) => ({ ...move, speed: SLOW })));\n}",
+      ),
+    ).toEqual([]);
+  });
+});
+
+describe("updateSource", () => {
+  it("later checks see the module's new source", () => {
+    const session = spheroChecker();
+    const dance = "async function main(moss: Moss) {\n  await dance(moss.body);\n}";
+    expect(session.check(dance).map((diagnostic) => diagnostic.code)).toEqual([2304]);
+    session.updateSource(
+      `${SPHERO_SOURCE}\n/** Dances. */\nexport async function dance(ball: Ball): Promise<void> {\n  await ball.spin(720, 2);\n}\n`,
+    );
+    expect(session.check(dance)).toEqual([]);
+    session.updateSource(SPHERO_SOURCE.replace("count = 0;", 'count = "zero";'));
+    expect(session.check('function main(moss: Moss) {\n  moss.count = "one";\n}')).toEqual([]);
+    expect(
+      session.check("function main(moss: Moss) {\n  moss.count = 1;\n}").map((diagnostic) => diagnostic.code),
+    ).toEqual([2322]);
+  });
+
+  it("previous definitions survive a source update", () => {
+    const session = spheroChecker();
+    session.accept("function twice(value: number): number {\n  return value * 2;\n}");
+    session.updateSource(`${SPHERO_SOURCE}\nexport const EXTRA = 1;\n`);
+    expect(session.check("function main(moss: Moss) {\n  return twice(EXTRA);\n}")).toEqual([]);
+  });
+});
+
+describe("construction", () => {
+  it("rejects a relative module path with a MossError", () => {
+    let caught: unknown;
+    try {
+      new ModuleChecker({ modulePath: "sphero.ts", source: "", hiddenNames: [] });
+    } catch (error) {
+      caught = error;
+    }
+    expect(MossError.is(caught, "invalid-argument")).toBe(true);
+    expect((caught as Error).message).toContain("sphero.ts");
+  });
+
+  it("shares a given project and removes its virtual files on dispose", () => {
+    const project = new Project({
+      compilerOptions: CHECK_COMPILER_OPTIONS,
+      skipAddingFilesFromTsConfig: true,
+    });
+    const shared = spheroChecker(project);
+    shared.accept("const x = 1;");
+    expect(shared.check("async function main(moss: Moss) {\n  await moss.body.spn(1, 2);\n}")[0]?.code).toBe(
+      2551,
+    );
+    const virtual = () =>
+      project.getSourceFiles().filter((file) => file.getFilePath().includes(".moss-check-"));
+    expect(virtual().length).toBe(3);
+    shared.dispose();
+    expect(virtual()).toEqual([]);
+  });
+});
