@@ -51,6 +51,7 @@ export {
   DEFAULT_OBSERVATION_LIMITS,
   FAILURE_HINT,
   formatReturns,
+  NOT_TYPE_CHECKED,
   NOTHING_OBSERVED,
   type ObservationLimits,
   renderObservation,

@@ -24,6 +24,9 @@ export const DEFAULT_OBSERVATION_LIMITS: Readonly<ObservationLimits> = Object.fr
 /** Shown when a successful execution printed nothing and returned nothing. */
 export const NOTHING_OBSERVED = "The code ran without printing anything and returned undefined.";
 
+/** The error text when the checker rejected the code; the diagnostics follow in their own section. */
+export const NOT_TYPE_CHECKED = "The code has errors (listed below), so it did not run.";
+
 /** Shown after a failed execution, so the model knows what is expected next. */
 export const FAILURE_HINT =
   "The code failed. Fix it and run it again, or answer in plain text if the task cannot be done.";
@@ -74,8 +77,9 @@ export function renderObservation(execution: Execution, limits: Partial<Observat
   const section = (tag: string, body: string, attributes = "") =>
     sections.push(`<${tag}${attributes}>\n${body}\n</${tag}>`);
   if (execution.error !== undefined) {
-    section("error", formatError(execution.error), ` kind="${execution.error.kind}"`);
     const diagnostics = execution.error.diagnostics ?? [];
+    const body = diagnostics.length > 0 ? NOT_TYPE_CHECKED : formatError(execution.error);
+    section("error", body, ` kind="${execution.error.kind}"`);
     if (diagnostics.length > 0)
       section("diagnostics", renderDiagnostics(diagnostics, { max: bounds.maxDiagnostics }));
   }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   FAILURE_HINT,
+  NOT_TYPE_CHECKED,
   NOTHING_OBSERVED,
   renderObservation,
   truncateMiddle,
@@ -103,6 +104,8 @@ describe("renderObservation", () => {
       }),
     );
     expect(text).toContain("<diagnostics>");
+    expect(text).toContain(NOT_TYPE_CHECKED);
+    expect(text.match(/TS2551/g)).toHaveLength(1);
     expect(text).toContain(
       "snippet.ts:2:19 - error TS2551: Property 'rol' does not exist on type 'Ball'. Did you mean 'roll'?",
     );
