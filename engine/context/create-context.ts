@@ -1,0 +1,29 @@
+import type { MossContext } from "../types.ts";
+
+/** A fresh MossContext for a module; `properties` are already encoded (see `encodeProperties`). */
+export function createContext(module: string, properties: Record<string, unknown> = {}): MossContext {
+  return { version: 1, module, properties: { ...properties }, executed: false };
+}
+
+/**
+ * Joins two contexts: the right side wins per property and for each scalar (`code`, `executeCode`, `executed`)
+ * it defines; `module` comes from the right. Fields outside the protocol are kept, right winning.
+ * A property cannot be deleted by a join: absent on the right means "unchanged".
+ */
+export function joinContexts(left: MossContext, right: MossContext): MossContext {
+  const joined: MossContext = {
+    ...left,
+    ...right,
+    version: 1,
+    module: right.module,
+    properties: { ...left.properties, ...right.properties },
+    executed: right.executed ?? left.executed,
+  };
+  const code = right.code ?? left.code;
+  const executeCode = right.executeCode ?? left.executeCode;
+  if (code === undefined) delete joined.code;
+  else joined.code = code;
+  if (executeCode === undefined) delete joined.executeCode;
+  else joined.executeCode = executeCode;
+  return joined;
+}

@@ -1,0 +1,180 @@
+import { types } from "node:util";
+import SuperJSON from "superjson";
+import { MossError } from "../errors.ts";
+
+// A private instance, so classes or symbols registered on superjson's global instance elsewhere change nothing here.
+const serializer = new SuperJSON();
+
+const FAITHFUL_PROTOTYPES = new Set<object>([
+  Date.prototype,
+  RegExp.prototype,
+  URL.prototype,
+  Int8Array.prototype,
+  Uint8Array.prototype,
+  Uint8ClampedArray.prototype,
+  Int16Array.prototype,
+  Uint16Array.prototype,
+  Int32Array.prototype,
+  Uint32Array.prototype,
+  Float32Array.prototype,
+  Float64Array.prototype,
+]);
+
+/** Options of `encodeProperties`. */
+export interface EncodePropertiesOptions {
+  /** Encoded properties of the previous context: a field that cannot be persisted keeps its value from here. */
+  previous?: Record<string, unknown>;
+  /** Prefix of field paths in warnings. Default `moss`. */
+  pathPrefix?: string;
+}
+
+/** Encoded properties and one warning per field that could not be persisted. */
+export interface EncodedProperties {
+  properties: Record<string, unknown>;
+  warnings: string[];
+}
+
+/**
+ * Encodes data-field values for a MossContext, one superjson document (`{ json, meta? }`) per field, so Date,
+ * Map, Set, bigint, undefined, RegExp, URL, typed arrays, NaN/±Infinity/-0, shared and circular references
+ * survive a round trip. A field holding something superjson cannot carry faithfully (a function, symbol, proxy,
+ * class instance, Error, getter, symbol key …) is left out — keeping its previous value when there is one — and
+ * named in a warning; fields absent from `values` are removed.
+ */
+export function encodeProperties(
+  values: Record<string, unknown>,
+  options: EncodePropertiesOptions = {},
+): EncodedProperties {
+  const prefix = options.pathPrefix ?? "moss";
+  const properties: Record<string, unknown> = {};
+  const warnings: string[] = [];
+  for (const [key, value] of Object.entries(values)) {
+    const path = `${prefix}${propertyAccess(key)}`;
+    let problem = findUnpersistable(value, path, new Set());
+    let encoded: unknown;
+    if (problem === undefined) {
+      try {
+        // superjson's `json` may alias the live value: a JSON round trip detaches the stored copy.
+        encoded = JSON.parse(JSON.stringify(serializer.serialize(value as never)));
+      } catch (error) {
+        problem = `${path} could not be encoded (${error instanceof Error ? error.message : String(error)})`;
+      }
+    }
+    if (problem === undefined) {
+      properties[key] = encoded;
+      continue;
+    }
+    const keepsPrevious = options.previous !== undefined && Object.hasOwn(options.previous, key);
+    if (keepsPrevious) properties[key] = options.previous![key];
+    const direct = problem.startsWith(path) && /^ (is|has|could) /.test(problem.slice(path.length));
+    const head = direct ? `${problem} and was not persisted` : `${path} was not persisted: ${problem}`;
+    warnings.push(keepsPrevious ? `${head}; its previous value is kept` : head);
+  }
+  return { properties, warnings };
+}
+
+/** Decodes the properties of a MossContext back into values; a malformed entry throws MossError `context-invalid`. */
+export function decodeProperties(properties: Record<string, unknown>): Record<string, unknown> {
+  const values: Record<string, unknown> = {};
+  for (const [key, encoded] of Object.entries(properties)) {
+    const problem = encodedValueProblem(encoded);
+    if (problem !== undefined) {
+      throw new MossError("context-invalid", `properties${propertyAccess(key)} ${problem}`, {
+        property: key,
+      });
+    }
+    try {
+      values[key] = serializer.deserialize(structuredClone(encoded) as never);
+    } catch (error) {
+      throw new MossError(
+        "context-invalid",
+        `properties${propertyAccess(key)} cannot be decoded: ${error instanceof Error ? error.message : String(error)}`,
+        { property: key },
+        { cause: error },
+      );
+    }
+  }
+  return values;
+}
+
+/** Why a value is not a superjson document `{ json, meta? }`, or undefined when it is one. */
+export function encodedValueProblem(encoded: unknown): string | undefined {
+  if (typeof encoded !== "object" || encoded === null || Array.isArray(encoded)) {
+    return "must be an encoded value { json, meta? }";
+  }
+  if (!Object.hasOwn(encoded, "json")) return "must be an encoded value { json, meta? } (json is missing)";
+  const meta = (encoded as { meta?: unknown }).meta;
+  if (meta !== undefined && (typeof meta !== "object" || meta === null || Array.isArray(meta))) {
+    return "has a meta that is not an object";
+  }
+  return undefined;
+}
+
+function findUnpersistable(value: unknown, path: string, seen: Set<object>): string | undefined {
+  if (typeof value === "function") return `${path} is a function`;
+  if (typeof value === "symbol") return `${path} is a symbol`;
+  if (typeof value !== "object" || value === null) return undefined;
+  if (types.isProxy(value)) return `${path} is a proxy`;
+  if (seen.has(value)) return undefined;
+  seen.add(value);
+  const prototype = Object.getPrototypeOf(value) as object | null;
+  if (prototype === Date.prototype && Number.isNaN((value as Date).getTime())) {
+    return `${path} is an invalid Date (superjson would restore it as null)`;
+  }
+  if (prototype !== null && FAITHFUL_PROTOTYPES.has(prototype)) return undefined;
+  if (prototype === Array.prototype) {
+    const array = value as unknown[];
+    for (let index = 0; index < array.length; index++) {
+      const problem = findUnpersistable(array[index], `${path}[${index}]`, seen);
+      if (problem !== undefined) return problem;
+    }
+    return undefined;
+  }
+  if (prototype === Map.prototype) {
+    let index = 0;
+    for (const [key, item] of value as Map<unknown, unknown>) {
+      const problem =
+        findUnpersistable(key, `${path} (key ${index})`, seen) ??
+        findUnpersistable(item, `${path}.get(${describeKey(key, index)})`, seen);
+      if (problem !== undefined) return problem;
+      index++;
+    }
+    return undefined;
+  }
+  if (prototype === Set.prototype) {
+    let index = 0;
+    for (const item of value as Set<unknown>) {
+      const problem = findUnpersistable(item, `${path} (item ${index})`, seen);
+      if (problem !== undefined) return problem;
+      index++;
+    }
+    return undefined;
+  }
+  if (prototype === Object.prototype || prototype === null) {
+    for (const key of Reflect.ownKeys(value)) {
+      if (typeof key === "symbol") return `${path} has a symbol key ${key.toString()}`;
+      const descriptor = Object.getOwnPropertyDescriptor(value, key)!;
+      const keyPath = `${path}${propertyAccess(key)}`;
+      if (descriptor.get !== undefined || descriptor.set !== undefined)
+        return `${keyPath} is a getter/setter`;
+      if (!descriptor.enumerable) return `${keyPath} is not enumerable`;
+      const problem = findUnpersistable(descriptor.value, keyPath, seen);
+      if (problem !== undefined) return problem;
+    }
+    return undefined;
+  }
+  if (value instanceof Error) return `${path} is an Error (persist its message instead)`;
+  const className = (prototype as { constructor?: { name?: string } }).constructor?.name;
+  return `${path} is an instance of ${className || "an anonymous class"}`;
+}
+
+function propertyAccess(key: string): string {
+  return /^[A-Za-z_$][\w$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
+}
+
+function describeKey(key: unknown, index: number): string {
+  if (typeof key === "string") return JSON.stringify(key);
+  if (typeof key === "number" || typeof key === "boolean") return String(key);
+  if (typeof key === "bigint") return `${key}n`;
+  return `<key ${index}>`;
+}

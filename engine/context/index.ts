@@ -1,0 +1,18 @@
+// MossContext: the persisted state of a session, its typed encoding and its stores. Every export is named here.
+export {
+  parseContextText,
+  readContextFile,
+  type WriteContextReport,
+  writeContextFile,
+  writeFileAtomically,
+} from "./context-file.ts";
+export type { ContextStore } from "./context-store.ts";
+export { createContext, joinContexts } from "./create-context.ts";
+export {
+  decodeProperties,
+  type EncodedProperties,
+  type EncodePropertiesOptions,
+  encodeProperties,
+} from "./encode-properties.ts";
+export { FileContextStore, type LockOwner } from "./file-context-store.ts";
+export { validateContext } from "./validate-context.ts";
