@@ -1,0 +1,793 @@
+import { wireCodecSource } from "./wire.ts";
+
+/*
+ * The isolate-side half of the membrane. `sandboxBootstrap` is never called on the host: its `.toString()`
+ * runs inside the isolate (strict mode, before any model code), so it may reference nothing from module scope.
+ * Everything it needs from the host arrives as arguments: the wire codec, `hostCall` (a synchronous bridge
+ * that takes and returns strings only) and `emit` (fire-and-forget stdout lines). Those bridges live only in
+ * this closure; the function returns the entry points the host drives (`install`, `begin`, `run`, `settle`).
+ *
+ * Rule for this code: it runs beside model code that may patch any prototype, so it calls intrinsics captured
+ * up front through `ReflectApply`, builds descriptors and records with null prototypes, and never hands an
+ * internal object to a method looked up on a prototype.
+ */
+
+/** The entry points the bootstrap returns to the host (reached through isolated-vm references only). */
+export interface SandboxEntryPoints {
+  install(globals: string, mossData: string, mossServices: string, dataFields: string): void;
+  begin(maxStdoutBytes: number): void;
+  run(target: string, argumentsJson: string, maxResultBytes: number, scriptError: string): Promise<string>;
+  settle(promiseId: number, tag: string, body: string): void;
+}
+
+/** The JSON envelope `run` returns. */
+export interface SandboxEnvelope {
+  ok: boolean;
+  returns?: string;
+  mossData?: string;
+  error?: { kind: "runtime" | "output-limit" | "call-limit"; name: string; message: string; stack?: string };
+  warnings: string[];
+}
+
+/** Marker line appended when a run's stdout exceeds its byte limit. */
+export function stdoutTruncationMarker(limitBytes: number): string {
+  return `… [stdout truncated: limit of ${limitBytes} bytes reached]`;
+}
+
+function sandboxBootstrap(
+  codec: import("./wire.ts").WireCodec,
+  hostCall: (operation: string, handle: number, member: string | null, args: string) => string,
+  emit: (text: string) => void,
+): SandboxEntryPoints {
+  const global = globalThis as any;
+  const ReflectApply = Reflect.apply;
+  const ReflectDefineProperty = Reflect.defineProperty;
+  const ReflectGet = Reflect.get;
+  const ReflectHas = Reflect.has;
+  const ReflectGetPrototypeOf = Reflect.getPrototypeOf;
+  const ReflectSetPrototypeOf = Reflect.setPrototypeOf;
+  const ReflectDeleteProperty = Reflect.deleteProperty;
+  const ObjectCreate = Object.create;
+  const ObjectFreeze = Object.freeze;
+  const ObjectKeys = Object.keys;
+  const ObjectPrototype = Object.prototype;
+  const ObjectIs = Object.is;
+  const ArrayIsArray = Array.isArray;
+  const JSONStringify = JSON.stringify;
+  const JSONParse = JSON.parse;
+  const StringCtor = String;
+  const NumberCtor = Number;
+  const NumberIsNaN = Number.isNaN;
+  const MathMin = Math.min;
+  const MathTrunc = Math.trunc;
+  const MapCtor = Map;
+  const WeakMapCtor = WeakMap;
+  const PromiseCtor = Promise;
+  const ErrorCtor = Error;
+  const TypeErrorCtor = TypeError;
+  const ReferenceErrorCtor = ReferenceError;
+  const ErrorCaptureStackTrace = (Error as any).captureStackTrace as (target: object) => void;
+  const FunctionBind = Function.prototype.bind;
+  const FunctionToString = Function.prototype.toString;
+  const StringSlice = String.prototype.slice;
+  const StringCharCodeAt = String.prototype.charCodeAt;
+  const StringStartsWith = String.prototype.startsWith;
+  const StringReplace = String.prototype.replace;
+  const StringIndexOf = String.prototype.indexOf;
+  const StringSplit = String.prototype.split;
+  const ArrayJoin = Array.prototype.join;
+  const MapGet = Map.prototype.get;
+  const MapSet = Map.prototype.set;
+  const MapDelete = Map.prototype.delete;
+  const MapClear = Map.prototype.clear;
+  const MapEntries = Map.prototype.entries;
+  const SetValues = Set.prototype.values;
+  const WeakMapGet = WeakMap.prototype.get;
+  const WeakMapSet = WeakMap.prototype.set;
+  const IteratorNext = Object.getPrototypeOf(new Map().entries()).next;
+  const SetIteratorNext = Object.getPrototypeOf(new Set().values()).next;
+  const DateToISOString = Date.prototype.toISOString;
+  const DateGetTime = Date.prototype.getTime;
+  const RegExpToString = RegExp.prototype.toString;
+  const MapSize = Object.getOwnPropertyDescriptor(Map.prototype, "size")!.get!;
+  const SetSize = Object.getOwnPropertyDescriptor(Set.prototype, "size")!.get!;
+  const ObjectToString = Object.prototype.toString;
+  const SymbolToString = Symbol.prototype.toString;
+  const errorConstructors: Record<string, ErrorConstructor> = {
+    __proto__: null,
+    Error,
+    TypeError,
+    RangeError,
+    SyntaxError,
+    ReferenceError,
+    EvalError,
+    URIError,
+  } as any;
+
+  for (const name of ["WebAssembly", "SharedArrayBuffer", "Atomics"]) ReflectDeleteProperty(global, name);
+
+  function data(value: unknown, writable = false, enumerable = true): PropertyDescriptor {
+    return { __proto__: null, value, writable, enumerable, configurable: false } as PropertyDescriptor;
+  }
+
+  function append(list: unknown[], value: unknown): void {
+    ReflectDefineProperty(list, list.length, {
+      __proto__: null,
+      value,
+      writable: true,
+      enumerable: true,
+      configurable: true,
+    } as PropertyDescriptor);
+  }
+
+  function slice(text: string, start: number, end?: number): string {
+    return ReflectApply(StringSlice, text, end === undefined ? [start] : [start, end]);
+  }
+
+  function hasBrand(method: Function, value: unknown): boolean {
+    try {
+      ReflectApply(method, value, []);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  // ---- per-run state -------------------------------------------------------------------------------------
+  let maxStdout = 65536;
+  let stdoutBytes = 0;
+  let stdoutClosed = false;
+  let limitHit: null | { kind: "output-limit" | "call-limit"; message: string } = null;
+  const pending = new MapCtor<
+    number,
+    { resolve: (value: unknown) => void; reject: (error: unknown) => void; site?: string }
+  >();
+
+  // ---- handles and proxies -------------------------------------------------------------------------------
+  const shapeOfProxy = new WeakMapCtor<object, any>();
+  const proxyById = new MapCtor<number, object>();
+
+  function memberAllowed(name: unknown): name is string {
+    if (typeof name !== "string" || name === "") return false;
+    if (name === "constructor" || name === "__proto__" || name === "prototype") return false;
+    return !ReflectApply(StringStartsWith, name, ["_"]) && !ReflectApply(StringStartsWith, name, ["#"]);
+  }
+
+  function seal(fn: Function): Function {
+    ReflectDeleteProperty(fn, "name");
+    ReflectDeleteProperty(fn, "length");
+    ReflectSetPrototypeOf(fn, null);
+    return ObjectFreeze(fn);
+  }
+
+  function makeProxy(shape: any): object {
+    const known = ReflectApply(MapGet, proxyById, [shape.id]);
+    if (known !== undefined) return known;
+    const id = NumberCtor(shape.id);
+    let target: any;
+    if (shape.kind === "function") {
+      target = (...args: unknown[]) => callHost("call", id, null, args);
+    } else if (shape.kind === "class") {
+      const construct = function (this: unknown, ...args: unknown[]) {
+        if (new.target === undefined)
+          throw new TypeErrorCtor("a host class constructor cannot be invoked without 'new'");
+        const instance = callHost("construct", id, null, args);
+        if ((typeof instance !== "object" && typeof instance !== "function") || instance === null) {
+          throw new TypeErrorCtor("the host constructor did not return an object");
+        }
+        return instance;
+      };
+      target = ReflectApply(FunctionBind, construct, [null]);
+    } else {
+      target = ObjectCreate(null);
+    }
+    if (typeof target === "function") {
+      ReflectDeleteProperty(target, "name");
+      ReflectDeleteProperty(target, "length");
+      ReflectSetPrototypeOf(target, null);
+    }
+    const methods = ArrayIsArray(shape.methods) ? shape.methods : [];
+    for (let i = 0; i < methods.length; i++) {
+      const name = methods[i];
+      if (!memberAllowed(name)) continue;
+      const method = seal((...args: unknown[]) => callHost("call", id, name, args));
+      ReflectDefineProperty(target, name, data(method));
+    }
+    const properties = ArrayIsArray(shape.properties) ? shape.properties : [];
+    for (let i = 0; i < properties.length; i++) {
+      const name = properties[i];
+      if (!memberAllowed(name)) continue;
+      const getter = seal(() => callHost("get", id, name, []));
+      ReflectDefineProperty(target, name, {
+        __proto__: null,
+        get: getter,
+        enumerable: true,
+        configurable: false,
+      } as any);
+    }
+    ObjectFreeze(target);
+    ReflectApply(WeakMapSet, shapeOfProxy, [target, shape]);
+    ReflectApply(MapSet, proxyById, [id, target]);
+    return target;
+  }
+
+  const decodeOptions = ObjectFreeze({ __proto__: null, onHandle: makeProxy }) as any;
+
+  function knownHandle(value: object): any {
+    return ReflectApply(WeakMapGet, shapeOfProxy, [value]);
+  }
+
+  function hostError(value: any): Error {
+    const name = typeof value?.name === "string" ? value.name : "Error";
+    const message = typeof value?.message === "string" ? value.message : StringCtor(value);
+    const ctor = errorConstructors[name];
+    let error: any;
+    if (ctor !== undefined) {
+      error = new ctor(message);
+    } else {
+      error = ObjectCreate(ErrorCtor.prototype);
+      ReflectDefineProperty(error, "name", {
+        __proto__: null,
+        value: name,
+        writable: true,
+        enumerable: false,
+        configurable: true,
+      } as PropertyDescriptor);
+      ReflectDefineProperty(error, "message", {
+        __proto__: null,
+        value: message,
+        writable: true,
+        enumerable: false,
+        configurable: true,
+      } as PropertyDescriptor);
+      ErrorCaptureStackTrace(error);
+    }
+    if (
+      value !== null &&
+      typeof value === "object" &&
+      (typeof value.code === "string" || typeof value.code === "number")
+    ) {
+      ReflectDefineProperty(error, "code", {
+        __proto__: null,
+        value: value.code,
+        writable: true,
+        enumerable: true,
+        configurable: true,
+      } as PropertyDescriptor);
+    }
+    return error;
+  }
+
+  function callHost(operation: string, id: number, member: string | null, args: unknown[]): unknown {
+    if (limitHit !== null && limitHit.kind === "call-limit") throw new ErrorCtor(limitHit.message);
+    const label = member === null ? "host function" : `${member}()`;
+    const encoded = codec.encode(args, {
+      __proto__: null,
+      rootPath: `arguments of ${label}`,
+      knownHandle,
+    } as any);
+    const reply = hostCall(operation, id, member, encoded);
+    const tag = slice(reply, 0, 1);
+    const body = slice(reply, 1);
+    if (tag === "v") return codec.decode(body, decodeOptions);
+    if (tag === "e") throw hostError(codec.decode(body, decodeOptions));
+    if (tag === "p") {
+      const promiseId = NumberCtor(body);
+      // The rejection arrives later from bootstrap code: keep the caller's frames for its stack now.
+      const site: { stack?: string } = ObjectCreate(null);
+      ErrorCaptureStackTrace(site);
+      return new PromiseCtor((resolve, reject) => {
+        ReflectApply(MapSet, pending, [promiseId, { __proto__: null, resolve, reject, site: site.stack }]);
+      });
+    }
+    if (tag === "l") {
+      if (limitHit === null) limitHit = { __proto__: null, kind: "call-limit", message: body } as any;
+      throw new ErrorCtor(body);
+    }
+    throw new ErrorCtor(`unexpected host reply ${JSONStringify(tag)}`);
+  }
+
+  function settle(promiseId: number, tag: string, body: string): void {
+    const entry = ReflectApply(MapGet, pending, [promiseId]);
+    if (entry === undefined) return;
+    ReflectApply(MapDelete, pending, [promiseId]);
+    let value: unknown;
+    try {
+      value = codec.decode(body, decodeOptions);
+    } catch (error) {
+      entry.reject(error);
+      return;
+    }
+    if (tag === "v") {
+      entry.resolve(value);
+      return;
+    }
+    const error: any = hostError(value);
+    const site = entry.site;
+    if (typeof site === "string") {
+      const firstFrame = ReflectApply(StringIndexOf, site, ["\n"]);
+      const header = `${StringCtor(error.name)}: ${StringCtor(error.message)}`;
+      ReflectDefineProperty(error, "stack", {
+        __proto__: null,
+        value: firstFrame === -1 ? header : `${header}${slice(site, firstFrame)}`,
+        writable: true,
+        enumerable: false,
+        configurable: true,
+      } as PropertyDescriptor);
+    }
+    entry.reject(error);
+  }
+
+  // ---- formatting (a compact util.inspect) ---------------------------------------------------------------
+  function quote(text: string): string {
+    const json = JSONStringify(text);
+    return `'${ReflectApply(StringReplace, slice(json, 1, json.length - 1), [/'/g, "\\'"])}'`;
+  }
+
+  function keyText(key: string): string {
+    return /^[A-Za-z_$][\w$]*$/.test(key) ? key : quote(key);
+  }
+
+  function functionText(value: Function): string {
+    if (ReflectApply(WeakMapGet, shapeOfProxy, [value]) !== undefined) return "[host function]";
+    let source = "";
+    try {
+      source = ReflectApply(FunctionToString, value, []);
+    } catch {}
+    let name = "";
+    try {
+      const own = (value as any).name;
+      name = typeof own === "string" ? own : "";
+    } catch {}
+    if (ReflectApply(StringStartsWith, source, ["class"])) return `[class ${name || "(anonymous)"}]`;
+    return name === "" ? "[Function (anonymous)]" : `[Function: ${name}]`;
+  }
+
+  function errorText(value: any): string {
+    try {
+      const stack = value.stack;
+      if (typeof stack === "string" && stack !== "") {
+        const lines = ReflectApply(StringSplit, stack, ["\n"]) as string[];
+        const kept: string[] = [];
+        for (let i = 0; i < lines.length; i++) {
+          if (ReflectApply(StringIndexOf, lines[i], ["moss-sandbox-bootstrap"]) === -1)
+            append(kept, lines[i]);
+        }
+        return ReflectApply(ArrayJoin, kept, ["\n"]);
+      }
+      return `${StringCtor(value.name)}: ${StringCtor(value.message)}`;
+    } catch {
+      return "[Error]";
+    }
+  }
+
+  function inspect(value: unknown, pretty: boolean, depth: number, seen: unknown[], indent: string): string {
+    switch (typeof value) {
+      case "string":
+        return depth === 0 ? value : quote(value);
+      case "number":
+        return ObjectIs(value, -0) ? "-0" : StringCtor(value);
+      case "bigint":
+        return `${StringCtor(value)}n`;
+      case "boolean":
+      case "undefined":
+        return StringCtor(value);
+      case "symbol":
+        return ReflectApply(SymbolToString, value, []);
+      case "function":
+        return functionText(value);
+    }
+    if (value === null) return "null";
+    const object = value as object;
+    for (let i = 0; i < seen.length; i++) if (seen[i] === object) return "[Circular]";
+    if (ReflectApply(WeakMapGet, shapeOfProxy, [object]) !== undefined) return "[host object]";
+    if (hasBrand(DateGetTime, object)) {
+      const time = ReflectApply(DateGetTime, object, []);
+      return NumberIsNaN(time) ? "Invalid Date" : ReflectApply(DateToISOString, object, []);
+    }
+    if (hasBrand(RegExpToString, object) && ReflectApply(ObjectToString, object, []) === "[object RegExp]") {
+      return ReflectApply(RegExpToString, object, []);
+    }
+    if (ReflectApply(ObjectToString, object, []) === "[object Error]")
+      return depth === 0 ? errorText(object) : `[${errorText(object)}]`;
+    const nested = depth >= (pretty ? 4 : 2);
+    const parts: string[] = [];
+    let open = "{";
+    let close = "}";
+    let prefix = "";
+    const inner = [...seen, object];
+    const childIndent = `${indent}  `;
+    const show = (item: unknown) => inspect(item, pretty, depth + 1, inner, childIndent);
+    try {
+      if (ArrayIsArray(object)) {
+        if (nested) return "[Array]";
+        open = "[";
+        close = "]";
+        const items = object as unknown[];
+        const shown = MathMin(items.length, 100);
+        for (let i = 0; i < shown; i++) append(parts, show(items[i]));
+        if (items.length > shown) append(parts, `... ${items.length - shown} more items`);
+      } else if (hasBrand(MapSize, object)) {
+        const size = ReflectApply(MapSize, object, []);
+        prefix = `Map(${size}) `;
+        if (nested) return "[Map]";
+        const iterator = ReflectApply(MapEntries, object, []);
+        for (;;) {
+          const step: any = ReflectApply(IteratorNext, iterator, []);
+          if (step.done) break;
+          append(parts, `${show(step.value[0])} => ${show(step.value[1])}`);
+        }
+      } else if (hasBrand(SetSize, object)) {
+        const size = ReflectApply(SetSize, object, []);
+        prefix = `Set(${size}) `;
+        if (nested) return "[Set]";
+        const iterator = ReflectApply(SetValues, object, []);
+        for (;;) {
+          const step: any = ReflectApply(SetIteratorNext, iterator, []);
+          if (step.done) break;
+          append(parts, show(step.value));
+        }
+      } else {
+        const prototype = ReflectGetPrototypeOf(object);
+        if (prototype === null) prefix = "[Object: null prototype] ";
+        else if (prototype !== ObjectPrototype) {
+          const name = (prototype as any).constructor?.name;
+          if (typeof name === "string" && name !== "" && name !== "Object") prefix = `${name} `;
+        }
+        if (nested) return prefix === "" ? "[Object]" : `[${slice(prefix, 0, prefix.length - 1)}]`;
+        const keys = ObjectKeys(object);
+        for (let i = 0; i < keys.length; i++) {
+          const key = keys[i]!;
+          append(parts, `${keyText(key)}: ${show((object as any)[key])}`);
+        }
+      }
+    } catch (error) {
+      return `[uninspectable: ${errorText(error)}]`;
+    }
+    if (parts.length === 0) return `${prefix}${open}${close}`;
+    const flat = `${prefix}${open} ${ReflectApply(ArrayJoin, parts, [", "])} ${close}`;
+    if (!pretty || flat.length + indent.length <= 72) return flat;
+    return `${prefix}${open}\n${childIndent}${ReflectApply(ArrayJoin, parts, [`,\n${childIndent}`])}\n${indent}${close}`;
+  }
+
+  function formatValues(values: unknown[], pretty: boolean): string {
+    const out: string[] = [];
+    let start = 0;
+    const first = values[0];
+    if (typeof first === "string" && values.length > 1 && /%[sdifjoOc%]/.test(first)) {
+      let next = 1;
+      const formatted = ReflectApply(StringReplace, first, [
+        /%([sdifjoOc%])/g,
+        (match: string, letter: string) => {
+          if (letter === "%") return "%";
+          if (next >= values.length) return match;
+          const value = values[next++];
+          switch (letter) {
+            case "s":
+              return typeof value === "string" ? value : inspect(value, false, 1, [], "");
+            case "d":
+            case "i": {
+              if (typeof value === "bigint") return `${StringCtor(value)}n`;
+              const number = NumberCtor(value);
+              return StringCtor(letter === "i" ? MathTrunc(number) : number);
+            }
+            case "f":
+              return StringCtor(NumberCtor(value));
+            case "j":
+              try {
+                return JSONStringify(value);
+              } catch {
+                return "[Circular]";
+              }
+            case "c":
+              return "";
+            default:
+              return inspect(value, pretty, 1, [], "");
+          }
+        },
+      ]);
+      append(out, formatted);
+      start = next;
+    }
+    for (let i = start; i < values.length; i++) append(out, inspect(values[i], pretty, 0, [], ""));
+    return ReflectApply(ArrayJoin, out, [" "]);
+  }
+
+  // ---- stdout --------------------------------------------------------------------------------------------
+  function utf8Length(text: string): number {
+    let bytes = 0;
+    for (let i = 0; i < text.length; i++) {
+      const code = ReflectApply(StringCharCodeAt, text, [i]);
+      if (code < 0x80) bytes += 1;
+      else if (code < 0x800) bytes += 2;
+      else if (code >= 0xd800 && code <= 0xdbff && i + 1 < text.length) {
+        bytes += 4;
+        i++;
+      } else bytes += 3;
+    }
+    return bytes;
+  }
+
+  function truncateToBytes(text: string, budget: number): string {
+    let bytes = 0;
+    let end = 0;
+    while (end < text.length) {
+      const code = ReflectApply(StringCharCodeAt, text, [end]);
+      const pair = code >= 0xd800 && code <= 0xdbff && end + 1 < text.length;
+      const size = code < 0x80 ? 1 : code < 0x800 ? 2 : pair ? 4 : 3;
+      if (bytes + size > budget) break;
+      bytes += size;
+      end += pair ? 2 : 1;
+    }
+    return slice(text, 0, end);
+  }
+
+  function write(text: string): void {
+    if (stdoutClosed) throw new ErrorCtor(`stdout limit of ${maxStdout} bytes reached`);
+    const line = `${text}\n`;
+    const bytes = utf8Length(line);
+    if (stdoutBytes + bytes <= maxStdout) {
+      stdoutBytes += bytes;
+      emit(line);
+      return;
+    }
+    const kept = truncateToBytes(line, maxStdout - stdoutBytes);
+    const marker = `… [stdout truncated: limit of ${maxStdout} bytes reached]`;
+    emit(`${kept}${kept === "" ? "" : "\n"}${marker}\n`);
+    stdoutBytes = maxStdout;
+    stdoutClosed = true;
+    if (limitHit === null)
+      limitHit = {
+        __proto__: null,
+        kind: "output-limit",
+        message: `stdout limit of ${maxStdout} bytes reached`,
+      } as any;
+    throw new ErrorCtor(`stdout limit of ${maxStdout} bytes reached`);
+  }
+
+  function logger(pretty: boolean): Function {
+    return seal((...values: unknown[]) => {
+      write(formatValues(values, pretty));
+    });
+  }
+
+  const consoleObject = ObjectCreate(ObjectPrototype);
+  for (const name of ["log", "info", "warn", "error", "debug"])
+    ReflectDefineProperty(consoleObject, name, data(logger(false), false));
+  ObjectFreeze(consoleObject);
+  ReflectDefineProperty(global, "console", {
+    __proto__: null,
+    value: consoleObject,
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  } as PropertyDescriptor);
+
+  // ---- install: globals and moss -------------------------------------------------------------------------
+  let moss: any;
+  let dataFields: string[] = [];
+  let installed = false;
+
+  function install(globals: string, mossData: string, mossServices: string, fields: string): void {
+    if (installed) throw new ErrorCtor("the session is already installed");
+    installed = true;
+    const names = codec.decode(globals, decodeOptions) as Record<string, unknown>;
+    const keys = ObjectKeys(names);
+    for (let i = 0; i < keys.length; i++) {
+      const name = keys[i]!;
+      const value = names[name];
+      const isProxy =
+        (typeof value === "object" || typeof value === "function") &&
+        value !== null &&
+        knownHandle(value) !== undefined;
+      ReflectDefineProperty(global, name, data(value, !isProxy));
+    }
+    moss = ObjectCreate(ObjectPrototype);
+    const values = codec.decode(mossData, decodeOptions) as Record<string, unknown>;
+    const valueKeys = ObjectKeys(values);
+    for (let i = 0; i < valueKeys.length; i++) {
+      const name = valueKeys[i]!;
+      ReflectDefineProperty(moss, name, {
+        __proto__: null,
+        value: values[name],
+        writable: true,
+        enumerable: true,
+        configurable: true,
+      } as PropertyDescriptor);
+    }
+    const services = codec.decode(mossServices, decodeOptions) as Record<string, unknown>;
+    const serviceKeys = ObjectKeys(services);
+    for (let i = 0; i < serviceKeys.length; i++) {
+      const name = serviceKeys[i]!;
+      ReflectDefineProperty(moss, name, data(services[name], false));
+    }
+    ReflectDefineProperty(moss, "pprint", data(logger(true), false, false));
+    ReflectDefineProperty(global, "moss", data(moss, false));
+    const parsed = JSONParse(fields);
+    dataFields = ArrayIsArray(parsed) ? parsed : [];
+  }
+
+  // ---- run -----------------------------------------------------------------------------------------------
+  function begin(maxStdoutBytes: number): void {
+    maxStdout = maxStdoutBytes;
+    stdoutBytes = 0;
+    stdoutClosed = false;
+    limitHit = null;
+    ReflectApply(MapClear, pending, []);
+  }
+
+  function describeError(error: unknown): { name: string; message: string; stack?: string } {
+    if ((typeof error === "object" || typeof error === "function") && error !== null) {
+      try {
+        const isError = ReflectApply(ObjectToString, error, []) === "[object Error]";
+        const name = (error as any).name;
+        const message = (error as any).message;
+        const stack = (error as any).stack;
+        if (isError || typeof message === "string") {
+          return {
+            __proto__: null,
+            name: typeof name === "string" ? name : "Error",
+            message: typeof message === "string" ? message : StringCtor(message),
+            stack: typeof stack === "string" ? stack : undefined,
+          } as any;
+        }
+      } catch {}
+    }
+    let text: string;
+    try {
+      text = inspect(error, false, 0, [], "");
+    } catch {
+      text = "a value that cannot be shown";
+    }
+    return { __proto__: null, name: "Error", message: `Uncaught ${text}` } as any;
+  }
+
+  async function run(
+    target: string,
+    argumentsJson: string,
+    maxResultBytes: number,
+    scriptError: string,
+  ): Promise<string> {
+    let ok = false;
+    let returned: unknown;
+    let error: any;
+    if (scriptError !== "") {
+      error = JSONParse(scriptError);
+    } else {
+      try {
+        if (!ReflectHas(global, target)) {
+          throw new ReferenceErrorCtor(
+            `${target} is not defined: the code must declare \`function ${target}(...)\` at its top level`,
+          );
+        }
+        const fn = ReflectGet(global, target);
+        if (typeof fn !== "function")
+          throw new TypeErrorCtor(`${target} is not a function (it is ${typeof fn})`);
+        const specs = JSONParse(argumentsJson);
+        const args: unknown[] = [];
+        for (let i = 0; i < specs.length; i++) {
+          const spec = specs[i];
+          if (typeof spec.local === "string") {
+            if (!ReflectHas(global, spec.local)) throw new ReferenceErrorCtor(`${spec.local} is not defined`);
+            append(args, ReflectGet(global, spec.local));
+          } else {
+            append(args, codec.decode(spec.wire, decodeOptions));
+          }
+        }
+        let result = ReflectApply(fn, undefined, args);
+        if (
+          (typeof result === "object" || typeof result === "function") &&
+          result !== null &&
+          typeof (result as any).then === "function"
+        ) {
+          result = await result;
+        }
+        returned = result;
+        ok = true;
+      } catch (caught) {
+        error = describeError(caught);
+      }
+    }
+    ReflectApply(MapClear, pending, []);
+
+    const warnings: string[] = [];
+    const envelope: SandboxEnvelope = { __proto__: null, ok, warnings } as any;
+    let budget = maxResultBytes;
+    const snapshot = ObjectCreate(null);
+    if (moss !== undefined) {
+      for (let i = 0; i < dataFields.length; i++) {
+        const field = dataFields[i]!;
+        try {
+          ReflectDefineProperty(snapshot, field, {
+            __proto__: null,
+            value: moss[field],
+            writable: true,
+            enumerable: true,
+            configurable: true,
+          } as PropertyDescriptor);
+        } catch (caught) {
+          append(
+            warnings,
+            `moss.${field} could not be read (${describeError(caught).message}) and was not persisted`,
+          );
+        }
+      }
+    }
+    let resultError: any;
+    try {
+      const text = codec.encode(snapshot, {
+        __proto__: null,
+        rootPath: "moss",
+        knownHandle: (value: object) => (knownHandle(value) === undefined ? undefined : null),
+        onUnsupported: (unsupported: { path: string; description: string }) =>
+          append(warnings, `${unsupported.path} is ${unsupported.description} and was not persisted`),
+        maxLength: budget,
+      } as any);
+      envelope.mossData = text;
+      budget -= text.length;
+    } catch (caught) {
+      resultError = describeError(caught);
+    }
+    if (ok && resultError === undefined) {
+      try {
+        envelope.returns = codec.encode(returned, {
+          __proto__: null,
+          rootPath: "returns",
+          knownHandle,
+          onUnsupported: (unsupported: { path: string; description: string }) =>
+            append(warnings, `${unsupported.path} is ${unsupported.description} and was not returned`),
+          maxLength: budget,
+        } as any);
+      } catch (caught) {
+        resultError = describeError(caught);
+      }
+    }
+    if (resultError !== undefined) {
+      envelope.ok = false;
+      envelope.returns = undefined;
+      envelope.error =
+        resultError.name === "WireLimitError"
+          ? ({
+              __proto__: null,
+              kind: "output-limit",
+              name: "RangeError",
+              message: `the result (return value plus moss data) exceeds the limit of ${maxResultBytes} bytes`,
+            } as any)
+          : ({ __proto__: null, kind: "runtime", ...resultError } as any);
+    } else if (limitHit !== null) {
+      envelope.ok = false;
+      envelope.returns = undefined;
+      const limitError = error !== undefined && error.message === limitHit.message ? error : undefined;
+      envelope.error = {
+        __proto__: null,
+        kind: limitHit.kind,
+        name: "RangeError",
+        message: limitHit.message,
+        stack: limitError?.stack,
+      } as any;
+    } else if (!ok) {
+      envelope.error = { __proto__: null, kind: "runtime", ...error } as any;
+    }
+    return JSONStringify(envelope);
+  }
+
+  return ObjectFreeze({ __proto__: null, install, begin, run, settle } as any);
+}
+
+/**
+ * The bootstrap as the body of an `evalClosure` taking `$0` = the host-call bridge, `$1` = the emit bridge and
+ * `$2` = how to call the bridge: "sync" (a synchronous callback) or "sync-promise" (a Reference whose
+ * `applySyncPromise` blocks the isolate until the host's promise settles).
+ */
+export const bootstrapSource: string = [
+  '"use strict";',
+  // tsx wraps named functions in `__name(fn, "name")`; the shim keeps the sources self-contained.
+  "const __name = (target) => target;",
+  `const createWireCodec = ${wireCodecSource};`,
+  "const bridge = $0;",
+  "const reflectApply = Reflect.apply;",
+  "const applySyncPromise = $2 === 'sync-promise' ? bridge.applySyncPromise : undefined;",
+  "const hostCall = applySyncPromise === undefined ? bridge",
+  "  : (operation, handle, member, args) => reflectApply(applySyncPromise, bridge, [undefined, [operation, handle, member, args]]);",
+  `return (${sandboxBootstrap.toString()})(createWireCodec(), hostCall, $1);`,
+].join("\n");

@@ -1,0 +1,31 @@
+// The sandbox front door: drivers, the driver factory and the wire codec.
+import { InProcessDriver } from "./in-process-driver.ts";
+import type { SandboxDriver } from "./sandbox.ts";
+
+export { InProcessDriver } from "./in-process-driver.ts";
+export type {
+  HandleShape,
+  HostMembrane,
+  HostOutcome,
+  SandboxDriver,
+  SandboxRunRequest,
+  SandboxRunResult,
+  SandboxSession,
+  SessionSetup,
+} from "./sandbox.ts";
+export {
+  createWireCodec,
+  type DecodeWireOptions,
+  decodeWire,
+  describeUnsupported,
+  type EncodeWireOptions,
+  encodeWire,
+  type WireUnsupported,
+} from "./wire.ts";
+
+/** Creates a sandbox driver of the given kind. */
+export function createSandboxDriver(kind: SandboxDriver["name"]): SandboxDriver {
+  // The process driver lands next; until then both kinds run in process.
+  void kind;
+  return new InProcessDriver();
+}

@@ -1,0 +1,549 @@
+import { inspect } from "node:util";
+import ivm from "isolated-vm";
+import { MossError } from "../errors.ts";
+import type { ExecutionErrorKind, ExecutionLimits } from "../types.ts";
+import { bootstrapSource, type SandboxEnvelope } from "./bootstrap.ts";
+import type { HostOutcome, SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbox.ts";
+import { encodeWire } from "./wire.ts";
+
+/*
+ * One isolate + one context, the only file that imports isolated-vm. Used by both drivers: in this process
+ * (the membrane answers synchronously) and inside the sandbox process (each host call waits for the parent).
+ */
+
+/** The membrane operations a proxy inside the isolate can request. */
+export type HostOperation = "call" | "construct" | "get";
+
+/** What an isolate session asks of the host: the membrane itself, or a channel to the parent process. */
+export interface SessionHost {
+  call(
+    operation: HostOperation,
+    handle: number,
+    member: string | null,
+    args: string,
+  ): HostOutcome | Promise<HostOutcome>;
+}
+
+/** How the isolate reaches the host: a synchronous callback, or `applySyncPromise` (host answers later). */
+export type BridgeMode = "sync" | "sync-promise";
+
+/** Options of `IsolateSession.create`. */
+export interface IsolateSessionOptions {
+  memoryLimitBytes: number;
+  bridge: BridgeMode;
+}
+
+type Failure = { kind: ExecutionErrorKind; name: string; message: string };
+
+interface ActiveRun {
+  readonly limits: ExecutionLimits;
+  readonly filename: string;
+  readonly startedAt: number;
+  readonly cpuStart: bigint;
+  hostCalls: number;
+  lastCpuMs: number;
+  readonly stdout: string[];
+  ended: boolean;
+  failure?: Failure;
+  abort(failure: Failure): void;
+  readonly aborted: Promise<Failure>;
+}
+
+const ABORTED = Symbol("aborted");
+
+class RunAborted extends Error {
+  constructor(readonly failure: Failure) {
+    super(failure.message);
+  }
+}
+
+const TIMED_OUT = "Script execution timed out.";
+const MEBIBYTE = 1024 * 1024;
+
+/** Converts a byte limit to isolated-vm's `memoryLimit` in MiB (its minimum is 8). */
+export function memoryLimitMebibytes(bytes: number): number {
+  return Math.max(8, Math.ceil(bytes / MEBIBYTE));
+}
+
+/** An isolate with its context and bootstrapped membrane; `install` it once, then `run` scripts in it. */
+export class IsolateSession {
+  static #live = 0;
+
+  /** Number of sessions whose isolate is not yet disposed (tests assert nothing leaks). */
+  static get liveCount(): number {
+    return IsolateSession.#live;
+  }
+
+  readonly memoryLimitMebibytes: number;
+  readonly #isolate: ivm.Isolate;
+  readonly #context: ivm.Context;
+  readonly #references: Array<{ release(): void }>;
+  readonly #install: ivm.Reference;
+  readonly #begin: ivm.Reference;
+  readonly #run: ivm.Reference;
+  readonly #settle: ivm.Reference;
+  #host: SessionHost | undefined;
+  #active: ActiveRun | undefined;
+  #nextPromiseId = 1;
+  #disposed = false;
+  #running = false;
+
+  private constructor(
+    memoryLimit: number,
+    isolate: ivm.Isolate,
+    context: ivm.Context,
+    entries: { install: ivm.Reference; begin: ivm.Reference; run: ivm.Reference; settle: ivm.Reference },
+    references: Array<{ release(): void }>,
+  ) {
+    this.memoryLimitMebibytes = memoryLimit;
+    this.#isolate = isolate;
+    this.#context = context;
+    this.#install = entries.install;
+    this.#begin = entries.begin;
+    this.#run = entries.run;
+    this.#settle = entries.settle;
+    this.#references = references;
+  }
+
+  /** Creates the isolate, its context and the bootstrapped membrane (no session setup yet: a warm isolate). */
+  static async create(options: IsolateSessionOptions): Promise<IsolateSession> {
+    const memoryLimit = memoryLimitMebibytes(options.memoryLimitBytes);
+    const isolate = new ivm.Isolate({ memoryLimit });
+    IsolateSession.#live++;
+    let session: IsolateSession | undefined;
+    try {
+      const context = await isolate.createContext();
+      const bridge =
+        options.bridge === "sync"
+          ? new ivm.Callback(
+              (operation: HostOperation, handle: number, member: string | null, args: string) =>
+                session!.#answer(operation, handle, member, args),
+            )
+          : new ivm.Reference(
+              (operation: HostOperation, handle: number, member: string | null, args: string) =>
+                session!.#answerLater(operation, handle, member, args),
+            );
+      const emit = new ivm.Callback(
+        (text: string) => {
+          if (session !== undefined) session.#emit(text);
+        },
+        { ignored: true },
+      );
+      const entry = (await context.evalClosure(bootstrapSource, [bridge, emit, options.bridge], {
+        filename: "moss-sandbox-bootstrap.js",
+        result: { reference: true },
+      })) as ivm.Reference;
+      const get = (name: string) => entry.get(name, { reference: true }) as Promise<ivm.Reference>;
+      const [install, begin, run, settle] = await Promise.all([
+        get("install"),
+        get("begin"),
+        get("run"),
+        get("settle"),
+      ]);
+      const references = [entry, install, begin, run, settle, context];
+      if (bridge instanceof ivm.Reference) references.push(bridge);
+      session = new IsolateSession(
+        memoryLimit,
+        isolate,
+        context,
+        { install, begin, run, settle },
+        references,
+      );
+      return session;
+    } catch (error) {
+      if (!isolate.isDisposed) isolate.dispose();
+      IsolateSession.#live--;
+      throw new MossError(
+        "sandbox-failed",
+        `could not start an isolate: ${(error as Error)?.message ?? error}`,
+        {},
+        { cause: error },
+      );
+    }
+  }
+
+  /** False once the isolate died or was disposed. */
+  get alive(): boolean {
+    return !this.#disposed && !this.#isolate.isDisposed;
+  }
+
+  /** Installs the module globals and `moss`, and attaches the host that answers the proxies' calls. */
+  async install(setup: SessionSetup, host: SessionHost): Promise<void> {
+    if (this.#host !== undefined)
+      throw new MossError("sandbox-failed", "the isolate session is already installed");
+    this.#host = host;
+    await this.#install.apply(
+      undefined,
+      [setup.globals, setup.mossData, setup.mossServices, JSON.stringify(setup.dataFields)],
+      {
+        timeout: 5_000,
+      },
+    );
+  }
+
+  /** Runs one script and its target; faults of the model's code come back as data, never thrown. */
+  async run(request: SandboxRunRequest): Promise<SandboxRunResult> {
+    if (this.#running)
+      throw new MossError("concurrent-execute", "a run is already in progress in this sandbox session");
+    if (!this.alive) return deadResult("the sandbox session is no longer alive");
+    this.#running = true;
+    const limits = request.limits;
+    let abort!: (failure: Failure) => void;
+    const aborted = new Promise<Failure>((resolve) => {
+      abort = resolve;
+    });
+    const run: ActiveRun = {
+      limits,
+      filename: request.filename,
+      startedAt: performance.now(),
+      cpuStart: this.#isolate.cpuTime,
+      hostCalls: 0,
+      lastCpuMs: 0,
+      stdout: [],
+      ended: false,
+      aborted,
+      abort: (failure) => {
+        if (run.failure !== undefined) return;
+        run.failure = failure;
+        this.#kill();
+        abort(failure);
+      },
+    };
+    this.#active = run;
+    const watchdog = setInterval(() => this.#watch(run), pollIntervalMs(limits));
+    watchdog.unref();
+    try {
+      return await this.#execute(run, request);
+    } catch (error) {
+      const failure =
+        error instanceof RunAborted ? error.failure : (run.failure ?? this.#classify(run, error));
+      if (failure.kind === "timeout" || failure.kind === "memory" || failure.kind === "crash") this.#kill();
+      return this.#result(run, { ok: false, error: failure, warnings: [] });
+    } finally {
+      run.ended = true;
+      clearInterval(watchdog);
+      this.#active = undefined;
+      this.#running = false;
+    }
+  }
+
+  /** Disposes the isolate; idempotent. */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#kill();
+  }
+
+  async #execute(run: ActiveRun, request: SandboxRunRequest): Promise<SandboxRunResult> {
+    const limits = run.limits;
+    await this.#guard(
+      run,
+      this.#begin.apply(undefined, [limits.maxStdoutBytes], { timeout: this.#syncTimeout(run) }),
+    );
+    let scriptError = "";
+    let script: ivm.Script | undefined;
+    try {
+      script = await this.#guard(
+        run,
+        this.#isolate.compileScript(request.script, { filename: request.filename }),
+      );
+    } catch (error) {
+      if (error instanceof RunAborted) throw error;
+      scriptError = JSON.stringify(syntaxError(error));
+    }
+    if (script !== undefined) {
+      const timeout = this.#syncTimeout(run);
+      const started = performance.now();
+      try {
+        await this.#guard(run, script.run(this.#context, { timeout, release: true }));
+      } catch (error) {
+        if (error instanceof RunAborted) throw error;
+        const failure = this.#limitFailure(run, error, performance.now() - started, timeout);
+        if (failure !== undefined) throw new RunAborted(failure);
+        scriptError = JSON.stringify({ kind: "runtime", ...describeHostSideError(error) });
+      }
+    }
+    const argumentsJson = JSON.stringify(request.args);
+    const timeout = this.#syncTimeout(run);
+    const started = performance.now();
+    let text: string;
+    try {
+      text = (await this.#guard(
+        run,
+        this.#run.apply(undefined, [request.target, argumentsJson, limits.maxResultBytes, scriptError], {
+          timeout,
+          result: { promise: true },
+        }),
+      )) as string;
+    } catch (error) {
+      if (error instanceof RunAborted) throw error;
+      throw new RunAborted(
+        this.#limitFailure(run, error, performance.now() - started, timeout) ?? this.#classify(run, error),
+      );
+    }
+    return this.#result(run, JSON.parse(text) as SandboxEnvelope);
+  }
+
+  #result(
+    run: ActiveRun,
+    envelope: Omit<SandboxEnvelope, "error"> & { error?: Failure & { stack?: string } },
+  ): SandboxRunResult {
+    const result: SandboxRunResult = {
+      ok: envelope.ok,
+      stdout: run.stdout.join(""),
+      warnings: envelope.warnings,
+      hostCalls: Math.min(run.hostCalls, run.limits.maxHostCalls),
+      cpuTimeMs: this.#cpuSince(run),
+    };
+    if (envelope.returns !== undefined) result.returns = envelope.returns;
+    if (envelope.mossData !== undefined) result.mossData = envelope.mossData;
+    if (envelope.error !== undefined) {
+      const { kind, name, message, stack } = envelope.error;
+      result.error = { kind, name, message };
+      const filtered = stack === undefined ? undefined : filterStack(stack, run.filename);
+      if (filtered !== undefined) result.error.stack = filtered;
+    }
+    const returnsBytes = result.returns === undefined ? 0 : Buffer.byteLength(result.returns);
+    const dataBytes = result.mossData === undefined ? 0 : Buffer.byteLength(result.mossData);
+    if (returnsBytes + dataBytes > run.limits.maxResultBytes) {
+      result.ok = false;
+      delete result.returns;
+      if (dataBytes > run.limits.maxResultBytes) delete result.mossData;
+      result.error = {
+        kind: "output-limit",
+        name: "RangeError",
+        message: `the result (return value plus moss data) exceeds the limit of ${run.limits.maxResultBytes} bytes`,
+      };
+    }
+    return result;
+  }
+
+  /** Races an isolate promise against the run's watchdog; a rejection after dispose is swallowed. */
+  async #guard<T>(run: ActiveRun, promise: Promise<T>): Promise<T> {
+    promise.catch(() => {});
+    const outcome = await Promise.race([promise, run.aborted.then(() => ABORTED)]);
+    if (outcome === ABORTED) throw new RunAborted(run.failure!);
+    return outcome as T;
+  }
+
+  #watch(run: ActiveRun): void {
+    if (run.ended || run.failure !== undefined) return;
+    const limits = run.limits;
+    const wall = performance.now() - run.startedAt;
+    if (wall > limits.wallTimeMs) {
+      run.abort(timeoutFailure(`the run exceeded its wall-time limit of ${limits.wallTimeMs} ms`));
+      return;
+    }
+    const cpu = this.#cpuSince(run);
+    if (cpu > limits.cpuTimeMs)
+      run.abort(timeoutFailure(`the run exceeded its CPU-time limit of ${limits.cpuTimeMs} ms`));
+  }
+
+  #cpuSince(run: ActiveRun): number {
+    try {
+      if (!this.#isolate.isDisposed) run.lastCpuMs = Number(this.#isolate.cpuTime - run.cpuStart) / 1e6;
+    } catch {}
+    return run.lastCpuMs;
+  }
+
+  #syncTimeout(run: ActiveRun): number {
+    const limits = run.limits;
+    const remainingWall = limits.wallTimeMs - (performance.now() - run.startedAt);
+    const remainingCpu = limits.cpuTimeMs - this.#cpuSince(run);
+    return Math.max(1, Math.ceil(Math.min(remainingWall, remainingCpu)));
+  }
+
+  /** A timeout or memory failure behind an isolated-vm error, or undefined for an ordinary model error. */
+  #limitFailure(run: ActiveRun, error: unknown, elapsedMs: number, timeoutMs: number): Failure | undefined {
+    if (run.failure !== undefined) return run.failure;
+    if (this.#isolate.isDisposed) return this.#memoryFailure();
+    const message = (error as Error | null)?.message;
+    if (message === TIMED_OUT && elapsedMs >= timeoutMs * 0.9) {
+      const limits = run.limits;
+      const cpuBound =
+        limits.cpuTimeMs - this.#cpuSince(run) < limits.wallTimeMs - (performance.now() - run.startedAt);
+      return timeoutFailure(
+        cpuBound
+          ? `the run exceeded its CPU-time limit of ${limits.cpuTimeMs} ms`
+          : `the run exceeded its wall-time limit of ${limits.wallTimeMs} ms`,
+      );
+    }
+    if (typeof message === "string" && message.includes("memory limit")) return this.#memoryFailure();
+    return undefined;
+  }
+
+  #classify(run: ActiveRun, error: unknown): Failure {
+    return (
+      this.#limitFailure(run, error, Number.POSITIVE_INFINITY, 0) ?? {
+        kind: "crash",
+        name: "SandboxError",
+        message: `the sandbox failed: ${(error as Error | null)?.message ?? String(error)}`,
+      }
+    );
+  }
+
+  #memoryFailure(): Failure {
+    return {
+      kind: "memory",
+      name: "RangeError",
+      message: `the run exceeded its memory limit of ${this.memoryLimitMebibytes} MiB and the isolate was disposed`,
+    };
+  }
+
+  #emit(text: string): void {
+    const run = this.#active;
+    if (run !== undefined && !run.ended) run.stdout.push(text);
+  }
+
+  /** Answers a host call synchronously (in-process bridge). */
+  #answer(operation: HostOperation, handle: number, member: string | null, args: string): string {
+    const run = this.#admit();
+    if (typeof run === "string") return run;
+    let outcome: HostOutcome | Promise<HostOutcome>;
+    try {
+      outcome = this.#host!.call(operation, handle, member, args);
+    } catch (error) {
+      return `e${hostFailureWire(error)}`;
+    }
+    if (outcome instanceof Promise) {
+      outcome.catch(() => {});
+      return `e${hostFailureWire(new Error("the host answered asynchronously on a synchronous bridge"))}`;
+    }
+    return this.#reply(run, outcome);
+  }
+
+  /** Answers a host call whose outcome may arrive later (sandbox-process bridge via applySyncPromise). */
+  async #answerLater(
+    operation: HostOperation,
+    handle: number,
+    member: string | null,
+    args: string,
+  ): Promise<string> {
+    const run = this.#admit();
+    if (typeof run === "string") return run;
+    try {
+      return this.#reply(run, await this.#host!.call(operation, handle, member, args));
+    } catch (error) {
+      return `e${hostFailureWire(error)}`;
+    }
+  }
+
+  #admit(): ActiveRun | string {
+    const run = this.#active;
+    if (run === undefined || run.ended || this.#host === undefined) {
+      return `e${hostFailureWire(new Error("host objects can only be used while the code runs"))}`;
+    }
+    run.hostCalls++;
+    if (run.hostCalls > run.limits.maxHostCalls)
+      return `lthe run exceeded its limit of ${run.limits.maxHostCalls} host calls`;
+    return run;
+  }
+
+  #reply(run: ActiveRun, outcome: HostOutcome): string {
+    if (outcome.kind === "value") return `v${outcome.wire}`;
+    if (outcome.kind === "error") return `e${outcome.wire}`;
+    const promiseId = this.#nextPromiseId++;
+    outcome.settled.then(
+      (settled) => this.#deliver(run, promiseId, settled.kind === "value" ? "v" : "e", settled.wire),
+      (error: unknown) => this.#deliver(run, promiseId, "e", hostFailureWire(error)),
+    );
+    return `p${promiseId}`;
+  }
+
+  #deliver(run: ActiveRun, promiseId: number, tag: "v" | "e", wire: string): void {
+    if (run.ended || run.failure !== undefined || !this.alive) return;
+    const timeout = this.#syncTimeout(run);
+    const started = performance.now();
+    this.#settle.apply(undefined, [promiseId, tag, wire], { timeout }).catch((error: unknown) => {
+      if (run.ended) return;
+      run.abort(
+        this.#limitFailure(run, error, performance.now() - started, timeout) ?? this.#classify(run, error),
+      );
+    });
+  }
+
+  #kill(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    for (const reference of this.#references) {
+      try {
+        reference.release();
+      } catch {}
+    }
+    try {
+      if (!this.#isolate.isDisposed) this.#isolate.dispose();
+    } catch {}
+    IsolateSession.#live--;
+  }
+}
+
+function pollIntervalMs(limits: ExecutionLimits): number {
+  return Math.min(50, Math.max(5, Math.floor(Math.min(limits.wallTimeMs, limits.cpuTimeMs) / 20)));
+}
+
+function timeoutFailure(message: string): Failure {
+  return { kind: "timeout", name: "TimeoutError", message };
+}
+
+function deadResult(message: string): SandboxRunResult {
+  return {
+    ok: false,
+    stdout: "",
+    warnings: [],
+    hostCalls: 0,
+    cpuTimeMs: 0,
+    error: { kind: "crash", name: "SandboxError", message },
+  };
+}
+
+function hostFailureWire(error: unknown): string {
+  const name = error instanceof Error ? error.name : "Error";
+  const message = error instanceof Error ? error.message : String(error);
+  return encodeWire({ name, message });
+}
+
+/** A compile error from isolated-vm (`message [file:line:col]`) as an error with a one-frame stack. */
+function syntaxError(error: unknown): {
+  kind: ExecutionErrorKind;
+  name: string;
+  message: string;
+  stack?: string;
+} {
+  const described = describeHostSideError(error);
+  const located = /^(.*) \[(.+):(\d+):(\d+)\]$/s.exec(described.message);
+  if (located === null) return { kind: "syntax", name: described.name, message: described.message };
+  const [, message, file, line, column] = located;
+  return {
+    kind: "syntax",
+    name: described.name,
+    message: message!,
+    stack: `${described.name}: ${message}\n    at ${file}:${line}:${column}`,
+  };
+}
+
+function describeHostSideError(error: unknown): { name: string; message: string; stack?: string } {
+  if (error instanceof Error) {
+    return {
+      name: error.name,
+      message: error.message,
+      ...(typeof error.stack === "string" ? { stack: error.stack } : {}),
+    };
+  }
+  return { name: "Error", message: `Uncaught ${inspect(error)}` };
+}
+
+/** Keeps the header of a V8 stack and only the frames located in `filename`. */
+export function filterStack(stack: string, filename: string): string | undefined {
+  const lines = stack.split("\n");
+  const kept: string[] = [];
+  let header = true;
+  for (const line of lines) {
+    const isFrame = /^\s+at /.test(line);
+    if (!isFrame) {
+      if (header) kept.push(line);
+      continue;
+    }
+    header = false;
+    if (line.includes(`(${filename}:`) || line.includes(`at ${filename}:`)) kept.push(line);
+  }
+  return kept.length === 0 ? undefined : kept.join("\n");
+}

@@ -1,0 +1,45 @@
+import { DEFAULT_LIMITS } from "../types.ts";
+import { type BridgeMode, IsolateSession, memoryLimitMebibytes } from "./isolate-session.ts";
+
+/** Keeps one bootstrapped isolate ready per memory limit, so opening a session skips isolate start-up. */
+export class WarmIsolates {
+  readonly #bridge: BridgeMode;
+  readonly #ready = new Map<number, Promise<IsolateSession>>();
+  #closed = false;
+
+  constructor(bridge: BridgeMode) {
+    this.#bridge = bridge;
+  }
+
+  /** Starts warming an isolate with the default memory limit. */
+  prime(memoryLimit = memoryLimitMebibytes(DEFAULT_LIMITS.memoryLimitBytes)): void {
+    if (!this.#ready.has(memoryLimit)) this.#ready.set(memoryLimit, this.#create(memoryLimit));
+  }
+
+  /** Takes the warm isolate for this limit (or makes one) and starts warming its successor. */
+  async take(memoryLimit: number): Promise<IsolateSession> {
+    const ready = this.#ready.get(memoryLimit);
+    this.#ready.delete(memoryLimit);
+    if (!this.#closed) this.#ready.set(memoryLimit, this.#create(memoryLimit));
+    const session = ready === undefined ? undefined : await ready.catch(() => undefined);
+    return session?.alive ? session : this.#create(memoryLimit);
+  }
+
+  /** Disposes the warm isolates. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const ready = [...this.#ready.values()];
+    this.#ready.clear();
+    for (const session of await Promise.all(ready.map((promise) => promise.catch(() => undefined))))
+      session?.dispose();
+  }
+
+  #create(memoryLimit: number): Promise<IsolateSession> {
+    const promise = IsolateSession.create({
+      memoryLimitBytes: memoryLimit * 1024 * 1024,
+      bridge: this.#bridge,
+    });
+    promise.catch(() => {});
+    return promise;
+  }
+}

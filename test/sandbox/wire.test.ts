@@ -1,0 +1,151 @@
+import vm from "node:vm";
+import { describe, expect, test } from "vitest";
+import type { HandleShape } from "../../engine/sandbox/sandbox.ts";
+import { createWireCodec, decodeWire, encodeWire, wireCodecSource } from "../../engine/sandbox/wire.ts";
+
+const roundTrip = (value: unknown) => decodeWire(encodeWire(value));
+
+describe("wire codec", () => {
+  test("special numbers, bigint and undefined survive", () => {
+    const value = {
+      nan: Number.NaN,
+      inf: Infinity,
+      ninf: -Infinity,
+      negativeZero: -0,
+      big: 12345678901234567890n,
+      none: undefined,
+    };
+    const back = roundTrip(value) as typeof value;
+    expect(back.nan).toBeNaN();
+    expect(back.inf).toBe(Infinity);
+    expect(back.ninf).toBe(-Infinity);
+    expect(Object.is(back.negativeZero, -0)).toBe(true);
+    expect(back.big).toBe(12345678901234567890n);
+    expect("none" in back).toBe(true);
+    expect(back.none).toBeUndefined();
+    expect(roundTrip(undefined)).toBeUndefined();
+    expect(roundTrip([undefined, null, 1.5, "s", true])).toEqual([undefined, null, 1.5, "s", true]);
+  });
+
+  test("Date, RegExp, Map, Set and Error survive", () => {
+    const value = {
+      when: new Date("2024-05-01T10:00:00Z"),
+      invalid: new Date(Number.NaN),
+      pattern: /a+b/gi,
+      map: new Map<unknown, unknown>([
+        ["k", 1],
+        [2, new Set(["x"])],
+      ]),
+      error: Object.assign(new TypeError("bad input"), { code: "E_BAD" }),
+    };
+    const back = roundTrip(value) as typeof value;
+    expect(back.when).toBeInstanceOf(Date);
+    expect(back.when.toISOString()).toBe("2024-05-01T10:00:00.000Z");
+    expect(Number.isNaN(back.invalid.getTime())).toBe(true);
+    expect(back.pattern).toEqual(/a+b/gi);
+    expect(back.map.get("k")).toBe(1);
+    expect(back.map.get(2)).toEqual(new Set(["x"]));
+    expect(back.error).toBeInstanceOf(TypeError);
+    expect(back.error.message).toBe("bad input");
+    expect((back.error as Error & { code?: string }).code).toBe("E_BAD");
+    expect(back.error.stack).not.toContain("wire.test.ts");
+  });
+
+  test("shared and cyclic references survive", () => {
+    const shared = { n: 1 };
+    const cyclic: Record<string, unknown> = { shared, again: shared };
+    cyclic.self = cyclic;
+    const list: unknown[] = [];
+    list.push(list);
+    const back = roundTrip(cyclic) as Record<string, unknown>;
+    expect(back.self).toBe(back);
+    expect(back.shared).toBe(back.again);
+    const backList = roundTrip(list) as unknown[];
+    expect(backList[0]).toBe(backList);
+  });
+
+  test("a __proto__ key is data, never a prototype", () => {
+    const text = JSON.stringify([["O", "__proto__", 1], ["O", "polluted", 2], true]);
+    const back = decodeWire(text) as Record<string, unknown>;
+    expect(Object.getPrototypeOf(back)).toBe(Object.prototype);
+    expect(Object.hasOwn(back, "__proto__")).toBe(true);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  test("values that cannot cross are reported by path, or rejected without a reporter", () => {
+    class Point {
+      x = 1;
+      norm() {
+        return this.x;
+      }
+    }
+    const reported: string[] = [];
+    const text = encodeWire(
+      { fn: () => 1, nested: { point: new Point(), symbol: Symbol("s") }, list: [1, () => 2] },
+      {
+        rootPath: "moss",
+        onUnsupported: ({ path, description }) => reported.push(`${path} is ${description}`),
+      },
+    );
+    expect(reported).toEqual([
+      "moss.fn is a function",
+      "moss.nested.point is an instance of Point",
+      "moss.nested.symbol is a symbol",
+      "moss.list[1] is a function",
+    ]);
+    expect(decodeWire(text)).toEqual({ nested: {}, list: [1, undefined] });
+    expect(() => encodeWire({ fn: () => 1 })).toThrow(/value\.fn is a function/);
+  });
+
+  test("host objects become handles and come back through onHandle", () => {
+    class Service {
+      ping() {
+        return "pong";
+      }
+    }
+    const service = new Service();
+    const shapes = new Map<number, object>();
+    const text = encodeWire(
+      { service, again: service },
+      {
+        onHostObject: (object) => {
+          const shape: HandleShape = { id: 7, kind: "object", methods: ["ping"], properties: [] };
+          shapes.set(shape.id, object);
+          return shape;
+        },
+      },
+    );
+    const back = decodeWire(text, { onHandle: (shape) => shapes.get(shape.id) }) as Record<string, unknown>;
+    expect(back.service).toBe(service);
+    expect(back.again).toBe(service);
+    expect(() => decodeWire(text)).toThrow(/handle/);
+  });
+
+  test("malformed text fails with a clear TypeError", () => {
+    expect(() => decodeWire("not json")).toThrow(/invalid wire text/);
+    expect(() => decodeWire("[]")).toThrow(/invalid wire text/);
+    expect(() => decodeWire('[["A", 5]]')).toThrow(/bad node index 5/);
+    expect(() => decodeWire('[["Q"]]')).toThrow(/bad node 0/);
+  });
+
+  test("maxLength bounds the encoding", () => {
+    const codec = createWireCodec();
+    expect(() => codec.encode("x".repeat(1000), { maxLength: 100 })).toThrow(
+      expect.objectContaining({ name: "WireLimitError" }),
+    );
+    expect(codec.encode("x".repeat(10), { maxLength: 100 })).toBe(JSON.stringify(["x".repeat(10)]));
+  });
+
+  test("the codec source is self-contained and interoperates from another realm", () => {
+    const context = vm.createContext({});
+    const codec = vm.runInContext(`"use strict"; const __name = (t) => t; (${wireCodecSource})()`, context);
+    const text = codec.encode(
+      vm.runInContext("({ when: new Date(5), set: new Set([1n]), map: new Map([['a', -0]]) })", context),
+    );
+    const back = decodeWire(text) as { when: Date; set: Set<bigint>; map: Map<string, number> };
+    expect(back.when.getTime()).toBe(5);
+    expect(back.set.has(1n)).toBe(true);
+    expect(Object.is(back.map.get("a"), -0)).toBe(true);
+    expect(codec.decode(encodeWire({ list: [1, 2] })).list).toHaveLength(2);
+  });
+});
