@@ -36,6 +36,7 @@ export class FileContextStore implements ContextStore {
   /** The absolute directory holding the session files. */
   readonly directory: string;
   readonly #held = new Map<string, { path: string; nonce: string }>();
+  readonly #queues = new Map<string, Promise<unknown>>();
 
   constructor(directory: string) {
     this.directory = resolve(directory);
@@ -54,23 +55,27 @@ export class FileContextStore implements ContextStore {
   /** Takes the session's lock if needed and writes its context atomically (moving a corrupt file aside first). */
   async save(sessionId: string, context: MossContext): Promise<WriteContextReport> {
     const path = this.contextPath(sessionId);
-    await this.acquire(sessionId);
-    return writeContextFile(path, context);
+    return this.#serialize(sessionId, async () => {
+      await this.#acquire(sessionId);
+      return writeContextFile(path, context);
+    });
   }
 
   /** Takes the session's lock if needed, deletes its context file and releases the lock; resolves whether it existed. */
   async delete(sessionId: string): Promise<boolean> {
     const path = this.contextPath(sessionId);
-    await this.acquire(sessionId);
-    try {
-      await unlink(path);
-      return true;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
-      throw error;
-    } finally {
-      await this.release(sessionId);
-    }
+    return this.#serialize(sessionId, async () => {
+      await this.#acquire(sessionId);
+      try {
+        await unlink(path);
+        return true;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
+        throw error;
+      } finally {
+        await this.#release(sessionId);
+      }
+    });
   }
 
   /** The ids of the sessions with a context file, sorted; corrupt copies and temp files are not listed. */
@@ -93,6 +98,41 @@ export class FileContextStore implements ContextStore {
    * Already holding it, checks the lock file is still ours.
    */
   async acquire(sessionId: string): Promise<void> {
+    validSessionId(sessionId);
+    return this.#serialize(sessionId, () => this.#acquire(sessionId));
+  }
+
+  /** Whether this store holds the session's lock. */
+  holds(sessionId: string): boolean {
+    return this.#held.has(sessionId);
+  }
+
+  /** Releases the session's lock if this store holds it (the lock file is removed only if it is still ours). */
+  async release(sessionId: string): Promise<void> {
+    return this.#serialize(sessionId, () => this.#release(sessionId));
+  }
+
+  /** Releases every lock this store holds. Idempotent; the store can still be used afterwards. */
+  async close(): Promise<void> {
+    for (const sessionId of [...this.#held.keys()]) await this.release(sessionId);
+  }
+
+  /** Runs one operation on a session at a time, in call order, so concurrent calls of this store never race. */
+  #serialize<T>(sessionId: string, operation: () => Promise<T>): Promise<T> {
+    const previous = this.#queues.get(sessionId) ?? Promise.resolve();
+    const result = previous.then(operation, operation);
+    const settled = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#queues.set(sessionId, settled);
+    void settled.then(() => {
+      if (this.#queues.get(sessionId) === settled) this.#queues.delete(sessionId);
+    });
+    return result;
+  }
+
+  async #acquire(sessionId: string): Promise<void> {
     const lockPath = join(this.directory, `${validSessionId(sessionId)}.lock`);
     const held = this.#held.get(sessionId);
     if (held !== undefined) {
@@ -127,13 +167,7 @@ export class FileContextStore implements ContextStore {
     throw lockedError(sessionId, lockPath, undefined, "other writers kept taking it");
   }
 
-  /** Whether this store holds the session's lock. */
-  holds(sessionId: string): boolean {
-    return this.#held.has(sessionId);
-  }
-
-  /** Releases the session's lock if this store holds it (the lock file is removed only if it is still ours). */
-  async release(sessionId: string): Promise<void> {
+  async #release(sessionId: string): Promise<void> {
     const held = this.#held.get(sessionId);
     if (held === undefined) return;
     this.#forget(sessionId);
@@ -143,11 +177,6 @@ export class FileContextStore implements ContextStore {
         if (error.code !== "ENOENT") throw error;
       });
     }
-  }
-
-  /** Releases every lock this store holds. Idempotent; the store can still be used afterwards. */
-  async close(): Promise<void> {
-    for (const sessionId of [...this.#held.keys()]) await this.release(sessionId);
   }
 
   #forget(sessionId: string): void {

@@ -372,6 +372,13 @@ describe("FileContextStore locks", () => {
     expect(decodeProperties((await first.load("mine"))!.properties)).toEqual({ count: 3 });
   });
 
+  it("concurrent saves of one store run in call order and all succeed", async () => {
+    const store = newStore();
+    await Promise.all([1, 2, 3, 4].map((count) => store.save("busy", sample({ count }))));
+    expect(decodeProperties((await store.load("busy"))!.properties)).toEqual({ count: 4 });
+    expect((await readdir(directory)).sort()).toEqual(["busy.json", "busy.lock"]);
+  });
+
   it("release and close remove the lock files; close is idempotent", async () => {
     const store = newStore();
     await store.save("a", sample());
