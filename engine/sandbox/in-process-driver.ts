@@ -21,6 +21,10 @@ export class InProcessDriver implements SandboxDriver {
   readonly #sessions = new Set<InProcessSession>();
   #closed = false;
 
+  constructor() {
+    void this.#warm.prime().catch(() => {});
+  }
+
   async open(setup: SessionSetup, membrane: HostMembrane, limits: ExecutionLimits): Promise<SandboxSession> {
     if (this.#closed) throw new MossError("sandbox-failed", "the in-process sandbox driver is closed");
     const isolate = await this.#warm.take(memoryLimitMebibytes(limits.memoryLimitBytes));

@@ -1,8 +1,10 @@
 // The sandbox front door: drivers, the driver factory and the wire codec.
 import { InProcessDriver } from "./in-process-driver.ts";
+import { ProcessDriver, type ProcessDriverOptions } from "./process-driver.ts";
 import type { SandboxDriver } from "./sandbox.ts";
 
 export { InProcessDriver } from "./in-process-driver.ts";
+export { ProcessDriver, type ProcessDriverOptions } from "./process-driver.ts";
 export type {
   HandleShape,
   HostMembrane,
@@ -23,9 +25,10 @@ export {
   type WireUnsupported,
 } from "./wire.ts";
 
-/** Creates a sandbox driver of the given kind. */
-export function createSandboxDriver(kind: SandboxDriver["name"]): SandboxDriver {
-  // The process driver lands next; until then both kinds run in process.
-  void kind;
-  return new InProcessDriver();
+/** Creates a sandbox driver of the given kind: "process" (the default, crash-contained) or "in-process". */
+export function createSandboxDriver(
+  kind: SandboxDriver["name"] = "process",
+  options: ProcessDriverOptions = {},
+): SandboxDriver {
+  return kind === "in-process" ? new InProcessDriver() : new ProcessDriver(options);
 }

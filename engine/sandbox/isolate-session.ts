@@ -230,6 +230,14 @@ export class IsolateSession {
   /** Disposes the isolate; idempotent. */
   dispose(): void {
     if (this.#disposed) return;
+    const run = this.#active;
+    if (run !== undefined && !run.ended) {
+      run.abort({
+        kind: "crash",
+        name: "SandboxError",
+        message: "the sandbox session was disposed during the run",
+      });
+    }
     this.#kill();
   }
 

@@ -11,9 +11,10 @@ export class WarmIsolates {
     this.#bridge = bridge;
   }
 
-  /** Starts warming an isolate with the default memory limit. */
-  prime(memoryLimit = memoryLimitMebibytes(DEFAULT_LIMITS.memoryLimitBytes)): void {
+  /** Starts warming an isolate (default memory limit unless given); resolves once it is ready. */
+  async prime(memoryLimit = memoryLimitMebibytes(DEFAULT_LIMITS.memoryLimitBytes)): Promise<void> {
     if (!this.#ready.has(memoryLimit)) this.#ready.set(memoryLimit, this.#create(memoryLimit));
+    await this.#ready.get(memoryLimit);
   }
 
   /** Takes the warm isolate for this limit (or makes one) and starts warming its successor. */

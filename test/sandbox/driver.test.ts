@@ -1,11 +1,15 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { InProcessDriver } from "../../engine/sandbox/in-process-driver.ts";
+import { ProcessDriver } from "../../engine/sandbox/process-driver.ts";
 import type { SandboxDriver, SandboxRunRequest } from "../../engine/sandbox/sandbox.ts";
 import { decodeWire, encodeWire } from "../../engine/sandbox/wire.ts";
 import { DEFAULT_LIMITS, type ExecutionLimits } from "../../engine/types.ts";
 import { Ball, TestMembrane } from "./test-membrane.ts";
 
-const drivers: Array<[string, () => SandboxDriver]> = [["in-process", () => new InProcessDriver()]];
+const drivers: Array<[string, () => SandboxDriver]> = [
+  ["in-process", () => new InProcessDriver()],
+  ["process", () => new ProcessDriver({ poolSize: 1 })],
+];
 
 const LIMITS: ExecutionLimits = {
   ...DEFAULT_LIMITS,

@@ -1,0 +1,71 @@
+import type { Duplex } from "node:stream";
+import type { SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbox.ts";
+
+/*
+ * The parent <-> sandbox-process protocol: one JSON message per line over a dedicated pipe (fd 3). JSON escapes
+ * newlines, so a line is always one whole message; wire payloads travel as JSON strings inside it.
+ */
+
+/** A host call outcome as it crosses the pipe: a value, an error, or the id of a promise settled later. */
+export type ReplyOutcome = { kind: "value" | "error"; wire: string } | { kind: "promise"; promiseId: number };
+
+/** Messages the parent sends to a sandbox process. */
+export type ParentMessage =
+  | { type: "open"; session: number; setup: SessionSetup; memoryLimitBytes: number }
+  | { type: "run"; session: number; request: SandboxRunRequest }
+  | { type: "dispose"; session: number }
+  | { type: "reply"; call: number; outcome: ReplyOutcome }
+  | { type: "settle"; promiseId: number; kind: "value" | "error"; wire: string };
+
+/** Messages a sandbox process sends to the parent. */
+export type ChildMessage =
+  | { type: "ready" }
+  | { type: "opened"; session: number }
+  | { type: "open-failed"; session: number; message: string }
+  | { type: "result"; session: number; result: SandboxRunResult; alive: boolean }
+  | {
+      type: "call";
+      session: number;
+      call: number;
+      operation: "call" | "construct" | "get";
+      handle: number;
+      member: string | null;
+      args: string;
+    };
+
+/** Newline-delimited JSON messages over a duplex stream. */
+export class LineChannel<Incoming, Outgoing> {
+  readonly #stream: Duplex;
+  #buffer = "";
+
+  constructor(stream: Duplex, onMessage: (message: Incoming) => void) {
+    this.#stream = stream;
+    stream.setEncoding("utf8");
+    stream.on("data", (chunk: string) => {
+      let start = 0;
+      let end = chunk.indexOf("\n");
+      if (end === -1) {
+        this.#buffer += chunk;
+        return;
+      }
+      let line = this.#buffer + chunk.slice(0, end);
+      this.#buffer = "";
+      for (;;) {
+        onMessage(JSON.parse(line) as Incoming);
+        start = end + 1;
+        end = chunk.indexOf("\n", start);
+        if (end === -1) break;
+        line = chunk.slice(start, end);
+      }
+      this.#buffer = chunk.slice(start);
+    });
+  }
+
+  send(message: Outgoing): void {
+    this.#stream.write(`${JSON.stringify(message)}\n`);
+  }
+
+  end(): void {
+    this.#stream.end();
+  }
+}

@@ -1,0 +1,109 @@
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { ProcessDriver } from "../../engine/sandbox/process-driver.ts";
+import type { SandboxRunRequest, SandboxSession } from "../../engine/sandbox/sandbox.ts";
+import { decodeWire } from "../../engine/sandbox/wire.ts";
+import { DEFAULT_LIMITS } from "../../engine/types.ts";
+import { Ball, TestMembrane } from "./test-membrane.ts";
+
+const LIMITS = { ...DEFAULT_LIMITS, wallTimeMs: 3_000, cpuTimeMs: 3_000 };
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe("process driver supervision", () => {
+  let driver: ProcessDriver;
+  beforeAll(async () => {
+    driver = new ProcessDriver({ poolSize: 2, unresponsiveGraceMs: 500 });
+    await driver.start();
+  });
+  afterAll(async () => {
+    await driver.close();
+  });
+
+  async function open(): Promise<SandboxSession> {
+    const membrane = new TestMembrane();
+    return driver.open(membrane.setup({ ball: new Ball() }, { count: 0 }, {}), membrane, LIMITS);
+  }
+
+  const run = (session: SandboxSession, script: string, limits = LIMITS) =>
+    session.run({
+      script,
+      filename: "snippet.js",
+      target: "main",
+      args: [],
+      limits,
+    } satisfies SandboxRunRequest);
+
+  test("a V8 abort kills only its sandbox process: kind crash, other sessions live on, the pool refills", async () => {
+    const pidsBefore = driver.pids;
+    expect(pidsBefore).toHaveLength(2);
+    const victim = await open();
+    const bystander = await open();
+    await run(bystander, "var kept = 41; function main() { return kept + 1; }");
+
+    // Generous limits: the abort (not the watchdog) must end this run.
+    const crashed = await run(victim, "function main() { return new Array(1e9).fill(0).length; }", {
+      ...LIMITS,
+      wallTimeMs: 60_000,
+      cpuTimeMs: 60_000,
+    });
+    expect(crashed.ok).toBe(false);
+    expect(crashed.error?.kind).toBe("crash");
+    expect(victim.alive).toBe(false);
+    expect(isRunning(process.pid)).toBe(true);
+
+    const survived = await run(bystander, "function main() { return kept + 1; }");
+    expect(decodeWire(survived.returns!)).toBe(42);
+
+    const fresh = await open();
+    const result = await run(fresh, "function main() { return ball.label; }");
+    expect(decodeWire(result.returns!)).toBe("ball");
+    await driver.start();
+    expect(driver.pids).toHaveLength(2);
+    expect(driver.pids.filter((pid) => !pidsBefore.includes(pid))).toHaveLength(1);
+    await Promise.all([victim.dispose(), bystander.dispose(), fresh.dispose()]);
+  });
+
+  test("a sandbox process that stops answering is killed and replaced: kind crash, never a hang", async () => {
+    const session = await open();
+    const pidsBefore = driver.pids;
+    const pending = run(session, "async function main() { await ball.roll(1); while (true) {} }", {
+      ...LIMITS,
+      wallTimeMs: 300,
+      cpuTimeMs: 300,
+    });
+    for (const pid of pidsBefore) process.kill(pid, "SIGSTOP");
+    const result = await pending;
+    for (const pid of pidsBefore) if (isRunning(pid)) process.kill(pid, "SIGCONT");
+    expect(result.error?.kind).toBe("crash");
+    expect(result.error?.message).toMatch(/no answer/);
+    expect(session.alive).toBe(false);
+    const next = await open();
+    expect((await run(next, "function main() { return 1; }")).ok).toBe(true);
+    await next.dispose();
+  });
+
+  test("close ends every sandbox process", async () => {
+    const own = new ProcessDriver({ poolSize: 2 });
+    await own.start();
+    const pids = own.pids;
+    expect(pids).toHaveLength(2);
+    const session = await (async () => {
+      const membrane = new TestMembrane();
+      return own.open(membrane.setup({}, {}, {}), membrane, LIMITS);
+    })();
+    expect((await run(session, "function main() { return 1; }")).ok).toBe(true);
+    await own.close();
+    expect(pids.some(isRunning)).toBe(false);
+    expect(session.alive).toBe(false);
+    await expect(
+      own.open(new TestMembrane().setup({}, {}, {}), new TestMembrane(), LIMITS),
+    ).rejects.toMatchObject({ code: "sandbox-failed" });
+  });
+});
