@@ -1,3 +1,4 @@
+import type { Container } from "../../container/index.ts";
 import { MossError } from "../errors.ts";
 import type { ExecuteRequest, Execution, MossContext } from "../types.ts";
 import { buildSystemPrompt, MOSS_TOOL } from "./agent-prompt.ts";
@@ -5,6 +6,7 @@ import { Conversation, type ConversationMessage } from "./conversation.ts";
 import type { ConversationStore } from "./conversation-store.ts";
 import { type ExtractedCode, extractProseCode, extractToolCode } from "./extract-code.ts";
 import type { ChatMessage, LanguageModel, LanguageModelResponse, ToolCall } from "./language-model.ts";
+import { compileModuleRuntime, type ModuleRuntimeOptions } from "./module-runtime.ts";
 import { type ObservationLimits, renderObservation } from "./observation.ts";
 
 /** What the agent needs of a MossRuntime (MossRuntime satisfies it). */
@@ -18,7 +20,7 @@ export interface AgentRuntime {
 /** What the agent needs of a ContextStore (FileContextStore satisfies it). */
 export interface AgentContextStore {
   load(sessionId: string): Promise<MossContext | undefined>;
-  save(sessionId: string, context: MossContext): Promise<void>;
+  save(sessionId: string, context: MossContext): Promise<unknown>;
 }
 
 /** Builds a runtime, continuing from `context` when one is given (a saved session or a retry point). */
@@ -27,7 +29,16 @@ export type CreateRuntime = (context: MossContext | undefined) => Promise<AgentR
 /** Options of {@link MossAgent}. */
 export interface MossAgentOptions {
   model: LanguageModel;
-  createRuntime: CreateRuntime;
+  /** The context module the agent works through; compiled with a fresh MossCompiler per runtime. */
+  modulePath?: string;
+  /** Each compile works in a child of this container (the host's services). */
+  container?: Container;
+  /** Passed to every MossCompiler (type-check mode, limits, sandbox). */
+  compiler?: ModuleRuntimeOptions["compiler"];
+  /** Run the module's `<name>.host.ts` `setup(compiler)` before each compile when it exists. Default true. */
+  hostSetup?: boolean;
+  /** Builds runtimes instead of compiling `modulePath` (any object with the AgentRuntime shape). */
+  createRuntime?: CreateRuntime;
   /** Persist the MossContext and the conversation under this id after every step; resume from them. */
   sessionId?: string;
   /** Where the MossContext of the session is saved (required with `sessionId` to persist the context). */
@@ -114,6 +125,7 @@ interface Action {
  */
 export class MossAgent {
   readonly #options: MossAgentOptions;
+  readonly #createRuntime: CreateRuntime;
   readonly #tools: boolean;
   #conversation = new Conversation();
   #loaded = false;
@@ -133,6 +145,20 @@ export class MossAgent {
       );
     }
     this.#options = { ...options, maxSteps, maxConsecutiveErrors: maxErrors };
+    const { modulePath } = options;
+    if (options.createRuntime !== undefined) {
+      this.#createRuntime = options.createRuntime;
+    } else if (modulePath !== undefined) {
+      const moduleOptions: ModuleRuntimeOptions = {
+        modulePath,
+        ...(options.container === undefined ? {} : { container: options.container }),
+        ...(options.compiler === undefined ? {} : { compiler: options.compiler }),
+        ...(options.hostSetup === undefined ? {} : { hostSetup: options.hostSetup }),
+      };
+      this.#createRuntime = (context) => compileModuleRuntime(moduleOptions, context);
+    } else {
+      throw new MossError("invalid-argument", "MossAgent needs a modulePath (or a createRuntime function).");
+    }
     this.#tools = options.tools ?? true;
   }
 
@@ -468,14 +494,14 @@ export class MossAgent {
     const snapshot = [...thread].reverse().find((message) => message.metadata.context !== undefined);
     this.#conversation.checkout(assistant.parentId);
     await this.close();
-    this.#runtime = await this.#options.createRuntime(snapshot?.metadata.context as MossContext | undefined);
+    this.#runtime = await this.#createRuntime(snapshot?.metadata.context as MossContext | undefined);
   }
 
   async #ensureRuntime(): Promise<AgentRuntime> {
     if (this.#runtime !== undefined) return this.#runtime;
     const { sessionId, store } = this.#options;
     const saved = sessionId !== undefined && store !== undefined ? await store.load(sessionId) : undefined;
-    this.#runtime = await this.#options.createRuntime(saved);
+    this.#runtime = await this.#createRuntime(saved);
     return this.#runtime;
   }
 

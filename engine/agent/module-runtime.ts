@@ -1,0 +1,36 @@
+import type { Container, Token } from "../../container/index.ts";
+import { loadHostSetup } from "../cli/host-setup.ts";
+import { MossCompiler, type MossCompilerOptions } from "../compiler/moss-compiler.ts";
+import type { MossRuntime } from "../runtime/moss-runtime.ts";
+import type { MossContext } from "../types.ts";
+
+/** How to build runtimes of one context module. */
+export interface ModuleRuntimeOptions {
+  modulePath: string;
+  /** Each compile works in a child of this container. */
+  container?: Container;
+  /** Passed to every MossCompiler (type-check mode, limits, sandbox). */
+  compiler?: Omit<MossCompilerOptions, "container">;
+  /** Run the module's `<name>.host.ts` `setup(compiler)` before each compile when it exists. Default true. */
+  hostSetup?: boolean;
+  /** Token/value bindings made after the host setup, before compile (test fakes win over real services). */
+  inject?: Iterable<readonly [Token, unknown]>;
+  /** Runs after the host setup and the injections, before compile. */
+  configure?: (compiler: MossCompiler) => void | Promise<void>;
+}
+
+/** Compiles the module into a fresh MossRuntime, continuing from `context` when given. */
+export async function compileModuleRuntime(
+  options: ModuleRuntimeOptions,
+  context?: MossContext,
+): Promise<MossRuntime> {
+  const compiler = new MossCompiler({
+    ...options.compiler,
+    ...(options.container === undefined ? {} : { container: options.container }),
+  });
+  if (options.hostSetup ?? true) await loadHostSetup(options.modulePath, compiler);
+  for (const [token, value] of options.inject ?? []) compiler.bind(token, value);
+  await options.configure?.(compiler);
+  if (context !== undefined) compiler.joinContext(context);
+  return compiler.compile(options.modulePath);
+}

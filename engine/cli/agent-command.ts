@@ -1,0 +1,220 @@
+import { join, resolve } from "node:path";
+import { FileConversationStore } from "../agent/conversation-store.ts";
+import type { LanguageModel } from "../agent/language-model.ts";
+import { type AgentEvent, MossAgent, type StopReason } from "../agent/moss-agent.ts";
+import { OpenAILanguageModel } from "../agent/openai-language-model.ts";
+import { ScriptedLanguageModel } from "../agent/scripted-language-model.ts";
+import { FileContextStore } from "../context/index.ts";
+import { MossError } from "../errors.ts";
+import type { CliCommand, CliIo } from "./cli-io.ts";
+import { parseOptions } from "./parse-options.ts";
+
+const USAGE = `Usage: moss agent <module.ts> "<task>" [options]
+
+Lets a model do the task by writing code against the context module, streaming what happens.
+  --session <id>        keep the session's MossContext and conversation in .moss/sessions and resume it
+  --sessions-dir <dir>  where sessions live (default .moss/sessions)
+  --model <name>        model name (default $MOSS_MODEL, then gpt-4o-mini)
+  --base-url <url>      OpenAI-compatible API root (default $OPENAI_BASE_URL, then the OpenAI API); key from $OPENAI_API_KEY
+  --replay <file.json>  use recorded model responses instead of a server
+  --no-tools            ask for one fenced typescript block per answer instead of the moss tool
+  --max-steps <n>       model calls before stopping (default 10)
+  --max-errors <n>      failed steps in a row before stopping (default 3)
+Exit code: 0 when the model answered, 1 on an error, 3 when a step limit stopped the run.`;
+
+const EXIT_CODES: Record<StopReason, number> = {
+  answer: 0,
+  error: 1,
+  aborted: 1,
+  "max-steps": 3,
+  "max-consecutive-errors": 3,
+};
+
+/** `moss agent <module.ts> "<task>"`: runs a MossAgent, printing model text, code and results as they happen. */
+export const agentCommand: CliCommand = async (argv, io) => {
+  const { values, positionals } = parseOptions(
+    argv,
+    {
+      session: { type: "string" },
+      "sessions-dir": { type: "string" },
+      model: { type: "string" },
+      "base-url": { type: "string" },
+      replay: { type: "string" },
+      "no-tools": { type: "boolean" },
+      "max-steps": { type: "string" },
+      "max-errors": { type: "string" },
+    },
+    USAGE,
+  );
+  if (values.help) {
+    io.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  const [modulePath, ...taskWords] = positionals;
+  const task = taskWords.join(" ").trim();
+  if (!modulePath || task === "")
+    throw new MossError("invalid-argument", `missing <module.ts> or "<task>"\n\n${USAGE}`, {});
+  const model: LanguageModel = values.replay
+    ? await ScriptedLanguageModel.fromFile(resolve(io.cwd, values.replay))
+    : new OpenAILanguageModel({
+        env: io.env,
+        ...(values.model === undefined ? {} : { model: values.model }),
+        ...(values["base-url"] === undefined ? {} : { baseUrl: values["base-url"] }),
+      });
+  const sessionsDirectory = resolve(io.cwd, values["sessions-dir"] ?? join(".moss", "sessions"));
+  const store = values.session === undefined ? undefined : new FileContextStore(sessionsDirectory);
+  const agent = new MossAgent({
+    model,
+    modulePath: resolve(io.cwd, modulePath),
+    tools: !values["no-tools"],
+    maxSteps: positiveInteger(values["max-steps"], "--max-steps", 10),
+    maxConsecutiveErrors: positiveInteger(values["max-errors"], "--max-errors", 3),
+    ...(values.session === undefined || store === undefined
+      ? {}
+      : {
+          sessionId: values.session,
+          store,
+          conversationStore: new FileConversationStore(sessionsDirectory),
+        }),
+  });
+  const printer = new EventPrinter(io);
+  try {
+    const result = await agent.run(task, { onEvent: (event) => printer.print(event) });
+    return EXIT_CODES[result.stopReason];
+  } finally {
+    printer.stopSpinner();
+    await agent.close();
+    await store?.close();
+  }
+};
+
+function positiveInteger(text: string | undefined, option: string, fallback: number): number {
+  if (text === undefined) return fallback;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 1) {
+    throw new MossError(
+      "invalid-argument",
+      `${option} needs a positive integer, got "${text}"\n\n${USAGE}`,
+      {},
+    );
+  }
+  return value;
+}
+
+const SPINNER_FRAMES = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+/** Renders agent events for a terminal: colour and a spinner only on a TTY without NO_COLOR. */
+export class EventPrinter {
+  readonly #io: CliIo;
+  readonly #colour: boolean;
+  readonly #spinning: boolean;
+  #timer: NodeJS.Timeout | undefined;
+  #atLineStart = true;
+
+  constructor(io: CliIo) {
+    this.#io = io;
+    const tty = io.stdout.isTTY === true;
+    this.#colour = tty && (io.env.NO_COLOR === undefined || io.env.NO_COLOR === "");
+    this.#spinning = tty && io.stderr.isTTY === true;
+  }
+
+  print(event: AgentEvent): void {
+    switch (event.type) {
+      case "run-start":
+        this.#line(
+          this.#paint(
+            "dim",
+            `moss agent · model ${event.model}${event.sessionId ? ` · session ${event.sessionId}` : ""}`,
+          ),
+        );
+        this.#startSpinner();
+        break;
+      case "text-delta":
+        this.stopSpinner();
+        this.#write(event.delta);
+        break;
+      case "message":
+        if (event.message.role === "assistant") {
+          this.stopSpinner();
+          if (!this.#atLineStart) this.#write("\n");
+        }
+        if (
+          event.message.role === "tool" ||
+          (event.message.role === "user" && event.message.metadata.kind === "observation")
+        ) {
+          this.#startSpinner();
+        }
+        break;
+      case "code":
+        this.#line(this.#paint("cyan", `── code · step ${event.step} ──`));
+        this.#line(event.code);
+        break;
+      case "execution": {
+        const status = event.execution.ok
+          ? this.#paint("green", "ok")
+          : this.#paint("red", `failed (${event.execution.error?.kind})`);
+        this.#line(
+          `${this.#paint("cyan", "── result ·")} ${status} ${this.#paint("dim", `· ${Math.round(event.execution.durationMs)} ms`)}`,
+        );
+        this.#line(
+          event.observation
+            .split("\n")
+            .filter((line) => !/^<\/?execution/.test(line))
+            .join("\n"),
+        );
+        break;
+      }
+      case "error":
+        this.stopSpinner();
+        this.#io.stderr.write(
+          `${this.#paint("red", `error${MossError.is(event.error) ? `[${event.error.code}]` : ""}:`)} ${event.message}\n`,
+        );
+        break;
+      case "run-end": {
+        this.stopSpinner();
+        const { usage } = event;
+        const cost = usage.cost > 0 ? ` · $${usage.cost.toFixed(4)}` : " · cost unknown";
+        this.#line(
+          this.#paint(
+            "dim",
+            `── ${event.stopReason} · ${event.steps} step(s) · ${usage.inputTokens} input + ${usage.outputTokens} output tokens${cost} ──`,
+          ),
+        );
+        break;
+      }
+    }
+  }
+
+  stopSpinner(): void {
+    if (this.#timer === undefined) return;
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.#io.stderr.write("\r\x1b[K");
+  }
+
+  #startSpinner(): void {
+    if (!this.#spinning || this.#timer !== undefined) return;
+    let frame = 0;
+    this.#timer = setInterval(() => {
+      this.#io.stderr.write(`\r${SPINNER_FRAMES[frame++ % SPINNER_FRAMES.length]} thinking…`);
+    }, 80);
+    this.#timer.unref();
+  }
+
+  #line(text: string): void {
+    if (!this.#atLineStart) this.#write("\n");
+    this.#write(`${text}\n`);
+  }
+
+  #write(text: string): void {
+    if (text === "") return;
+    this.#io.stdout.write(text);
+    this.#atLineStart = text.endsWith("\n");
+  }
+
+  #paint(style: "dim" | "cyan" | "green" | "red", text: string): string {
+    if (!this.#colour) return text;
+    const codes = { dim: [2, 22], cyan: [36, 39], green: [32, 39], red: [31, 39] }[style];
+    return `\x1b[${codes[0]}m${text}\x1b[${codes[1]}m`;
+  }
+}

@@ -1,0 +1,63 @@
+import { MossTestSuite } from "../agent/moss-test-suite.ts";
+import { MossError } from "../errors.ts";
+import type { CliCommand } from "./cli-io.ts";
+import { parseOptions } from "./parse-options.ts";
+
+const USAGE = `Usage: moss test <module.ts> [--sandbox process|in-process]
+
+Runs the module's __moss_test_cases__, each in its own runtime, and prints one line per case.
+A case is a target name (a function of the module, usually in a // <moss-hide> region, run as the model's
+code would be) or { name, target, code }. Exit code: 0 when every case passed, 1 otherwise.`;
+
+/** `moss test <module.ts>`: runs the module's own test cases and reports each. */
+export const testCommand: CliCommand = async (argv, io) => {
+  const { values, positionals } = parseOptions(argv, { sandbox: { type: "string" } }, USAGE);
+  if (values.help) {
+    io.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  const [modulePath] = positionals;
+  if (!modulePath) throw new MossError("invalid-argument", `missing <module.ts>\n\n${USAGE}`, {});
+  const sandbox = values.sandbox ?? "in-process";
+  if (sandbox !== "process" && sandbox !== "in-process") {
+    throw new MossError(
+      "invalid-argument",
+      `--sandbox is "process" or "in-process", got "${sandbox}"\n\n${USAGE}`,
+      {},
+    );
+  }
+  const suite = new MossTestSuite({ compiler: { sandbox } });
+  const cases = await suite.testCases(modulePath);
+  if (cases.length === 0) {
+    io.stdout.write(`${modulePath}: no __moss_test_cases__ to run\n`);
+    return 0;
+  }
+  const report = await suite.runModuleTests(modulePath, {
+    onResult: (result) => {
+      const execution = result.execution;
+      const time = execution === undefined ? "" : ` (${Math.round(execution.durationMs)} ms)`;
+      io.stdout.write(`${result.ok ? "✓" : "✗"} ${result.name}${time}\n`);
+      if (execution?.stdout) io.stdout.write(indent(execution.stdout.trimEnd()));
+      if (execution?.ok && execution.returns !== undefined)
+        io.stdout.write(indent(`returns ${JSON.stringify(execution.returns)}`));
+      if (execution?.error) {
+        const { error } = execution;
+        io.stdout.write(
+          indent(`${error.kind} error: ${error.message}${error.frame ? `\n${error.frame}` : ""}`),
+        );
+      }
+      if (result.error !== undefined) {
+        io.stdout.write(indent(result.error instanceof Error ? result.error.message : String(result.error)));
+      }
+    },
+  });
+  io.stdout.write(`\n${report.passed} passed, ${report.failed} failed (${modulePath})\n`);
+  return report.ok ? 0 : 1;
+};
+
+function indent(text: string): string {
+  return `${text
+    .split("\n")
+    .map((line) => `    ${line}`)
+    .join("\n")}\n`;
+}
