@@ -1,0 +1,78 @@
+import { MossError } from "../errors.ts";
+import { closeSharedSandboxes } from "../runtime/shared-sandbox.ts";
+import type { CliCommand, CliIo } from "./cli-io.ts";
+
+const USAGE = `moss — code as prompt, code as action
+
+Usage:
+  moss prompt <module.ts> [--json]                       print the prompt a model reads for a context module
+  moss run <module.ts> --code <file|-> [--context <file>] run code against a module, updating the context file
+  moss check <module.ts> --code <file|->                  type-check code against a module, like tsc
+  moss agent <module.ts> "<task>" [--session <id>]        let a model do a task through the module
+  moss test <module.ts>                                   run the module's __moss_test_cases__
+
+Run "moss <command> --help" for a command's options.`;
+
+const COMMANDS: Record<string, () => Promise<CliCommand>> = {
+  prompt: async () => (await import("./prompt-command.ts")).promptCommand,
+  run: async () => (await import("./run-command.ts")).runCommand,
+  check: async () => (await import("./check-command.ts")).checkCommand,
+  agent: async () => (await import("./agent-command.ts")).agentCommand,
+  test: async () => (await import("./test-command.ts")).testCommand,
+};
+
+/** Runs the CLI with `argv` (without node and script); returns the exit code. */
+export async function main(argv: string[], io: CliIo = processIo()): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === "--help" || name === "-h" || name === "help") {
+    io.stdout.write(`${USAGE}\n`);
+    return name ? 0 : 2;
+  }
+  const load = COMMANDS[name];
+  if (!load) {
+    const suggestion = Object.keys(COMMANDS).find((candidate) => editDistance(candidate, name) <= 2);
+    io.stderr.write(
+      `moss: unknown command "${name}"${suggestion ? ` — did you mean "${suggestion}"?` : ""}\n\n${USAGE}\n`,
+    );
+    return 2;
+  }
+  try {
+    return await (await load())(rest, io);
+  } catch (error) {
+    io.stderr.write(`${formatError(error)}\n`);
+    return 1;
+  } finally {
+    await closeSharedSandboxes();
+  }
+}
+
+/** The message a user reads for an error: MossErrors as they are (they carry file:line:col), others with a stack. */
+export function formatError(error: unknown): string {
+  if (MossError.is(error)) return `error[${error.code}]: ${error.message}`;
+  if (error instanceof Error) return `error: ${error.stack ?? error.message}`;
+  return `error: ${String(error)}`;
+}
+
+function processIo(): CliIo {
+  return {
+    stdout: process.stdout,
+    stderr: process.stderr,
+    stdin: process.stdin,
+    env: process.env,
+    cwd: process.cwd(),
+  };
+}
+
+function editDistance(a: string, b: string): number {
+  const row = Array.from({ length: b.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= a.length; i++) {
+    let previous = row[0]!;
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const current = row[j]!;
+      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, previous + (a[i - 1] === b[j - 1] ? 0 : 1));
+      previous = current;
+    }
+  }
+  return row[b.length]!;
+}

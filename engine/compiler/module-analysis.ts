@@ -1,0 +1,357 @@
+import { builtinModules } from "node:module";
+import path from "node:path";
+import {
+  type ClassDeclaration,
+  type ImportDeclaration,
+  Node,
+  type Project,
+  type PropertyDeclaration,
+  type SourceFile,
+  type Symbol as TsSymbol,
+  type Type,
+  ts,
+} from "ts-morph";
+import { locatedMessage, MossError } from "../errors.ts";
+import { findHiddenRegions, type HiddenRegion, isLineHidden } from "./hidden-regions.ts";
+
+/** The lifecycle hooks a context module may export. */
+export const HOOK_NAMES = [
+  "__moss_compile__",
+  "__moss_compiled__",
+  "__moss_attr_prompts__",
+  "__moss_module_prompt__",
+  "__moss_exec__",
+  "__moss_test_cases__",
+] as const;
+export type HookName = (typeof HOOK_NAMES)[number];
+
+/** How a service field is looked up in the container. */
+export type TokenSpec =
+  /** The class (or abstract class) value named `name` in the module's scope. */
+  | { kind: "class"; name: string }
+  /** A string token: an interface or type alias name, or a `@token` override. */
+  | { kind: "string"; name: string };
+
+/** One field of the module's `Moss` class, classified statically. */
+export interface MossField {
+  name: string;
+  kind: "service" | "data";
+  token?: TokenSpec;
+  optional: boolean;
+  hasInitializer: boolean;
+  typeText: string;
+  line: number;
+  column: number;
+  /** For services: the public members of the declared type, the only ones model code may reach. */
+  members?: string[];
+}
+
+/** A top-level name of the module. */
+export interface TopLevelName {
+  name: string;
+  kind: "import" | "function" | "class" | "variable" | "enum" | "interface" | "type" | "namespace";
+  /** Whether the name has a run-time value (not type-only). */
+  value: boolean;
+  hidden: boolean;
+  line: number;
+  /** For imports: the module specifier and the imported name (`default`, `*` for a namespace import). */
+  moduleSpecifier?: string;
+  importedName?: string;
+  /** For visible values: public members of the value's type (static members of a class). */
+  members?: string[];
+}
+
+/** Everything the compiler and prompter need to know about a module, read statically with ts-morph. */
+export interface ModuleAnalysis {
+  path: string;
+  source: string;
+  sourceFile: SourceFile;
+  regions: HiddenRegion[];
+  markerLines: Set<number>;
+  names: TopLevelName[];
+  hooks: Map<HookName, { line: number; column: number }>;
+  mossClass?: { line: number; fields: MossField[] };
+}
+
+const MOSS_CLASS_NAME = "Moss";
+
+/** Reads a module (the file, or `code` instead of it) into `project` and analyses it; throws MossError on bad input. */
+export function analyzeModule(project: Project, modulePath: string, code: string): ModuleAnalysis {
+  const sourceFile = project.createSourceFile(modulePath, code, { overwrite: true });
+  reportSyntaxErrors(project, sourceFile, modulePath, code);
+  const { regions, markerLines } = findHiddenRegions(code);
+  const hiddenAt = (node: Node) => isLineHidden(node.getStartLineNumber(), regions, markerLines);
+  const names: TopLevelName[] = [];
+  const hooks = new Map<HookName, { line: number; column: number }>();
+
+  for (const importDeclaration of sourceFile.getImportDeclarations()) {
+    checkImportResolves(importDeclaration, modulePath, code);
+    collectImportNames(importDeclaration, hiddenAt(importDeclaration), names);
+  }
+  for (const statement of sourceFile.getStatements()) {
+    const hidden = hiddenAt(statement);
+    const line = statement.getStartLineNumber();
+    if (Node.isFunctionDeclaration(statement) && statement.getName()) {
+      names.push({ name: statement.getName()!, kind: "function", value: true, hidden, line });
+    } else if (Node.isClassDeclaration(statement) && statement.getName()) {
+      names.push({ name: statement.getName()!, kind: "class", value: true, hidden, line });
+    } else if (Node.isEnumDeclaration(statement)) {
+      names.push({ name: statement.getName(), kind: "enum", value: !statement.isConstEnum(), hidden, line });
+    } else if (Node.isInterfaceDeclaration(statement)) {
+      names.push({ name: statement.getName(), kind: "interface", value: false, hidden, line });
+    } else if (Node.isTypeAliasDeclaration(statement)) {
+      names.push({ name: statement.getName(), kind: "type", value: false, hidden, line });
+    } else if (Node.isModuleDeclaration(statement)) {
+      names.push({ name: statement.getName(), kind: "namespace", value: true, hidden, line });
+    } else if (Node.isVariableStatement(statement)) {
+      for (const declaration of statement.getDeclarations()) {
+        const nameNode = declaration.getNameNode();
+        const bound = Node.isIdentifier(nameNode)
+          ? [nameNode.getText()]
+          : nameNode.getDescendantsOfKind(ts.SyntaxKind.Identifier).map((identifier) => identifier.getText());
+        for (const name of bound) names.push({ name, kind: "variable", value: true, hidden, line });
+      }
+    }
+  }
+  for (const [name, declarations] of sourceFile.getExportedDeclarations()) {
+    if (!(HOOK_NAMES as readonly string[]).includes(name)) continue;
+    const declaration = declarations[0];
+    if (declaration) {
+      const position = sourceFile.getLineAndColumnAtPos(declaration.getStart());
+      hooks.set(name as HookName, { line: position.line, column: position.column });
+    }
+  }
+
+  for (const name of names) {
+    if (!name.value || name.hidden) continue;
+    const node = sourceFile.getLocal(name.name)?.getDeclarations()[0];
+    if (node) name.members = publicMembers(node.getType());
+  }
+
+  const mossDeclaration = sourceFile.getClass(MOSS_CLASS_NAME);
+  const analysis: ModuleAnalysis = {
+    path: modulePath,
+    source: code,
+    sourceFile,
+    regions,
+    markerLines,
+    names,
+    hooks,
+  };
+  if (mossDeclaration) {
+    analysis.mossClass = {
+      line: mossDeclaration.getStartLineNumber(),
+      fields: classifyFields(project, mossDeclaration),
+    };
+  }
+  return analysis;
+}
+
+function reportSyntaxErrors(
+  project: Project,
+  sourceFile: SourceFile,
+  modulePath: string,
+  code: string,
+): void {
+  const diagnostics = project.getProgram().compilerObject.getSyntacticDiagnostics(sourceFile.compilerNode);
+  const first = diagnostics[0];
+  if (!first) return;
+  const position = sourceFile.getLineAndColumnAtPos(first.start ?? 0);
+  const message = ts.flattenDiagnosticMessageText(first.messageText, "\n");
+  throw new MossError(
+    "module-syntax",
+    locatedMessage(
+      modulePath,
+      code,
+      position.line,
+      position.column,
+      `syntax error TS${first.code}: ${message}`,
+    ),
+    { file: modulePath, line: position.line, column: position.column, count: diagnostics.length },
+  );
+}
+
+function checkImportResolves(importDeclaration: ImportDeclaration, modulePath: string, code: string): void {
+  const specifier = importDeclaration.getModuleSpecifierValue();
+  if (specifier.startsWith("node:") || builtinModules.includes(specifier)) return;
+  if (importDeclaration.getModuleSpecifierSourceFile()) return;
+  const position = importDeclaration
+    .getSourceFile()
+    .getLineAndColumnAtPos(importDeclaration.getModuleSpecifier().getStart());
+  const hint = specifier.startsWith(".")
+    ? `no file ${path.resolve(path.dirname(modulePath), specifier)} (with a .ts/.d.ts/.js extension or index)`
+    : `package "${specifier}" is not installed where ${path.dirname(modulePath)} can see it`;
+  throw new MossError(
+    "module-import",
+    locatedMessage(
+      modulePath,
+      code,
+      position.line,
+      position.column,
+      `cannot resolve import "${specifier}": ${hint}`,
+    ),
+    { file: modulePath, line: position.line, column: position.column, specifier },
+  );
+}
+
+function collectImportNames(
+  importDeclaration: ImportDeclaration,
+  hidden: boolean,
+  names: TopLevelName[],
+): void {
+  const moduleSpecifier = importDeclaration.getModuleSpecifierValue();
+  const line = importDeclaration.getStartLineNumber();
+  const declarationTypeOnly = importDeclaration.isTypeOnly();
+  const defaultImport = importDeclaration.getDefaultImport();
+  if (defaultImport) {
+    names.push({
+      name: defaultImport.getText(),
+      kind: "import",
+      value: !declarationTypeOnly && hasValue(defaultImport.getSymbol()),
+      hidden,
+      line,
+      moduleSpecifier,
+      importedName: "default",
+    });
+  }
+  const namespaceImport = importDeclaration.getNamespaceImport();
+  if (namespaceImport) {
+    names.push({
+      name: namespaceImport.getText(),
+      kind: "import",
+      value: !declarationTypeOnly,
+      hidden,
+      line,
+      moduleSpecifier,
+      importedName: "*",
+    });
+  }
+  for (const named of importDeclaration.getNamedImports()) {
+    const local = named.getAliasNode()?.getText() ?? named.getName();
+    names.push({
+      name: local,
+      kind: "import",
+      value: !declarationTypeOnly && !named.isTypeOnly() && hasValue(named.getNameNode().getSymbol()),
+      hidden,
+      line,
+      moduleSpecifier,
+      importedName: named.getName(),
+    });
+  }
+}
+
+function hasValue(symbol: TsSymbol | undefined): boolean {
+  if (!symbol) return false;
+  const target = symbol.isAlias() ? (symbol.getAliasedSymbol() ?? symbol) : symbol;
+  return (target.getFlags() & ts.SymbolFlags.Value) !== 0;
+}
+
+function classifyFields(project: Project, mossClass: ClassDeclaration): MossField[] {
+  const program = project.getProgram().compilerObject;
+  const fields: MossField[] = [];
+  for (const property of mossClass.getProperties()) {
+    if (property.isStatic()) continue;
+    const name = property.getName();
+    if (name.startsWith("#") || name.startsWith("_") || property.hasModifier(ts.SyntaxKind.PrivateKeyword))
+      continue;
+    if (property.hasModifier(ts.SyntaxKind.DeclareKeyword)) continue;
+    const position = property.getSourceFile().getLineAndColumnAtPos(property.getNameNode().getStart());
+    const typeNode = property.getTypeNode();
+    const typeText = typeNode?.getText() ?? property.getType().getText(property);
+    const tokenOverride = tokenTag(property);
+    const base: Omit<MossField, "kind" | "token"> = {
+      name,
+      optional: property.hasQuestionToken(),
+      hasInitializer: property.hasInitializer(),
+      typeText,
+      line: position.line,
+      column: position.column,
+    };
+    if (tokenOverride) {
+      const members = publicMembers(property.getType().getNonNullableType());
+      fields.push({ ...base, kind: "service", token: { kind: "string", name: tokenOverride }, members });
+      continue;
+    }
+    const token = property.hasInitializer() ? undefined : serviceToken(program, property);
+    fields.push(
+      token
+        ? { ...base, kind: "service", token, members: publicMembers(property.getType().getNonNullableType()) }
+        : { ...base, kind: "data" },
+    );
+  }
+  return fields;
+}
+
+function tokenTag(property: PropertyDeclaration): string | undefined {
+  for (const doc of property.getJsDocs()) {
+    for (const tag of doc.getTags()) {
+      if (tag.getTagName() === "token") {
+        const text = tag.getCommentText()?.trim();
+        if (text) return text.split(/\s+/)[0];
+      }
+    }
+  }
+  return undefined;
+}
+
+/**
+ * A field is a service when its declared type (minus undefined/null) is a class, an abstract class, or an
+ * interface / type alias that has methods; built-in library types (Date, Map, …) and data-shaped
+ * interfaces are data.
+ */
+function serviceToken(program: ts.Program, property: PropertyDeclaration): TokenSpec | undefined {
+  const type = property.getType().getNonNullableType();
+  if (type.isUnion() || type.isIntersection() || type.isArray() || type.isTuple()) return undefined;
+  const symbol = type.getAliasSymbol() ?? type.getSymbol();
+  if (!symbol) return undefined;
+  const declarations = symbol.getDeclarations();
+  const declaration = declarations[0];
+  if (!declaration) return undefined;
+  if (declarations.some((node) => program.isSourceFileDefaultLibrary(node.getSourceFile().compilerNode))) {
+    return undefined;
+  }
+  const typeNodeName = referencedName(property);
+  if (Node.isClassDeclaration(declaration)) return { kind: "class", name: typeNodeName ?? symbol.getName() };
+  if (Node.isInterfaceDeclaration(declaration) || Node.isTypeAliasDeclaration(declaration)) {
+    return hasCallableMembers(type, property) ? { kind: "string", name: symbol.getName() } : undefined;
+  }
+  return undefined;
+}
+
+function referencedName(property: PropertyDeclaration): string | undefined {
+  const typeNode = property.getTypeNode();
+  if (!typeNode) return undefined;
+  const reference = Node.isTypeReference(typeNode)
+    ? typeNode
+    : typeNode.getFirstDescendantByKind(ts.SyntaxKind.TypeReference);
+  return reference?.getTypeName().getText();
+}
+
+function hasCallableMembers(type: Type, node: Node): boolean {
+  if (type.getCallSignatures().length > 0) return true;
+  return type.getProperties().some((member) => {
+    const memberType = member.getTypeAtLocation(node).getNonNullableType();
+    return memberType.getCallSignatures().length > 0;
+  });
+}
+
+const NEVER_EXPOSED = new Set(["constructor", "prototype", "__proto__", "__prompt__", "__class_prompt__"]);
+
+/** Public member names of a type: no private/protected/`#`/`_` members, no prototype plumbing. */
+export function publicMembers(type: Type): string[] {
+  const members: string[] = [];
+  for (const symbol of type.getProperties()) {
+    const name = symbol.getName();
+    if (NEVER_EXPOSED.has(name) || name.startsWith("_") || name.startsWith("#")) continue;
+    const hidden = symbol
+      .getDeclarations()
+      .some(
+        (declaration) =>
+          Node.isModifierable(declaration) &&
+          (declaration.hasModifier(ts.SyntaxKind.PrivateKeyword) ||
+            declaration.hasModifier(ts.SyntaxKind.ProtectedKeyword)),
+      );
+    if (!hidden) members.push(name);
+  }
+  return members.sort();
+}

@@ -1,0 +1,61 @@
+import { builtinModules } from "node:module";
+import { Project, ts } from "ts-morph";
+
+/** Compiler options used to read context modules: strict, ESM, `.ts` extension imports allowed. */
+export const MODULE_COMPILER_OPTIONS: ts.CompilerOptions = {
+  target: ts.ScriptTarget.ES2022,
+  lib: ["lib.es2023.d.ts"],
+  module: ts.ModuleKind.ESNext,
+  moduleResolution: ts.ModuleResolutionKind.Bundler,
+  strict: true,
+  noEmit: true,
+  allowImportingTsExtensions: true,
+  experimentalDecorators: true,
+  skipLibCheck: true,
+  resolveJsonModule: true,
+  esModuleInterop: true,
+  types: [],
+};
+
+const projects = new Map<string, Project>();
+
+/**
+ * The process-wide ts-morph project for reading modules (real file system, so imports and node_modules `.d.ts`
+ * resolve as Node would). Building lib and `.d.ts` programs is the expensive part, so projects are shared; Node's
+ * types are loaded only for modules that import a Node builtin. Files read earlier are refreshed from disk.
+ */
+export function moduleProject(source: string): Project {
+  const key = importsNodeBuiltin(source) ? "node" : "plain";
+  let project = projects.get(key);
+  if (!project) {
+    project = new Project({
+      compilerOptions: { ...MODULE_COMPILER_OPTIONS, types: key === "node" ? ["node"] : [] },
+      skipAddingFilesFromTsConfig: true,
+    });
+    projects.set(key, project);
+    return project;
+  }
+  for (const file of project.getSourceFiles()) {
+    if (!file.isInNodeModules() && !file.isDeclarationFile()) file.refreshFromFileSystemSync();
+  }
+  return project;
+}
+
+/** A fresh project with the same options, for work that must not share state (the type-checker's virtual files). */
+export function createModuleProject(options: { node?: boolean } = {}): Project {
+  return new Project({
+    compilerOptions: { ...MODULE_COMPILER_OPTIONS, types: options.node ? ["node"] : [] },
+    skipAddingFilesFromTsConfig: true,
+  });
+}
+
+const NODE_IMPORT = /(?:from\s+|import\s*\(\s*|require\s*\(\s*)["'](node:[^"']+|[^"'./][^"']*)["']/g;
+
+/** Whether the source imports a Node builtin (`node:fs`, `fs`, …). */
+export function importsNodeBuiltin(source: string): boolean {
+  for (const match of source.matchAll(NODE_IMPORT)) {
+    const specifier = match[1]!;
+    if (specifier.startsWith("node:") || builtinModules.includes(specifier.split("/")[0]!)) return true;
+  }
+  return false;
+}

@@ -1,0 +1,303 @@
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import { Container, type Provider, type Token, tokenName } from "../../container/index.ts";
+import { decodeProperties } from "../context/index.ts";
+import { locatedMessage, MossError } from "../errors.ts";
+import { Moss as MossBase } from "../moss.ts";
+import { MossRuntime, type MossRuntimeOptions } from "../runtime/moss-runtime.ts";
+import type { ExecutionLimits, MossContext, TypeCheckMode } from "../types.ts";
+import type { CompiledModule } from "./compiled-module.ts";
+import { loadModule } from "./load-module.ts";
+import {
+  analyzeModule,
+  HOOK_NAMES,
+  type HookName,
+  type ModuleAnalysis,
+  type MossField,
+} from "./module-analysis.ts";
+import { moduleProject } from "./module-project.ts";
+
+/** Options of a compiler; everything but the container is passed on to the runtime. */
+export interface MossCompilerOptions {
+  /** The compiler works in a child of this container (a fresh one when absent). */
+  container?: Container;
+  /** How type errors in the model's code are treated. Default `strict`. */
+  typeCheck?: TypeCheckMode;
+  /** Default limits of every execution. */
+  limits?: Partial<ExecutionLimits>;
+  /** Where isolates run: `process` (supervised child processes, the default) or `in-process`. */
+  sandbox?: MossRuntimeOptions["sandbox"];
+}
+
+const NON_FUNCTION_HOOKS: readonly HookName[] = ["__moss_test_cases__"];
+
+/**
+ * Reads a context module, runs its lifecycle hooks, resolves the services of its `Moss` from the container and
+ * returns a `MossRuntime`. One compiler compiles once.
+ */
+export class MossCompiler {
+  readonly #container: Container;
+  readonly #options: MossCompilerOptions;
+  readonly #locals: Record<string, unknown> = {};
+  readonly #injections: Record<string, unknown> = {};
+  #context: MossContext | undefined;
+  #state: "new" | "compiling" | "compiled" = "new";
+
+  constructor(options: MossCompilerOptions = {}) {
+    this.#options = options;
+    this.#container = (options.container ?? new Container({ name: "moss" })).child("moss-compiler");
+  }
+
+  /** The compiler's own container: a child of the one it was given. */
+  container(): Container {
+    return this.#container;
+  }
+
+  /** Binds a value to a token in the compiler's container. */
+  bind<T>(token: Token<T>, value: T): this {
+    this.#assertOpen("bind");
+    this.#container.bind(token, value);
+    return this;
+  }
+
+  /** Registers a provider in the compiler's container. */
+  register<T>(provider: Provider<T>): this {
+    this.#assertOpen("register");
+    this.#container.register(provider);
+    return this;
+  }
+
+  /** Adds names the model's code can use as if the module declared them (host values reach it through the membrane). */
+  withLocals(locals: Record<string, unknown>): this {
+    this.#assertOpen("withLocals");
+    Object.assign(this.#locals, locals);
+    return this;
+  }
+
+  /** Sets fields of `moss`; these win over the initializer and over a joined context. */
+  injects(values: Record<string, unknown>): this {
+    this.#assertOpen("injects");
+    Object.assign(this.#injections, values);
+    return this;
+  }
+
+  /** Continues a session: its `code` replaces the module's source, its properties restore data fields. */
+  joinContext(context: MossContext): this {
+    this.#assertOpen("joinContext");
+    this.#context = context;
+    return this;
+  }
+
+  /** Compiles the module at `modulePath` (relative to the working directory) into a runtime. */
+  async compile(modulePath: string): Promise<MossRuntime> {
+    if (this.#state !== "new") {
+      throw new MossError(
+        "already-compiled",
+        "this MossCompiler has already compiled a module; create a new compiler",
+        {},
+      );
+    }
+    this.#state = "compiling";
+    const absolute = path.resolve(modulePath);
+    const source = this.#context?.code ?? (await readModuleFile(absolute, modulePath));
+    const project = moduleProject(source);
+    const analysis = analyzeModule(project, absolute, source);
+    const valueNames = [...new Set(analysis.names.filter((name) => name.value).map((name) => name.name))];
+    const loaded = await loadModule(absolute, source, valueNames);
+    const module: CompiledModule = {
+      path: absolute,
+      displayPath: modulePath,
+      analysis,
+      project,
+      namespace: loaded.namespace,
+      locals: loaded.locals,
+      hooks: collectHooks(analysis, loaded.namespace, modulePath),
+      mossClass: resolveMossClass(analysis, loaded.locals, modulePath),
+    };
+    await runHook(module, "__moss_compile__", this);
+    this.#state = "compiled";
+
+    const runtime = new MossRuntime({
+      module,
+      container: this.#container,
+      locals: { ...this.#locals },
+      context: this.#context,
+      typeCheck: this.#options.typeCheck,
+      limits: this.#options.limits,
+      sandbox: this.#options.sandbox,
+    });
+    try {
+      const services = await this.#resolveServices(module);
+      const data = this.#initialData(module);
+      await runtime.prompter().prepare();
+      await runtime.initialize(services, data);
+      await runHook(module, "__moss_compiled__", runtime.hostMoss());
+      runtime.adoptHostData();
+      return runtime;
+    } catch (error) {
+      await runtime.close().catch(() => {});
+      throw error;
+    }
+  }
+
+  async #resolveServices(module: CompiledModule): Promise<Map<string, unknown>> {
+    const services = new Map<string, unknown>();
+    for (const field of module.analysis.mossClass?.fields ?? []) {
+      if (field.kind !== "service") continue;
+      if (Object.hasOwn(this.#injections, field.name)) {
+        services.set(field.name, this.#injections[field.name]);
+        continue;
+      }
+      const token = fieldToken(field, module.locals);
+      const value = this.#container.bound(token) ? await this.#container.getAsync(token) : undefined;
+      if (value === undefined && !field.optional) throw missingBinding(module, field, token);
+      services.set(field.name, value);
+    }
+    return services;
+  }
+
+  #initialData(module: CompiledModule): Record<string, unknown> {
+    const fields = module.analysis.mossClass?.fields ?? [];
+    const instance = new module.mossClass() as Record<string, unknown>;
+    const data: Record<string, unknown> = {};
+    for (const field of fields)
+      if (field.kind === "data" && field.name in instance) data[field.name] = instance[field.name];
+    const restored = this.#context ? decodeProperties(this.#context.properties) : {};
+    const known = new Set(fields.map((field) => field.name));
+    for (const [name, value] of Object.entries(restored)) if (known.has(name)) data[name] = value;
+    for (const [name, value] of Object.entries(this.#injections)) {
+      const field = fields.find((candidate) => candidate.name === name);
+      if (!field) {
+        throw new MossError(
+          "invalid-argument",
+          `injects(): "${name}" is not a field of Moss in ${module.displayPath} (fields: ${[...known].join(", ") || "none"})`,
+          { field: name },
+        );
+      }
+      if (field.kind === "data") data[name] = value;
+    }
+    return data;
+  }
+
+  #assertOpen(action: string): void {
+    if (this.#state === "compiled") {
+      throw new MossError(
+        "already-compiled",
+        `${action}() after compile(): configure the compiler before compiling`,
+        {},
+      );
+    }
+  }
+}
+
+async function readModuleFile(absolute: string, given: string): Promise<string> {
+  try {
+    return await readFile(absolute, "utf8");
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new MossError(
+      "module-not-found",
+      code === "ENOENT"
+        ? `${given}: no such context module (looked for ${absolute})`
+        : `${given}: cannot read: ${String(error)}`,
+      { file: absolute },
+      { cause: error },
+    );
+  }
+}
+
+function collectHooks(
+  analysis: ModuleAnalysis,
+  namespace: Record<string, unknown>,
+  displayPath: string,
+): CompiledModule["hooks"] {
+  const hooks: CompiledModule["hooks"] = {};
+  for (const name of HOOK_NAMES) {
+    const value = namespace[name];
+    if (value === undefined || NON_FUNCTION_HOOKS.includes(name)) continue;
+    if (typeof value !== "function") {
+      const location = analysis.hooks.get(name) ?? { line: 1, column: 1 };
+      throw new MossError(
+        "hook-shape",
+        locatedMessage(
+          displayPath,
+          analysis.source,
+          location.line,
+          location.column,
+          `${name} must be a function, got ${typeof value}`,
+        ),
+        { file: displayPath, hook: name, ...location },
+      );
+    }
+    hooks[name] = value as (...args: unknown[]) => unknown;
+  }
+  return hooks;
+}
+
+function resolveMossClass(
+  analysis: ModuleAnalysis,
+  locals: Record<string, unknown>,
+  displayPath: string,
+): new () => object {
+  if (!analysis.mossClass) return MossBase;
+  const value = locals.Moss;
+  if (typeof value !== "function") {
+    throw new MossError(
+      "module-load",
+      `${displayPath}:${analysis.mossClass.line}:1 - class Moss did not load as a class`,
+      {
+        file: displayPath,
+      },
+    );
+  }
+  return value as new () => object;
+}
+
+async function runHook(module: CompiledModule, name: HookName, argument: unknown): Promise<void> {
+  const hook = module.hooks[name];
+  if (!hook) return;
+  try {
+    await hook(argument);
+  } catch (error) {
+    if (MossError.is(error)) throw error;
+    const location = module.analysis.hooks.get(name) ?? { line: 1, column: 1 };
+    const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    throw new MossError(
+      "hook-failed",
+      locatedMessage(
+        module.displayPath,
+        module.analysis.source,
+        location.line,
+        location.column,
+        `${name} threw ${message}`,
+      ),
+      { file: module.displayPath, hook: name, ...location },
+      { cause: error },
+    );
+  }
+}
+
+function fieldToken(field: MossField, locals: Record<string, unknown>): Token {
+  if (field.token?.kind === "class") {
+    const value = locals[field.token.name];
+    if (typeof value === "function") return value as Token;
+  }
+  return field.token?.name ?? field.name;
+}
+
+function missingBinding(module: CompiledModule, field: MossField, token: Token): MossError {
+  const message =
+    `Moss.${field.name} needs a service for token ${tokenName(token)} but none is bound: ` +
+    `bind it (compiler.bind(${tokenName(token)}, value)), register a provider, or declare the field optional (${field.name}?: ${field.typeText})`;
+  return new MossError(
+    "binding-missing",
+    locatedMessage(module.displayPath, module.analysis.source, field.line, field.column, message),
+    {
+      file: module.displayPath,
+      field: field.name,
+      token: tokenName(token),
+      line: field.line,
+      column: field.column,
+    },
+  );
+}

@@ -1,0 +1,309 @@
+import path from "node:path";
+import { type ImportDeclaration, Node, type SourceFile, ts } from "ts-morph";
+import type { CompiledModule } from "../compiler/compiled-module.ts";
+import { isLineHidden, visibleSource } from "../compiler/hidden-regions.ts";
+import { MossError } from "../errors.ts";
+import { isNonPublicMember, renderDeclaration } from "./render-declaration.ts";
+
+/** One entry of the attribute section. */
+export interface AttributeEntry {
+  name: string;
+  /** Where the name comes from: the import specifier, or the declaring file relative to the module. */
+  module?: string;
+  prompt: string;
+  /** `override`: from `__moss_attr_prompts__`; `import`: an imported name; `type`: a type reached transitively. */
+  origin: "override" | "import" | "type";
+}
+
+/** Headings of the default module prompt. */
+export const MODULE_SOURCE_HEADING = "The context module you work with (its visible source):";
+export const ATTRIBUTES_HEADING =
+  "Declarations of the names it imports and the types they use (signatures and docs; bodies are not shown):";
+export const MAX_TRANSITIVE_TYPES = 60;
+const MAX_TRANSITIVE_DEPTH = 4;
+
+/** Turns a compiled context module into the prompt a model reads. Output is deterministic byte for byte. */
+export class MossPrompter {
+  readonly #module: CompiledModule;
+  #reflected: AttributeEntry[] | undefined;
+
+  constructor(module: CompiledModule) {
+    this.#module = module;
+  }
+
+  /** The module's path as given to the compiler. */
+  get modulePath(): string {
+    return this.#module.displayPath;
+  }
+
+  /**
+   * Reflects the imports now (the compiler calls it while the module's project is current); later renders reuse
+   * the reflection and only re-run `__moss_attr_prompts__`.
+   */
+  async prepare(): Promise<void> {
+    this.#reflected ??= this.#reflectImports();
+  }
+
+  /** The module source; by default without hidden regions and marker lines. */
+  async sourceCode(options: { excludeHidden?: boolean } = {}): Promise<string> {
+    const source = this.#module.analysis.source;
+    return options.excludeHidden === false ? source : visibleSource(source);
+  }
+
+  /** The attribute entries as `[name, prompt]` pairs, overrides first. */
+  async reflectModuleAttrs(): Promise<Array<[string, string]>> {
+    return (await this.attributeEntries()).map((entry) => [entry.name, entry.prompt]);
+  }
+
+  /** The attribute entries with their origin and module. */
+  async attributeEntries(): Promise<AttributeEntry[]> {
+    const overrides = this.#attrPromptOverrides();
+    const decided = new Set(overrides.map(([name]) => name));
+    const entries: AttributeEntry[] = overrides
+      .filter(([, prompt]) => prompt !== "")
+      .map(([name, prompt]) => ({ name, prompt: prompt as string, origin: "override" as const }));
+    this.#reflected ??= this.#reflectImports();
+    for (const entry of this.#reflected) if (!decided.has(entry.name)) entries.push(entry);
+    return entries;
+  }
+
+  /** The attribute section alone. */
+  async dumpAttrsPrompt(): Promise<string> {
+    return (await this.attributeEntries()).map(formatEntry).join("\n\n");
+  }
+
+  /** The whole prompt: `__moss_module_prompt__(prompter)` when the module defines it, else source then attributes. */
+  async dumpModulePrompt(): Promise<string> {
+    const hook = this.#module.hooks.__moss_module_prompt__;
+    if (hook) {
+      const text = await hook(this);
+      if (typeof text !== "string") {
+        throw this.#hookShapeError("__moss_module_prompt__", `must return a string, got ${describe(text)}`);
+      }
+      return text;
+    }
+    const sections = [MODULE_SOURCE_HEADING, fenced(await this.sourceCode())];
+    const attributes = await this.dumpAttrsPrompt();
+    if (attributes) sections.push(ATTRIBUTES_HEADING, fenced(attributes));
+    return `${sections.join("\n\n")}\n`;
+  }
+
+  #attrPromptOverrides(): Array<[string, string | null | undefined]> {
+    const hook = this.#module.hooks.__moss_attr_prompts__;
+    if (!hook) return [];
+    const result = hook();
+    if (result === null || typeof result !== "object" || !(Symbol.iterator in result)) {
+      throw this.#hookShapeError(
+        "__moss_attr_prompts__",
+        `must return an iterable of [name, prompt], got ${describe(result)}`,
+      );
+    }
+    const pairs: Array<[string, string | null | undefined]> = [];
+    for (const item of result as Iterable<unknown>) {
+      const valid =
+        Array.isArray(item) &&
+        typeof item[0] === "string" &&
+        (item[1] === null || item[1] === undefined || typeof item[1] === "string");
+      if (!valid) {
+        throw this.#hookShapeError(
+          "__moss_attr_prompts__",
+          `yielded ${describe(item)}; expected [name: string, prompt: string | null | undefined]`,
+        );
+      }
+      if (typeof item[1] === "string") pairs.push([item[0], item[1]]);
+    }
+    return pairs;
+  }
+
+  #hookShapeError(hook: string, problem: string): MossError {
+    const location = this.#module.analysis.hooks.get(hook as never);
+    const where = location
+      ? `${this.#module.displayPath}:${location.line}:${location.column}`
+      : this.#module.displayPath;
+    return new MossError("hook-shape", `${where} - ${hook} ${problem}`, {
+      file: this.#module.displayPath,
+      hook,
+    });
+  }
+
+  #reflectImports(): AttributeEntry[] {
+    const { analysis, locals } = this.#module;
+    const used = usedIdentifiers(analysis.sourceFile, (line) =>
+      isLineHidden(line, analysis.regions, analysis.markerLines),
+    );
+    const entries: AttributeEntry[] = [];
+    const seen = new Set<Node>();
+    const queue: Array<{ node: Node; depth: number }> = [];
+    const reflectedNames = new Set<string>();
+    for (const importDeclaration of analysis.sourceFile.getImportDeclarations()) {
+      if (isLineHidden(importDeclaration.getStartLineNumber(), analysis.regions, analysis.markerLines))
+        continue;
+      const specifier = importDeclaration.getModuleSpecifierValue();
+      for (const binding of importBindings(importDeclaration)) {
+        if (!used.has(binding.local) || reflectedNames.has(binding.local)) continue;
+        reflectedNames.add(binding.local);
+        const runtimePrompt = promptOfValue(locals[binding.local]);
+        const declarations = binding.declarations();
+        for (const declaration of declarations) {
+          seen.add(declaration);
+          queue.push({ node: declaration, depth: 1 });
+        }
+        const prompt =
+          runtimePrompt ??
+          (binding.imported === "*"
+            ? `declare const ${binding.local}: typeof import("${specifier}");`
+            : declarations
+                .map((declaration) => renderDeclaration(declaration))
+                .filter((text): text is string => text !== undefined)
+                .join("\n"));
+        if (prompt) entries.push({ name: binding.local, module: specifier, prompt, origin: "import" });
+      }
+    }
+    entries.push(...this.#reflectReferencedTypes(queue, seen, reflectedNames));
+    return entries;
+  }
+
+  #reflectReferencedTypes(
+    queue: Array<{ node: Node; depth: number }>,
+    seen: Set<Node>,
+    names: Set<string>,
+  ): AttributeEntry[] {
+    const entries: AttributeEntry[] = [];
+    const moduleFile = this.#module.analysis.sourceFile;
+    const program = this.#module.project.getProgram().compilerObject;
+    for (let index = 0; index < queue.length && entries.length < MAX_TRANSITIVE_TYPES; index++) {
+      const { node, depth } = queue[index]!;
+      if (depth > MAX_TRANSITIVE_DEPTH) continue;
+      for (const declaration of referencedDeclarations(node)) {
+        if (seen.has(declaration)) continue;
+        seen.add(declaration);
+        const file = declaration.getSourceFile();
+        if (file === moduleFile || program.isSourceFileDefaultLibrary(file.compilerNode)) continue;
+        if (file.getFilePath().includes("/node_modules/@types/node/")) continue;
+        const name = (declaration as { getName?: () => string | undefined }).getName?.();
+        if (!name || names.has(name)) continue;
+        const prompt = renderDeclaration(declaration);
+        if (!prompt) continue;
+        names.add(name);
+        entries.push({ name, module: this.#moduleLabel(file), prompt, origin: "type" });
+        queue.push({ node: declaration, depth: depth + 1 });
+        if (entries.length >= MAX_TRANSITIVE_TYPES) break;
+      }
+    }
+    return entries;
+  }
+
+  #moduleLabel(file: SourceFile): string {
+    const filePath = file.getFilePath();
+    const packageMatch = filePath.match(/\/node_modules\/((?:@[^/]+\/)?[^/]+)\//);
+    if (packageMatch) return packageMatch[1]!;
+    const relative = path.relative(path.dirname(this.#module.path), filePath);
+    return relative.startsWith(".") ? relative : `./${relative}`;
+  }
+}
+
+interface ImportBinding {
+  local: string;
+  imported: string;
+  declarations: () => Node[];
+}
+
+function importBindings(importDeclaration: ImportDeclaration): ImportBinding[] {
+  const target = () => importDeclaration.getModuleSpecifierSourceFile();
+  const exported = (name: string) => () =>
+    withoutOverloadDuplicates(target()?.getExportedDeclarations().get(name) ?? []);
+  const bindings: ImportBinding[] = [];
+  const defaultImport = importDeclaration.getDefaultImport();
+  if (defaultImport)
+    bindings.push({ local: defaultImport.getText(), imported: "default", declarations: exported("default") });
+  const namespaceImport = importDeclaration.getNamespaceImport();
+  if (namespaceImport)
+    bindings.push({ local: namespaceImport.getText(), imported: "*", declarations: () => [] });
+  for (const named of importDeclaration.getNamedImports()) {
+    const local = named.getAliasNode()?.getText() ?? named.getName();
+    bindings.push({ local, imported: named.getName(), declarations: exported(named.getName()) });
+  }
+  return bindings;
+}
+
+/** An overloaded function is listed once per overload and once for its implementation: keep one node. */
+function withoutOverloadDuplicates(declarations: Node[]): Node[] {
+  return declarations.filter(
+    (declaration) =>
+      !(
+        Node.isFunctionDeclaration(declaration) &&
+        !declaration.isImplementation() &&
+        declaration.getImplementation()
+      ),
+  );
+}
+
+/** Identifiers used by visible code outside import declarations. */
+function usedIdentifiers(sourceFile: SourceFile, hidden: (line: number) => boolean): Set<string> {
+  const used = new Set<string>();
+  for (const identifier of sourceFile.getDescendantsOfKind(ts.SyntaxKind.Identifier)) {
+    if (identifier.getFirstAncestorByKind(ts.SyntaxKind.ImportDeclaration)) continue;
+    if (hidden(identifier.getStartLineNumber())) continue;
+    used.add(identifier.getText());
+  }
+  return used;
+}
+
+/** Declarations of the named types a declaration's text refers to, in order of appearance. */
+function referencedDeclarations(node: Node): Node[] {
+  const result: Node[] = [];
+  const references = [
+    ...node.getDescendantsOfKind(ts.SyntaxKind.TypeReference).map((reference) => reference.getTypeName()),
+    ...node
+      .getDescendantsOfKind(ts.SyntaxKind.ExpressionWithTypeArguments)
+      .map((heritage) => heritage.getExpression()),
+  ].sort((a, b) => a.getStart() - b.getStart());
+  for (const nameNode of references) {
+    if (isInsideBody(nameNode, node)) continue;
+    let symbol = nameNode.getSymbol();
+    if (symbol?.isAlias()) symbol = symbol.getAliasedSymbol() ?? symbol;
+    for (const declaration of symbol?.getDeclarations() ?? []) {
+      if (Node.isTypeParameterDeclaration(declaration)) continue;
+      result.push(declaration);
+    }
+  }
+  return result;
+}
+
+function isInsideBody(node: Node, root: Node): boolean {
+  for (let current = node.getParent(); current && current !== root; current = current.getParent()) {
+    if (Node.isBlock(current)) return true;
+    const parent = current.getParent();
+    if (parent && Node.isPropertyDeclaration(parent) && parent.getInitializer() === current) return true;
+    if (parent && Node.isClassDeclaration(parent) && isNonPublicMember(current)) return true;
+  }
+  return false;
+}
+
+/** A value's own prompt: static `__class_prompt__()` of a class, else `__prompt__` (string or function). */
+function promptOfValue(value: unknown): string | undefined {
+  if (value === null || (typeof value !== "object" && typeof value !== "function")) return undefined;
+  const holder = value as { __class_prompt__?: unknown; __prompt__?: unknown };
+  if (typeof value === "function" && typeof holder.__class_prompt__ === "function") {
+    return String((holder.__class_prompt__ as () => unknown).call(value));
+  }
+  const prompt = holder.__prompt__;
+  if (typeof prompt === "string") return prompt;
+  if (typeof prompt === "function") return String((prompt as () => unknown).call(value));
+  return undefined;
+}
+
+function formatEntry(entry: AttributeEntry): string {
+  const moduleAttribute = entry.module === undefined ? "" : ` module="${entry.module}"`;
+  return `// <attr name="${entry.name}"${moduleAttribute}>\n${entry.prompt.trimEnd()}\n// </attr>`;
+}
+
+function fenced(text: string): string {
+  return `\`\`\`typescript\n${text.trimEnd()}\n\`\`\``;
+}
+
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return `an array of ${value.length}`;
+  return typeof value === "object" ? "an object" : `${typeof value} ${String(value).slice(0, 40)}`;
+}

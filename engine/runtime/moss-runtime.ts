@@ -1,0 +1,377 @@
+import { type Container, destroyOnce } from "../../container/index.ts";
+import { ModuleChecker, renderDiagnostics } from "../check/index.ts";
+import { type CompiledModule, hiddenNames, visibleValueNames } from "../compiler/compiled-module.ts";
+import { createContext, encodeProperties } from "../context/index.ts";
+import { codeFrame, MossError } from "../errors.ts";
+import type { Injection } from "../moss.ts";
+import { MossPrompter } from "../prompter/moss-prompter.ts";
+import type { SandboxDriver, SandboxSession } from "../sandbox/sandbox.ts";
+import {
+  DEFAULT_LIMITS,
+  type Diagnostic,
+  type ExecuteRequest,
+  type Execution,
+  type ExecutionError,
+  type ExecutionLimits,
+  type MossContext,
+  type TypeCheckMode,
+} from "../types.ts";
+import { HostMembrane } from "./host-membrane.ts";
+import {
+  mapStack,
+  type PreparedSnippet,
+  prepareSnippet,
+  SNIPPET_SCRIPT,
+  stripFences,
+} from "./prepare-snippet.ts";
+import { sharedSandboxDriver } from "./shared-sandbox.ts";
+
+/** Options the compiler passes to the runtime it builds. */
+export interface MossRuntimeOptions {
+  module: CompiledModule;
+  container: Container;
+  locals: Record<string, unknown>;
+  context?: MossContext;
+  typeCheck?: TypeCheckMode;
+  limits?: Partial<ExecutionLimits>;
+  /** `process` (default): isolates in supervised child processes; `in-process`; or a driver of your own. */
+  sandbox?: "process" | "in-process" | SandboxDriver;
+}
+
+type ExecHook = (
+  runtime: MossRuntime,
+  request: ExecuteRequest,
+  next: (request: ExecuteRequest) => Promise<Execution>,
+) => Promise<Execution>;
+
+const MAX_CUMULATIVE_STDOUT = 1024 * 1024;
+
+/** A compiled context module ready to run the model's code: made by `MossCompiler.compile()`. */
+export class MossRuntime {
+  readonly #module: CompiledModule;
+  readonly #container: Container;
+  readonly #locals: Record<string, unknown>;
+  readonly #typeCheck: TypeCheckMode;
+  readonly #limits: ExecutionLimits;
+  readonly #sandbox: "process" | "in-process" | SandboxDriver;
+  readonly #services = new Map<string, unknown>();
+  #data: Record<string, unknown> = {};
+  #context: MossContext;
+  #hostMoss: Record<string, unknown> | undefined;
+  #prompter: MossPrompter | undefined;
+  #checker: ModuleChecker | undefined;
+  #membrane: HostMembrane | undefined;
+  #session: SandboxSession | undefined;
+  #stdout: string[] = [];
+  #stdoutBytes = 0;
+  #busy = false;
+  #closed = false;
+  #closing: Promise<void> | undefined;
+
+  constructor(options: MossRuntimeOptions) {
+    this.#module = options.module;
+    this.#container = options.container;
+    this.#locals = options.locals;
+    this.#typeCheck = options.typeCheck ?? "strict";
+    this.#limits = { ...DEFAULT_LIMITS, ...options.limits };
+    this.#sandbox = options.sandbox ?? "process";
+    this.#context = {
+      ...(options.context ?? createContext(options.module.displayPath)),
+      module: options.module.displayPath,
+    };
+  }
+
+  /** Called by the compiler: injects services (calling `onInject`) and the initial data fields. */
+  async initialize(services: Map<string, unknown>, data: Record<string, unknown>): Promise<void> {
+    for (const [field, service] of services) {
+      const injection = service as Injection | undefined;
+      if (injection && typeof injection.onInject === "function") await injection.onInject(this, field);
+      this.#services.set(field, service);
+    }
+    this.#data = data;
+    const moss = new this.#module.mossClass() as Record<string, unknown>;
+    for (const [field, service] of this.#services) moss[field] = service;
+    Object.assign(moss, data);
+    this.#hostMoss = moss;
+  }
+
+  /** The host-side `moss` handed to `__moss_compiled__` (services and data, before the first execute). */
+  hostMoss(): Record<string, unknown> {
+    return this.#hostMoss ?? {};
+  }
+
+  /** Takes the data fields back from the host-side moss (after `__moss_compiled__`) and persists them. */
+  adoptHostData(): void {
+    const moss = this.hostMoss();
+    for (const field of this.#dataFields()) if (field in moss) this.#data[field] = moss[field];
+    this.#persist([]);
+  }
+
+  /** The module this runtime runs. */
+  get modulePath(): string {
+    return this.#module.displayPath;
+  }
+
+  /** The compiler's container (a child of the one the compiler was given). */
+  container(): Container {
+    return this.#container;
+  }
+
+  /** The prompter of this module. */
+  prompter(): MossPrompter {
+    this.#prompter ??= new MossPrompter(this.#module);
+    return this.#prompter;
+  }
+
+  /** Type-checks the model's code against the module without running it. */
+  async typecheck(code: string): Promise<Diagnostic[]> {
+    this.#assertOpen();
+    return this.#moduleChecker().check(stripFences(code));
+  }
+
+  /** Runs the model's code; faults of that code come back in `Execution.error`, never as exceptions. */
+  async execute(request: ExecuteRequest): Promise<Execution> {
+    this.#assertOpen();
+    if (this.#busy) {
+      throw new MossError(
+        "concurrent-execute",
+        "execute() is already running on this runtime: await it first",
+        {},
+      );
+    }
+    this.#busy = true;
+    try {
+      const hook = this.#module.hooks.__moss_exec__ as ExecHook | undefined;
+      const next = (next: ExecuteRequest) => this.#executeDefault(next);
+      return hook ? await hook(this, request, next) : await next(request);
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /** Everything the model's code printed on this runtime, across executions. */
+  dumpStdOutput(): string {
+    return this.#stdout.join("");
+  }
+
+  /** The current MossContext (a copy). */
+  dumpContext(): MossContext {
+    return structuredClone(this.#context);
+  }
+
+  /** The service fields of `moss` and their values. */
+  mossInjections(): Record<string, unknown> {
+    return Object.fromEntries(this.#services);
+  }
+
+  /** Whether `close()` was called. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /**
+   * Disposes the isolate, calls `onDestroy` once per injected service (once per process for a service shared by
+   * several runtimes) and shuts down the compiler's container. Idempotent.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#closeNow();
+    return this.#closing;
+  }
+
+  async #closeNow(): Promise<void> {
+    this.#closed = true;
+    const session = this.#session;
+    this.#session = undefined;
+    await session?.dispose().catch(() => {});
+    const errors: unknown[] = [];
+    for (const service of new Set(this.#services.values())) {
+      try {
+        await destroyOnce(service);
+      } catch (error) {
+        errors.push(error);
+      }
+    }
+    await this.#container.shutdown().catch((error: unknown) => errors.push(error));
+    if (errors.length > 0) throw new AggregateError(errors, "onDestroy failed for some services");
+  }
+
+  async #executeDefault(request: ExecuteRequest): Promise<Execution> {
+    const started = performance.now();
+    const code = stripFences(request.code);
+    const warnings: string[] = [];
+    const finish = (partial: Omit<Execution, "context" | "durationMs" | "warnings">): Execution => ({
+      ...partial,
+      warnings,
+      context: this.dumpContext(),
+      durationMs: performance.now() - started,
+    });
+
+    const mode = request.typeCheck ?? this.#typeCheck;
+    if (mode !== "off") {
+      const diagnostics = this.#moduleChecker().check(code);
+      const errors = diagnostics.filter((diagnostic) => diagnostic.severity === "error");
+      if (errors.length > 0 && mode === "strict") {
+        return finish({ ok: false, returns: undefined, stdout: "", error: typeError(errors, code) });
+      }
+      if (diagnostics.length > 0) warnings.push(renderDiagnostics(diagnostics));
+    }
+
+    const prepared = await prepareSnippet(code);
+    if (!("script" in prepared)) {
+      return finish({
+        ok: false,
+        returns: undefined,
+        stdout: "",
+        error: {
+          kind: "syntax",
+          name: "SyntaxError",
+          message: prepared.message,
+          line: prepared.line,
+          column: prepared.column,
+          frame: codeFrame(code, prepared.line, prepared.column, 0),
+        },
+      });
+    }
+
+    const limits: ExecutionLimits = {
+      ...this.#limits,
+      ...request.limits,
+      ...(request.timeoutMs === undefined ? {} : { wallTimeMs: request.timeoutMs }),
+    };
+    const target = request.target ?? "main";
+    const session = await this.#openSession(limits);
+    const membrane = this.#membrane!;
+    const args = [
+      ...(request.localArgs ?? defaultLocalArgs(code, target)).map((local) => ({ local })),
+      ...(request.args ?? []).map((value) => ({ wire: membrane.encode(value) })),
+    ];
+    const result = await session.run({
+      script: prepared.script,
+      filename: SNIPPET_SCRIPT,
+      target,
+      args,
+      limits,
+    });
+    if (!session.alive) this.#session = undefined;
+    warnings.push(...result.warnings);
+    if (result.mossData !== undefined)
+      this.#data = { ...this.#data, ...(membrane.decode(result.mossData) as object) };
+    this.#persist(warnings);
+    if (result.error?.kind !== "syntax") this.#moduleChecker().accept(code);
+
+    const stdout = result.stdout;
+    this.#recordStdout(stdout);
+    const error = result.error ? runtimeError(result.error, prepared, code) : undefined;
+    return finish({
+      ok: result.ok && !error,
+      returns: result.ok && result.returns !== undefined ? membrane.decode(result.returns) : undefined,
+      stdout,
+      ...(error ? { error } : {}),
+    });
+  }
+
+  async #openSession(limits: ExecutionLimits): Promise<SandboxSession> {
+    if (this.#session?.alive) return this.#session;
+    const driver =
+      typeof this.#sandbox === "string" ? await sharedSandboxDriver(this.#sandbox) : this.#sandbox;
+    this.#membrane ??= new HostMembrane();
+    const membrane = this.#membrane;
+    const globals: Record<string, unknown> = {};
+    const membersOf = new Map(this.#module.analysis.names.map((name) => [name.name, name.members]));
+    for (const name of visibleValueNames(this.#module)) {
+      globals[name] = membrane.expose(this.#module.locals[name], membersOf.get(name));
+    }
+    for (const [name, value] of Object.entries(this.#locals)) globals[name] = membrane.expose(value);
+    const fields = this.#module.analysis.mossClass?.fields ?? [];
+    const services: Record<string, unknown> = {};
+    for (const field of fields) {
+      if (field.kind === "service")
+        services[field.name] = membrane.expose(this.#services.get(field.name), field.members);
+    }
+    this.#session = await driver.open(
+      {
+        globals: membrane.encode(globals),
+        mossData: membrane.encode(this.#data),
+        mossServices: membrane.encode(services),
+        dataFields: this.#dataFields(),
+      },
+      membrane,
+      limits,
+    );
+    return this.#session;
+  }
+
+  #dataFields(): string[] {
+    return (this.#module.analysis.mossClass?.fields ?? [])
+      .filter((field) => field.kind === "data")
+      .map((field) => field.name);
+  }
+
+  #persist(warnings: string[]): void {
+    const encoded = encodeProperties(this.#data, { previous: this.#context.properties });
+    warnings.push(...encoded.warnings);
+    this.#context = { ...this.#context, properties: encoded.properties };
+  }
+
+  #recordStdout(text: string): void {
+    if (!text) return;
+    this.#stdout.push(text.endsWith("\n") ? text : `${text}\n`);
+    this.#stdoutBytes += text.length;
+    while (this.#stdoutBytes > MAX_CUMULATIVE_STDOUT && this.#stdout.length > 1) {
+      this.#stdoutBytes -= this.#stdout.shift()!.length;
+    }
+  }
+
+  #moduleChecker(): ModuleChecker {
+    this.#checker ??= new ModuleChecker({
+      modulePath: this.#module.path,
+      source: this.#module.analysis.source,
+      hiddenNames: hiddenNames(this.#module),
+      project: this.#module.project,
+    });
+    return this.#checker;
+  }
+
+  #assertOpen(): void {
+    if (this.#closed)
+      throw new MossError("runtime-closed", `this MossRuntime (${this.modulePath}) is closed`, {});
+  }
+}
+
+/** `moss` is passed when the target declares a parameter (a bare `main()` gets nothing). */
+function defaultLocalArgs(code: string, target: string): string[] {
+  const declaration = new RegExp(
+    `function\\s*\\*?\\s*${target}\\s*\\(\\s*\\)|${target}\\s*=\\s*(?:async\\s*)?\\(\\s*\\)\\s*=>`,
+  );
+  return declaration.test(code) ? [] : ["moss"];
+}
+
+function typeError(errors: Diagnostic[], code: string): ExecutionError {
+  const first = errors[0]!;
+  const syntax = errors.every((diagnostic) => diagnostic.code >= 1000 && diagnostic.code < 2000);
+  return {
+    kind: syntax ? "syntax" : "type",
+    name: syntax ? "SyntaxError" : "TypeError",
+    message: renderDiagnostics(errors),
+    line: first.line,
+    column: first.column,
+    frame: first.frame ?? codeFrame(code, first.line, first.column, 0),
+    diagnostics: errors,
+  };
+}
+
+function runtimeError(
+  error: NonNullable<Awaited<ReturnType<SandboxSession["run"]>>["error"]>,
+  prepared: PreparedSnippet,
+  code: string,
+): ExecutionError {
+  const mapped = mapStack(error.stack, prepared.map);
+  const located: ExecutionError = { kind: error.kind, name: error.name, message: error.message };
+  if (mapped.stack) located.stack = mapped.stack;
+  if (mapped.line !== undefined && mapped.column !== undefined) {
+    located.line = mapped.line;
+    located.column = mapped.column;
+    located.frame = codeFrame(code, mapped.line, mapped.column, 0);
+  }
+  return located;
+}

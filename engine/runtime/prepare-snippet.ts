@@ -1,0 +1,163 @@
+import { originalPositionFor, TraceMap } from "@jridgewell/trace-mapping";
+import { transform } from "esbuild";
+import { ts } from "ts-morph";
+
+/** The file names model code is known by: in diagnostics, stacks and code frames. */
+export const SNIPPET_FILE = "snippet.ts";
+export const SNIPPET_SCRIPT = "snippet.js";
+
+const FENCE = /```[ \t]*(?:typescript|ts|tsx|javascript|js)?[ \t]*\r?\n([\s\S]*?)(?:\r?\n)?```/gi;
+
+/**
+ * Strips markdown fences from a model's answer: the code of every fenced block, joined; the text as it is
+ * when it has no fence. A single unclosed opening fence is dropped.
+ */
+export function stripFences(text: string): string {
+  const blocks = [...text.matchAll(FENCE)].map((match) => match[1] ?? "");
+  if (blocks.length > 0) return blocks.join("\n\n");
+  const unclosed = text.match(/^\s*```[ \t]*(?:typescript|ts|tsx|javascript|js)?[ \t]*\r?\n([\s\S]*)$/i);
+  return unclosed ? (unclosed[1] ?? "") : text;
+}
+
+/** A snippet ready for the sandbox: a classic script whose top-level definitions become globals. */
+export interface PreparedSnippet {
+  script: string;
+  map: TraceMap;
+  /** Names the snippet defines at top level. */
+  definitions: string[];
+}
+
+/** Why a snippet could not be prepared: a syntax error located in the snippet. */
+export interface SnippetSyntaxError {
+  message: string;
+  line: number;
+  column: number;
+}
+
+/**
+ * Compiles the model's TypeScript into a classic script: `export` dropped, top-level `const`/`let`/`class`
+ * turned into `var` so a later execute may define them again, imports rejected (the sandbox has none).
+ */
+export async function prepareSnippet(code: string): Promise<PreparedSnippet | SnippetSyntaxError> {
+  const sourceFile = ts.createSourceFile(SNIPPET_FILE, code, ts.ScriptTarget.ES2022, true, ts.ScriptKind.TS);
+  const edits: Array<{ start: number; end: number; text: string }> = [];
+  const definitions: string[] = [];
+  for (const statement of sourceFile.statements) {
+    if (ts.isImportDeclaration(statement) || ts.isImportEqualsDeclaration(statement)) {
+      const position = sourceFile.getLineAndCharacterOfPosition(statement.getStart(sourceFile));
+      return {
+        message:
+          "imports are not available in the sandbox: use the names the context module already has in scope",
+        line: position.line + 1,
+        column: position.character + 1,
+      };
+    }
+    for (const modifier of ts.canHaveModifiers(statement) ? (ts.getModifiers(statement) ?? []) : []) {
+      if (modifier.kind === ts.SyntaxKind.ExportKeyword || modifier.kind === ts.SyntaxKind.DefaultKeyword) {
+        edits.push({
+          start: modifier.getStart(sourceFile),
+          end: modifier.getEnd(),
+          text: " ".repeat(modifier.getWidth(sourceFile)),
+        });
+      }
+    }
+    if (ts.isExportDeclaration(statement) || ts.isExportAssignment(statement)) {
+      edits.push({ start: statement.getStart(sourceFile), end: statement.getEnd(), text: "" });
+    } else if (ts.isVariableStatement(statement)) {
+      const list = statement.declarationList;
+      const keyword = list.getFirstToken(sourceFile);
+      if (keyword && (list.flags & (ts.NodeFlags.Const | ts.NodeFlags.Let)) !== 0) {
+        edits.push({
+          start: keyword.getStart(sourceFile),
+          end: keyword.getEnd(),
+          text: "var".padEnd(keyword.getWidth(sourceFile)),
+        });
+      }
+      for (const declaration of list.declarations) definitions.push(...boundNames(declaration.name));
+    } else if (ts.isClassDeclaration(statement) && statement.name) {
+      const name = statement.name.text;
+      const classKeyword = statement
+        .getChildren(sourceFile)
+        .find((child) => child.kind === ts.SyntaxKind.ClassKeyword);
+      if (classKeyword)
+        edits.push({
+          start: classKeyword.getStart(sourceFile),
+          end: classKeyword.getStart(sourceFile),
+          text: `var ${name} = `,
+        });
+      edits.push({ start: statement.getEnd(), end: statement.getEnd(), text: ";" });
+      definitions.push(name);
+    } else if (ts.isFunctionDeclaration(statement) && statement.name) {
+      definitions.push(statement.name.text);
+    } else if (ts.isEnumDeclaration(statement)) {
+      definitions.push(statement.name.text);
+    }
+  }
+  let rewritten = code;
+  for (const edit of edits.sort((a, b) => b.start - a.start)) {
+    rewritten = rewritten.slice(0, edit.start) + edit.text + rewritten.slice(edit.end);
+  }
+  try {
+    const result = await transform(rewritten, {
+      loader: "ts",
+      target: "es2022",
+      sourcemap: "external",
+      sourcefile: SNIPPET_FILE,
+      tsconfigRaw: { compilerOptions: { experimentalDecorators: true, useDefineForClassFields: true } },
+    });
+    return { script: result.code, map: new TraceMap(result.map), definitions };
+  } catch (error) {
+    const first = (error as { errors?: Array<{ text: string; location?: { line: number; column: number } }> })
+      .errors?.[0];
+    return {
+      message: first?.text ?? String(error),
+      line: first?.location?.line ?? 1,
+      column: (first?.location?.column ?? 0) + 1,
+    };
+  }
+}
+
+function boundNames(name: ts.BindingName): string[] {
+  if (ts.isIdentifier(name)) return [name.text];
+  return name.elements.flatMap((element) =>
+    ts.isOmittedExpression(element) ? [] : boundNames(element.name),
+  );
+}
+
+/** Maps a 1-based line/column of the compiled script back to the snippet. */
+export function mapToSnippet(
+  map: TraceMap,
+  line: number,
+  column: number,
+): { line: number; column: number } | undefined {
+  const original = originalPositionFor(map, { line, column: Math.max(0, column - 1) });
+  if (original.line === null || original.column === null) return undefined;
+  return { line: original.line, column: original.column + 1 };
+}
+
+/** Rewrites `snippet.js:L:C` frames of a sandbox stack to snippet positions, keeping only snippet frames. */
+export function mapStack(
+  stack: string | undefined,
+  map: TraceMap,
+): { stack?: string; line?: number; column?: number } {
+  if (!stack) return {};
+  const lines: string[] = [];
+  let first: { line: number; column: number } | undefined;
+  for (const text of stack.split("\n")) {
+    const frame = text.match(/snippet\.js:(\d+):(\d+)/);
+    if (!frame) {
+      if (!/^\s+at /.test(text) && lines.length === 0) lines.push(text);
+      continue;
+    }
+    const mapped = mapToSnippet(map, Number(frame[1]), Number(frame[2]));
+    if (!mapped) continue;
+    first ??= mapped;
+    lines.push(
+      text.replace(/\(?[^\s(]*snippet\.js:\d+:\d+\)?/, (match) => {
+        const location = `${SNIPPET_FILE}:${mapped.line}:${mapped.column}`;
+        return match.startsWith("(") ? `(${location})` : location;
+      }),
+    );
+  }
+  return { stack: lines.join("\n"), line: first?.line, column: first?.column };
+}
