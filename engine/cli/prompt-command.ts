@@ -18,7 +18,10 @@ export function countTokens(text: string): number {
 /** `moss prompt <module.ts> [--json]`. */
 export const promptCommand: CliCommand = async (argv, io) => {
   const { values, positionals } = parseOptions(argv, { json: { type: "boolean" } }, USAGE);
-  if (values.help) return (io.stdout.write(`${USAGE}\n`), 0);
+  if (values.help) {
+    io.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
   const [modulePath] = positionals;
   if (!modulePath) throw new MossError("invalid-argument", `missing <module.ts>\n\n${USAGE}`, {});
   const compiler = new MossCompiler({ sandbox: "in-process" });

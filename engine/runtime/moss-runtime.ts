@@ -183,6 +183,7 @@ export class MossRuntime {
     const session = this.#session;
     this.#session = undefined;
     await session?.dispose().catch(() => {});
+    this.#checker?.dispose();
     const errors: unknown[] = [];
     for (const service of new Set(this.#services.values())) {
       try {
@@ -327,7 +328,6 @@ export class MossRuntime {
       modulePath: this.#module.path,
       source: this.#module.analysis.source,
       hiddenNames: hiddenNames(this.#module),
-      project: this.#module.project,
     });
     return this.#checker;
   }
