@@ -3,6 +3,7 @@ import { fileURLToPath } from "node:url";
 import { Project, ts } from "ts-morph";
 import { codeFrame, MossError } from "../errors.ts";
 import type { Diagnostic } from "../types.ts";
+import { CheckHost } from "./check-host.ts";
 import { MOSS_DIAGNOSTIC_CODES } from "./diagnostic-codes.ts";
 import { moduleScope } from "./module-scope.ts";
 import {
@@ -68,7 +69,7 @@ interface PreviousDefinition {
 
 /** Type-checks the model's snippets against a context module, as if each snippet were appended to it. */
 export class ModuleChecker {
-  readonly #project: Project;
+  readonly #host: CheckHost;
   readonly #modulePath: string;
   readonly #moduleFileName: string;
   readonly #hiddenNames: Set<string>;
@@ -77,6 +78,7 @@ export class ModuleChecker {
   readonly #snippetPath: string;
   readonly #virtualPaths: string[];
   #visibleNames: string[] = [];
+  #source = "";
   #previous: PreviousDefinition[] = [];
 
   constructor(options: ModuleCheckerOptions) {
@@ -98,9 +100,10 @@ export class ModuleChecker {
         },
       );
     }
-    this.#project =
+    this.#host = new CheckHost(
       options.project ??
-      new Project({ compilerOptions: CHECK_COMPILER_OPTIONS, skipAddingFilesFromTsConfig: true });
+        new Project({ compilerOptions: CHECK_COMPILER_OPTIONS, skipAddingFilesFromTsConfig: true }),
+    );
     this.#modulePath = options.modulePath;
     this.#moduleFileName = path.basename(options.modulePath);
     this.#hiddenNames = new Set((options.hiddenNames ?? []).filter((name) => name !== MOSS_NAME));
@@ -116,6 +119,7 @@ export class ModuleChecker {
 
   /** The module's code changed: later checks see the new source. */
   updateSource(source: string): void {
+    this.#source = source;
     const scope = moduleScope(source, [...this.#hiddenNames], this.#modulePath);
     let suffix = scope.exportSuffix;
     this.#visibleNames = scope.visibleNames;
@@ -123,7 +127,7 @@ export class ModuleChecker {
       suffix += `export { Moss } from ${JSON.stringify(relativeSpecifier(this.#scopePath, BASE_MOSS_PATH))};\n`;
       this.#visibleNames = [...this.#visibleNames, MOSS_NAME];
     }
-    this.#project.createSourceFile(this.#scopePath, source + suffix, { overwrite: true });
+    this.#host.setVirtual(this.#scopePath, source + suffix);
     this.#writePrevious();
   }
 
@@ -144,11 +148,23 @@ export class ModuleChecker {
   /** Type-checks a snippet; diagnostics have 1-based lines and columns within the snippet, sorted by position. */
   check(snippet: string): Diagnostic[] {
     const analysis = analyzeSnippet(snippet, SNIPPET_FILE_NAME, MOSS_NAME);
+    const fast = this.#check(snippet, analysis, false);
+    // Only referenced names are imported on the fast path; a missing name is checked again with all of them,
+    // so that TypeScript can suggest a close module name ("Did you mean 'square'?").
+    return fast.missingName ? this.#check(snippet, analysis, true).diagnostics : fast.diagnostics;
+  }
+
+  #check(
+    snippet: string,
+    analysis: SnippetAnalysis,
+    allNames: boolean,
+  ): { diagnostics: Diagnostic[]; missingName: boolean } {
+    const wanted = (name: string): boolean =>
+      !analysis.declaredNames.has(name) &&
+      (allNames || name === MOSS_NAME || analysis.referencedNames.has(name));
     const previousNames = new Set(this.#previous.flatMap((entry) => entry.names));
-    const fromModule = this.#visibleNames.filter(
-      (name) => !analysis.declaredNames.has(name) && !previousNames.has(name),
-    );
-    const fromPrevious = [...previousNames].filter((name) => !analysis.declaredNames.has(name));
+    const fromModule = this.#visibleNames.filter((name) => wanted(name) && !previousNames.has(name));
+    const fromPrevious = [...previousNames].filter(wanted);
     const prelude =
       `import { ${fromModule.join(", ")} } from ${JSON.stringify(relativeSpecifier(this.#snippetPath, this.#scopePath))};` +
       (fromPrevious.length > 0
@@ -156,10 +172,11 @@ export class ModuleChecker {
         : "");
     const offset = prelude.length + 1;
     const text = `${prelude}\n${applySnippetEdits(snippet, analysis)}`;
-    const snippetFile = this.#project.createSourceFile(this.#snippetPath, text, { overwrite: true });
-    const program = this.#project.getProgram().compilerObject;
-    const sourceFile = program.getSourceFile(snippetFile.getFilePath()) ?? snippetFile.compilerNode;
+    this.#host.setVirtual(this.#snippetPath, text);
+    const program = this.#host.program([this.#snippetPath]);
+    const sourceFile = program.getSourceFile(this.#snippetPath)!;
     const diagnostics: Diagnostic[] = [];
+    let missingName = false;
     const push = (code: number, message: string, start: number, severity: Diagnostic["severity"]): void => {
       const position = ts.getLineAndCharacterOfPosition(analysis.sourceFile, Math.min(start, snippet.length));
       const line = position.line + 1;
@@ -180,24 +197,28 @@ export class ModuleChecker {
       const start = originalOffset(diagnostic.start - offset, analysis.insertions);
       const severity = diagnostic.category === ts.DiagnosticCategory.Error ? "error" : "warning";
       const name = snippet.slice(start, start + (diagnostic.length ?? 0));
-      if (CANNOT_FIND_NAME_CODES.has(diagnostic.code) && this.#hiddenNames.has(name)) {
-        push(MOSS_DIAGNOSTIC_CODES.hiddenName, hiddenNameMessage(name), start, "error");
-        continue;
+      if (CANNOT_FIND_NAME_CODES.has(diagnostic.code)) {
+        if (this.#hiddenNames.has(name)) {
+          push(MOSS_DIAGNOSTIC_CODES.hiddenName, hiddenNameMessage(name), start, "error");
+          continue;
+        }
+        missingName = true;
       }
       const line =
         ts.getLineAndCharacterOfPosition(analysis.sourceFile, Math.min(start, snippet.length)).line + 1;
       push(diagnostic.code, this.#message(diagnostic, sourceFile, offset, analysis, line), start, severity);
     }
     if (syntactic.length === 0) this.#pushTypedFindings(program, sourceFile, offset, analysis, push);
-    return diagnostics.sort((a, b) => a.line - b.line || a.column - b.column);
+    return {
+      diagnostics: diagnostics.sort((a, b) => a.line - b.line || a.column - b.column),
+      missingName: missingName && !allNames,
+    };
   }
 
-  /** Removes the checker's virtual files from its project (useful when the project is shared). */
+  /** Releases the warm program and the parsed files this checker holds; later checks start cold. */
   dispose(): void {
-    for (const virtualPath of this.#virtualPaths) {
-      const sourceFile = this.#project.getSourceFile(virtualPath);
-      if (sourceFile) this.#project.removeSourceFile(sourceFile);
-    }
+    this.#host.clear();
+    this.updateSource(this.#source);
   }
 
   #pushFindings(
@@ -312,11 +333,6 @@ export class ModuleChecker {
   }
 
   #writePrevious(): void {
-    if (this.#previous.length === 0) {
-      const existing = this.#project.getSourceFile(this.#previousPath);
-      if (existing) this.#project.removeSourceFile(existing);
-      return;
-    }
     const names = this.#previous.flatMap((entry) => entry.names);
     const imported = this.#visibleNames.filter((name) => !names.includes(name));
     const text = [
@@ -324,7 +340,7 @@ export class ModuleChecker {
       ...this.#previous.map((entry) => entry.text),
       `export { ${names.join(", ")} };`,
     ].join("\n");
-    this.#project.createSourceFile(this.#previousPath, text, { overwrite: true });
+    this.#host.setVirtual(this.#previousPath, text);
   }
 }
 

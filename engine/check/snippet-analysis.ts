@@ -34,6 +34,8 @@ export interface SnippetAnalysis {
   declarations: TopLevelDeclaration[];
   /** Every top-level name the snippet declares. */
   declaredNames: Set<string>;
+  /** Every identifier text the snippet contains (a superset of the outer names it uses). */
+  referencedNames: Set<string>;
   /** Ranges to blank (replaced by spaces, newlines kept): import statements. */
   blanks: Array<{ start: number; end: number }>;
   /** `: Moss` annotations for an untyped first parameter of `main`, in ascending order. */
@@ -61,7 +63,9 @@ export function analyzeSnippet(
       findings.push({ kind: "import", start, end: statement.end });
     }
   }
+  const referencedNames = new Set<string>();
   const visit = (node: ts.Node, topLevel: boolean): void => {
+    if (ts.isIdentifier(node)) referencedNames.add(node.text);
     if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
       findings.push({ kind: "import", start: node.getStart(sourceFile), end: node.end });
     }
@@ -85,6 +89,7 @@ export function analyzeSnippet(
     sourceFile,
     declarations,
     declaredNames,
+    referencedNames,
     blanks,
     insertions: mainParameterInsertions(sourceFile, mossTypeName),
     findings,

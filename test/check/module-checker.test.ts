@@ -181,20 +181,38 @@ describe("construction", () => {
     expect((caught as Error).message).toContain("sphero.ts");
   });
 
-  it("shares a given project and removes its virtual files on dispose", () => {
+  it("uses a given project's compiler options and file system, without adding files to it", () => {
     const project = new Project({
-      compilerOptions: CHECK_COMPILER_OPTIONS,
-      skipAddingFilesFromTsConfig: true,
+      useInMemoryFileSystem: true,
+      compilerOptions: { ...CHECK_COMPILER_OPTIONS, noImplicitAny: false, types: [] },
     });
-    const shared = spheroChecker(project);
-    shared.accept("const x = 1;");
-    expect(shared.check("async function main(moss: Moss) {\n  await moss.body.spn(1, 2);\n}")[0]?.code).toBe(
-      2551,
+    const fileSystem = project.getFileSystem();
+    fileSystem.writeFileSync(
+      "/memory/ball.ts",
+      "export interface Ball {\n  roll(speed: number): Promise<void>;\n}\n",
     );
-    const virtual = () =>
-      project.getSourceFiles().filter((file) => file.getFilePath().includes(".moss-check-"));
-    expect(virtual().length).toBe(3);
-    shared.dispose();
-    expect(virtual()).toEqual([]);
+    const source = 'import type { Ball } from "./ball.ts";\nexport class Moss {\n  body!: Ball;\n}\n';
+    fileSystem.writeFileSync("/memory/robot.ts", source);
+    const memory = new ModuleChecker({ modulePath: "/memory/robot.ts", source, hiddenNames: [], project });
+    const untypedHelper =
+      "function twice(value) {\n  return value * 2;\n}\nasync function main(moss: Moss) {\n  await moss.body.roll(twice(2));\n}";
+    expect(memory.check(untypedHelper)).toEqual([]);
+    expect(
+      memory.check('async function main(moss: Moss) {\n  await moss.body.roll("fast");\n}')[0]?.code,
+    ).toBe(2345);
+    expect(project.getSourceFiles()).toEqual([]);
+    expect(checker.check(untypedHelper).map((diagnostic) => diagnostic.code)).toContain(7006);
+  });
+
+  it("keeps working after dispose", () => {
+    const session = spheroChecker();
+    session.accept("const SLOW = 10;");
+    expect(
+      session.check("async function main(moss: Moss) {\n  await moss.body.spn(SLOW, 1);\n}")[0]?.code,
+    ).toBe(2551);
+    session.dispose();
+    expect(session.check("async function main(moss: Moss) {\n  await moss.body.spin(SLOW, 1);\n}")).toEqual(
+      [],
+    );
   });
 });

@@ -1,0 +1,130 @@
+import { type Project, ts } from "ts-morph";
+
+/** Parsed lib and node_modules files, shared by every checker of the process with the same compiler options. */
+const SHARED_FILES = new Map<string, Map<string, ts.SourceFile>>();
+/** Where ts-morph's file system serves TypeScript's lib files. */
+const TS_MORPH_LIB_FOLDER = "/node_modules/typescript/lib";
+/** Where this host shows them: outside any node_modules, so TypeScript does not look for their package.json. */
+const LIB_FOLDER = "/__moss_check_lib__";
+
+/**
+ * A compiler host over a ts-morph project's file system plus in-memory virtual files, which keeps one
+ * program warm: each `program()` reuses the previous program's structure, the parsed files and one module
+ * resolution cache, so only changed virtual files are parsed and bound again.
+ */
+export class CheckHost {
+  readonly options: ts.CompilerOptions;
+  readonly #virtual = new Map<string, string>();
+  readonly #files = new Map<string, ts.SourceFile>();
+  readonly #shared: Map<string, ts.SourceFile>;
+  readonly #compilerHost: ts.CompilerHost;
+  #program: ts.Program | undefined;
+
+  constructor(project: Project) {
+    this.options = project.getCompilerOptions();
+    const files = project.getModuleResolutionHost();
+    const currentDirectory = files.getCurrentDirectory?.() ?? process.cwd();
+    const sharedKey = JSON.stringify(this.options, Object.keys(this.options).sort());
+    this.#shared = SHARED_FILES.get(sharedKey) ?? new Map();
+    SHARED_FILES.set(sharedKey, this.#shared);
+    const canonical = (fileName: string): string => fileName;
+    const moduleCache = ts.createModuleResolutionCache(currentDirectory, canonical, this.options);
+    const host: ts.CompilerHost = {
+      getSourceFile: (fileName, languageVersionOrOptions) =>
+        this.#sourceFile(fileName, languageVersionOrOptions, host),
+      getDefaultLibFileName: (options) => `${LIB_FOLDER}/${ts.getDefaultLibFileName(options)}`,
+      getDefaultLibLocation: () => LIB_FOLDER,
+      writeFile: () => {},
+      getCurrentDirectory: () => currentDirectory,
+      getCanonicalFileName: canonical,
+      useCaseSensitiveFileNames: () => true,
+      getNewLine: () => "\n",
+      fileExists: (fileName) => this.#virtual.has(fileName) || files.fileExists(libPath(fileName)),
+      readFile: (fileName) => this.#virtual.get(fileName) ?? files.readFile(libPath(fileName)),
+      directoryExists: (directoryName) => files.directoryExists?.(directoryName) ?? true,
+      realpath: files.realpath ? (path) => files.realpath!(path) : undefined,
+      getDirectories: (path) => files.getDirectories?.(path) ?? [],
+      getModuleResolutionCache: () => moduleCache,
+      resolveModuleNameLiterals: (
+        literals,
+        containingFile,
+        redirectedReference,
+        options,
+        containingSourceFile,
+      ) =>
+        literals.map((literal) =>
+          ts.resolveModuleName(
+            literal.text,
+            containingFile,
+            options,
+            host,
+            moduleCache,
+            redirectedReference,
+            ts.getModeForUsageLocation(containingSourceFile, literal, options),
+          ),
+        ),
+    };
+    this.#compilerHost = host;
+  }
+
+  /** Sets the text of an in-memory file (created on first use). */
+  setVirtual(fileName: string, text: string): void {
+    if (this.#virtual.get(fileName) === text) return;
+    this.#virtual.set(fileName, text);
+    this.#files.delete(fileName);
+  }
+
+  /** Forgets an in-memory file. */
+  deleteVirtual(fileName: string): void {
+    this.#virtual.delete(fileName);
+    this.#files.delete(fileName);
+  }
+
+  /** A program over the given root files, reusing everything unchanged since the previous one. */
+  program(rootNames: string[]): ts.Program {
+    this.#program = ts.createProgram({
+      rootNames,
+      options: this.options,
+      host: this.#compilerHost,
+      oldProgram: this.#program,
+    });
+    return this.#program;
+  }
+
+  /** Drops the warm program and every parsed file this host owns. */
+  clear(): void {
+    this.#program = undefined;
+    this.#virtual.clear();
+    this.#files.clear();
+  }
+
+  #sourceFile(
+    fileName: string,
+    languageVersionOrOptions: ts.ScriptTarget | ts.CreateSourceFileOptions,
+    host: ts.CompilerHost,
+  ): ts.SourceFile | undefined {
+    const own = this.#files.get(fileName);
+    if (own) return own;
+    const virtual = this.#virtual.get(fileName);
+    const shareable =
+      virtual === undefined && (fileName.startsWith(LIB_FOLDER) || fileName.includes("/node_modules/"));
+    const impliedNodeFormat =
+      typeof languageVersionOrOptions === "object" ? languageVersionOrOptions.impliedNodeFormat : undefined;
+    const sharedKey = `${fileName}|${impliedNodeFormat}`;
+    const shared = shareable ? this.#shared.get(sharedKey) : undefined;
+    if (shared) {
+      this.#files.set(fileName, shared);
+      return shared;
+    }
+    const text = virtual ?? host.readFile(fileName);
+    if (text === undefined) return undefined;
+    const sourceFile = ts.createSourceFile(fileName, text, languageVersionOrOptions, virtual !== undefined);
+    this.#files.set(fileName, sourceFile);
+    if (shareable) this.#shared.set(sharedKey, sourceFile);
+    return sourceFile;
+  }
+}
+
+function libPath(fileName: string): string {
+  return fileName.startsWith(LIB_FOLDER) ? TS_MORPH_LIB_FOLDER + fileName.slice(LIB_FOLDER.length) : fileName;
+}
