@@ -44,20 +44,10 @@ export interface ModuleCheckerOptions {
 const MOSS_NAME = "Moss";
 const SNIPPET_FILE_NAME = "snippet.ts";
 const CANNOT_FIND_NAME_CODES = new Set([2304, 2552, 2503, 2582, 2583, 2591, 2592]);
-/** Node.js globals that `@types/node` declares but the sandbox does not have. */
-const HOST_GLOBALS = new Set([
-  "process",
-  "require",
-  "module",
-  "exports",
-  "__dirname",
-  "__filename",
-  "Buffer",
-  "global",
-  "setImmediate",
-  "clearImmediate",
-  "fetch",
-]);
+/** Globals the sandbox defines although only `@types/node` declares them (everything else of Node is absent). */
+const SANDBOX_GLOBALS = new Set(["console"]);
+/** Methods of the sandbox's `console`. */
+const CONSOLE_METHODS = new Set(["log", "info", "warn", "error", "debug"]);
 const BASE_MOSS_PATH = fileURLToPath(new URL("../moss.ts", import.meta.url));
 
 let checkerCount = 0;
@@ -79,6 +69,7 @@ export class ModuleChecker {
   readonly #virtualPaths: string[];
   #visibleNames: string[] = [];
   #source = "";
+  #released = false;
   #previous: PreviousDefinition[] = [];
 
   constructor(options: ModuleCheckerOptions) {
@@ -147,6 +138,10 @@ export class ModuleChecker {
 
   /** Type-checks a snippet; diagnostics have 1-based lines and columns within the snippet, sorted by position. */
   check(snippet: string): Diagnostic[] {
+    if (this.#released) {
+      this.#released = false;
+      this.updateSource(this.#source);
+    }
     const analysis = analyzeSnippet(snippet, SNIPPET_FILE_NAME, MOSS_NAME);
     const fast = this.#check(snippet, analysis, false);
     // Only referenced names are imported on the fast path; a missing name is checked again with all of them,
@@ -215,10 +210,10 @@ export class ModuleChecker {
     };
   }
 
-  /** Releases the warm program and the parsed files this checker holds; later checks start cold. */
+  /** Releases the warm program and the parsed files this checker holds; a later check starts cold. */
   dispose(): void {
     this.#host.clear();
-    this.updateSource(this.#source);
+    this.#released = true;
   }
 
   #pushFindings(
@@ -262,13 +257,27 @@ export class ModuleChecker {
     const toOriginal = (node: ts.Node): number =>
       originalOffset(node.getStart(sourceFile) - offset, analysis.insertions);
     const visit = (node: ts.Node): void => {
-      if (ts.isIdentifier(node) && HOST_GLOBALS.has(node.text) && isHostGlobal(checker, node)) {
-        push(
-          MOSS_DIAGNOSTIC_CODES.hostGlobal,
-          `'${node.text}' is not available in the sandbox: your code can only use the names in scope (moss and the context module).`,
-          toOriginal(node),
-          "error",
-        );
+      if (ts.isIdentifier(node) && isHostGlobal(checker, node)) {
+        if (!SANDBOX_GLOBALS.has(node.text)) {
+          push(
+            MOSS_DIAGNOSTIC_CODES.hostGlobal,
+            `'${node.text}' is not available in the sandbox (it is a Node.js global): use moss and the names of the context module.`,
+            toOriginal(node),
+            "error",
+          );
+        } else if (
+          node.text === "console" &&
+          ts.isPropertyAccessExpression(node.parent) &&
+          node.parent.expression === node &&
+          !CONSOLE_METHODS.has(node.parent.name.text)
+        ) {
+          push(
+            MOSS_DIAGNOSTIC_CODES.hostGlobal,
+            `'console.${node.parent.name.text}' is not available in the sandbox: use console.${[...CONSOLE_METHODS].join(", console.")}.`,
+            toOriginal(node.parent.name),
+            "error",
+          );
+        }
       }
       if (ts.isExpressionStatement(node)) {
         let expression = node.expression;
@@ -383,8 +392,19 @@ function relativeSpecifier(fromFile: string, toFile: string): string {
 function isHostGlobal(checker: ts.TypeChecker, identifier: ts.Identifier): boolean {
   const parent = identifier.parent;
   if (ts.isPropertyAccessExpression(parent) && parent.name === identifier) return false;
-  if (ts.isTypeReferenceNode(parent) || ts.isQualifiedName(parent) || ts.isTypeQueryNode(parent))
+  if (
+    ts.isTypeReferenceNode(parent) ||
+    ts.isQualifiedName(parent) ||
+    ts.isTypeQueryNode(parent) ||
+    ts.isExpressionWithTypeArguments(parent) ||
+    ts.isPropertyAssignment(parent) ||
+    ts.isBindingElement(parent) ||
+    ts.isMethodDeclaration(parent) ||
+    ts.isPropertyDeclaration(parent) ||
+    ts.isPropertySignature(parent)
+  ) {
     return false;
+  }
   const declarations = checker.getSymbolAtLocation(identifier)?.declarations ?? [];
   return (
     declarations.length > 0 &&
