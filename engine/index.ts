@@ -1,10 +1,41 @@
 // The public API of moss-ts: every export is named here.
 export { Container, type Provider, provide, type Token } from "../container/index.ts";
+export {
+  type AgentEvent,
+  type AgentRunOptions,
+  type AgentRunResult,
+  type ChatMessage,
+  Conversation,
+  type ConversationMessage,
+  FileConversationStore,
+  type LanguageModel,
+  type LanguageModelRequest,
+  type LanguageModelResponse,
+  MossAgent,
+  type MossAgentOptions,
+  OpenAILanguageModel,
+  type OpenAILanguageModelOptions,
+  ScriptedLanguageModel,
+} from "./agent/index.ts";
+export { MossTestSuite } from "./agent/moss-test-suite.ts";
+export { ModuleChecker, renderDiagnostics } from "./check/index.ts";
 export { MossCompiler, type MossCompilerOptions } from "./compiler/moss-compiler.ts";
+export {
+  type ContextStore,
+  createContext,
+  decodeProperties,
+  encodeProperties,
+  FileContextStore,
+  joinContexts,
+  readContextFile,
+  validateContext,
+  writeContextFile,
+} from "./context/index.ts";
 export { codeFrame, MossError, type MossErrorCode } from "./errors.ts";
 export { type Injection, Moss } from "./moss.ts";
 export { type AttributeEntry, MossPrompter } from "./prompter/moss-prompter.ts";
 export { MossRuntime, type MossRuntimeOptions } from "./runtime/moss-runtime.ts";
+export { closeSharedSandboxes } from "./runtime/shared-sandbox.ts";
 export {
   DEFAULT_LIMITS,
   type Diagnostic,

@@ -16,8 +16,13 @@ export class Moss extends Parent {
   turns = 0;
 }
 
-/** Rolls a regular polygon with `sides` sides of `seconds` each. */
-export async function polygon(roll: RollFunc, sides: number, seconds: number): Promise<void> {
+/** Rolls `body` along a regular polygon with `sides` sides of `seconds` each, e.g. `polygon(moss.body, 4, 1)`. */
+export async function polygon(body: Ball, sides: number, seconds: number): Promise<void> {
+  await rollPath((heading, speed, duration) => body.roll(heading, speed, duration), sides, seconds);
+}
+
+/** Rolls a path of `sides` equal legs with any roll function (host code only: functions do not cross into the sandbox). */
+async function rollPath(roll: RollFunc, sides: number, seconds: number): Promise<void> {
   for (let side = 0; side < sides; side++) await roll((360 / sides) * side, 120, seconds);
 }
 
@@ -57,7 +62,7 @@ export function __moss_compile__(compiler: MossCompiler): void {
 export const __moss_test_cases__ = ["testSquare"];
 
 export async function testSquare(moss: Moss): Promise<Move[]> {
-  await polygon((heading, speed, duration) => moss.body.roll(heading, speed, duration), 4, 1);
+  await polygon(moss.body, 4, 1);
   return moss.body.history();
 }
 // </moss-hide>

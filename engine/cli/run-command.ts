@@ -1,0 +1,101 @@
+import { inspect } from "node:util";
+import { MossCompiler } from "../compiler/moss-compiler.ts";
+import { readContextFile, writeContextFile } from "../context/index.ts";
+import { MossError } from "../errors.ts";
+import type { Execution } from "../types.ts";
+import type { CliCommand, CliIo } from "./cli-io.ts";
+import { loadHostSetup } from "./host-setup.ts";
+import { parseOptions } from "./parse-options.ts";
+import { oneOf, readCode } from "./read-code.ts";
+
+const USAGE = `Usage: moss run <module.ts> --code <file|-> [--context <file>]
+
+Runs code (the model's main(moss)) against the context module in the sandbox.
+  --code <file|->          the code to run; - reads stdin
+  --context <file>         a MossContext JSON file: read before (if present), written after the run
+  --target <name>          the function to call (default main)
+  --type-check <mode>      strict (default) | warn | off
+  --sandbox <kind>         process (default) | in-process
+  --json                   print the Execution as JSON`;
+
+/** `moss run <module.ts> --code <file|-> [--context <file>]`. */
+export const runCommand: CliCommand = async (argv, io) => {
+  const { values, positionals } = parseOptions(
+    argv,
+    {
+      code: { type: "string" },
+      context: { type: "string" },
+      target: { type: "string" },
+      "type-check": { type: "string" },
+      sandbox: { type: "string" },
+      json: { type: "boolean" },
+    },
+    USAGE,
+  );
+  if (values.help) {
+    io.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  const [modulePath] = positionals;
+  if (!modulePath) throw new MossError("invalid-argument", `missing <module.ts>\n\n${USAGE}`, {});
+  const code = await readCode(values.code as string | undefined, io.stdin, USAGE);
+  const typeCheck = oneOf(
+    "type-check",
+    values["type-check"] as string | undefined,
+    ["strict", "warn", "off"] as const,
+    "strict",
+  );
+  const sandbox = oneOf(
+    "sandbox",
+    values.sandbox as string | undefined,
+    ["process", "in-process"] as const,
+    "process",
+  );
+  const contextFile = values.context as string | undefined;
+  const saved = contextFile ? await readContextFile(contextFile) : undefined;
+
+  const compiler = new MossCompiler({ typeCheck, sandbox });
+  await loadHostSetup(modulePath, compiler);
+  if (saved) compiler.joinContext(saved);
+  const runtime = await compiler.compile(modulePath);
+  try {
+    const execution = await runtime.execute({
+      code,
+      target: (values.target as string | undefined) ?? "main",
+    });
+    if (contextFile) await writeContextFile(contextFile, execution.context);
+    if (values.json) io.stdout.write(`${JSON.stringify(execution, null, 2)}\n`);
+    else printExecution(execution, io, contextFile);
+    return execution.ok ? 0 : 1;
+  } finally {
+    await runtime.close();
+  }
+};
+
+function printExecution(execution: Execution, io: CliIo, contextFile: string | undefined): void {
+  if (execution.stdout)
+    io.stdout.write(execution.stdout.endsWith("\n") ? execution.stdout : `${execution.stdout}\n`);
+  for (const warning of execution.warnings) io.stderr.write(`warning: ${warning}\n`);
+  if (execution.ok) {
+    if (execution.returns !== undefined) {
+      io.stdout.write(
+        `returned: ${inspect(execution.returns, { depth: 6, colors: Boolean(io.stdout.isTTY) && !io.env.NO_COLOR })}\n`,
+      );
+    }
+  } else if (execution.error) {
+    const error = execution.error;
+    if (error.kind === "type" || (error.kind === "syntax" && error.diagnostics)) {
+      io.stderr.write(
+        `error[${error.kind}]: the code does not type-check against the module, so it did not run\n${error.message}\n`,
+      );
+    } else {
+      const where = error.line === undefined ? "" : ` at snippet.ts:${error.line}:${error.column}`;
+      io.stderr.write(`error[${error.kind}]${where}: ${error.name}: ${error.message}\n`);
+      if (error.frame) io.stderr.write(`${error.frame}\n`);
+      const frames = error.stack?.split("\n").slice(1).join("\n");
+      if (frames) io.stderr.write(`${frames}\n`);
+    }
+  }
+  if (contextFile)
+    io.stderr.write(`context saved to ${contextFile} (${execution.durationMs.toFixed(1)} ms)\n`);
+}
