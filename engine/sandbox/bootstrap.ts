@@ -4,8 +4,9 @@ import { wireCodecSource } from "./wire.ts";
  * The isolate-side half of the membrane. `sandboxBootstrap` is never called on the host: its `.toString()`
  * runs inside the isolate (strict mode, before any model code), so it may reference nothing from module scope.
  * Everything it needs from the host arrives as arguments: the wire codec, `hostCall` (a synchronous bridge
- * that takes and returns strings only) and `emit` (fire-and-forget stdout lines). Those bridges live only in
- * this closure; the function returns the entry points the host drives (`install`, `begin`, `run`, `settle`).
+ * that takes and returns strings only), `emit` (stdout text) and `done` (a run's envelope). Those bridges live
+ * only in this closure; the function returns the entry points the host drives (`install`, `begin`, `start`,
+ * `settle`).
  *
  * Rule for this code: it runs beside model code that may patch any prototype, so it calls intrinsics captured
  * up front through `ReflectApply`, builds descriptors and records with null prototypes, and never hands an
@@ -16,11 +17,11 @@ import { wireCodecSource } from "./wire.ts";
 export interface SandboxEntryPoints {
   install(globals: string, mossData: string, mossServices: string, dataFields: string): void;
   begin(maxStdoutBytes: number): void;
-  run(target: string, argumentsJson: string, maxResultBytes: number, scriptError: string): Promise<string>;
+  start(target: string, argumentsJson: string, maxResultBytes: number, scriptError: string): void;
   settle(promiseId: number, tag: string, body: string): void;
 }
 
-/** The JSON envelope `run` returns. */
+/** The JSON envelope a run hands to `done`. */
 export interface SandboxEnvelope {
   ok: boolean;
   returns?: string;
@@ -38,6 +39,7 @@ function sandboxBootstrap(
   codec: import("./wire.ts").WireCodec,
   hostCall: (operation: string, handle: number, member: string | null, args: string) => string,
   emit: (text: string) => void,
+  done: (envelope: string) => void,
 ): SandboxEntryPoints {
   const global = globalThis as any;
   const ReflectApply = Reflect.apply;
@@ -63,6 +65,7 @@ function sandboxBootstrap(
   const MapCtor = Map;
   const WeakMapCtor = WeakMap;
   const PromiseCtor = Promise;
+  const PromiseThen = Promise.prototype.then;
   const ErrorCtor = Error;
   const TypeErrorCtor = TypeError;
   const ReferenceErrorCtor = ReferenceError;
@@ -771,23 +774,22 @@ function sandboxBootstrap(
     return JSONStringify(envelope);
   }
 
-  return ObjectFreeze({ __proto__: null, install, begin, run, settle } as any);
+  // Starts a run and returns at once; the envelope reaches the host through `done` when the run settles.
+  function start(target: string, argumentsJson: string, maxResultBytes: number, scriptError: string): void {
+    ReflectApply(PromiseThen, run(target, argumentsJson, maxResultBytes, scriptError), [done]);
+  }
+
+  return ObjectFreeze({ __proto__: null, install, begin, start, settle } as any);
 }
 
 /**
- * The bootstrap as the body of an `evalClosure` taking `$0` = the host-call bridge, `$1` = the emit bridge and
- * `$2` = how to call the bridge: "sync" (a synchronous callback) or "sync-promise" (a Reference whose
- * `applySyncPromise` blocks the isolate until the host's promise settles).
+ * The bootstrap as the body of an `evalClosure` taking `$0` = the host-call bridge (a synchronous callback),
+ * `$1` = the emit bridge (stdout text) and `$2` = the done bridge (receives each run's envelope).
  */
 export const bootstrapSource: string = [
   '"use strict";',
   // tsx wraps named functions in `__name(fn, "name")`; the shim keeps the sources self-contained.
   "const __name = (target) => target;",
   `const createWireCodec = ${wireCodecSource};`,
-  "const bridge = $0;",
-  "const reflectApply = Reflect.apply;",
-  "const applySyncPromise = $2 === 'sync-promise' ? bridge.applySyncPromise : undefined;",
-  "const hostCall = applySyncPromise === undefined ? bridge",
-  "  : (operation, handle, member, args) => reflectApply(applySyncPromise, bridge, [undefined, [operation, handle, member, args]]);",
-  `return (${sandboxBootstrap.toString()})(createWireCodec(), hostCall, $1);`,
+  `return (${sandboxBootstrap.toString()})(createWireCodec(), $0, $1, $2);`,
 ].join("\n");

@@ -1,6 +1,7 @@
 import { MossError } from "../errors.ts";
 import type { ExecutionLimits } from "../types.ts";
 import { type IsolateSession, memoryLimitMebibytes } from "./isolate-session.ts";
+import { callMembrane } from "./membrane-call.ts";
 import type {
   HostMembrane,
   SandboxDriver,
@@ -17,7 +18,7 @@ import { WarmIsolates } from "./warm-isolates.ts";
  */
 export class InProcessDriver implements SandboxDriver {
   readonly name = "in-process" as const;
-  readonly #warm = new WarmIsolates("sync");
+  readonly #warm = new WarmIsolates("isolate-thread");
   readonly #sessions = new Set<InProcessSession>();
   #closed = false;
 
@@ -30,12 +31,7 @@ export class InProcessDriver implements SandboxDriver {
     const isolate = await this.#warm.take(memoryLimitMebibytes(limits.memoryLimitBytes));
     try {
       await isolate.install(setup, {
-        call: (operation, handle, member, args) =>
-          operation === "construct"
-            ? membrane.construct(handle, args)
-            : operation === "get"
-              ? membrane.get(handle, member ?? "")
-              : membrane.call(handle, member, args),
+        call: (operation, handle, member, args) => callMembrane(membrane, operation, handle, member, args),
       });
     } catch (error) {
       isolate.dispose();

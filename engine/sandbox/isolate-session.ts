@@ -3,34 +3,31 @@ import ivm from "isolated-vm";
 import { MossError } from "../errors.ts";
 import type { ExecutionErrorKind, ExecutionLimits } from "../types.ts";
 import { bootstrapSource, type SandboxEnvelope } from "./bootstrap.ts";
+import { errorWire, type HostOperation } from "./membrane-call.ts";
 import type { HostOutcome, SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbox.ts";
-import { encodeWire } from "./wire.ts";
 
 /*
- * One isolate + one context, the only file that imports isolated-vm. Used by both drivers: in this process
- * (the membrane answers synchronously) and inside the sandbox process (each host call waits for the parent).
+ * One isolate + one context, the only file that imports isolated-vm. Used by both drivers. Host calls are always
+ * synchronous callbacks; what differs is where the isolate runs:
+ * - "isolate-thread" (in process): on isolated-vm's own thread, so model code never blocks the caller's event
+ *   loop; each host call hops to the main thread.
+ * - "caller-thread" (sandbox process): on the calling thread, so a host call is a plain function call (the
+ *   sandbox process then blocks on its pipe to the parent); model code blocks that thread only in slices
+ *   bounded by isolated-vm's `timeout`, and the parent watches the process from outside.
  */
 
-/** The membrane operations a proxy inside the isolate can request. */
-export type HostOperation = "call" | "construct" | "get";
-
-/** What an isolate session asks of the host: the membrane itself, or a channel to the parent process. */
+/** What an isolate session asks of the host: the membrane itself, or a blocking channel to the parent process. */
 export interface SessionHost {
-  call(
-    operation: HostOperation,
-    handle: number,
-    member: string | null,
-    args: string,
-  ): HostOutcome | Promise<HostOutcome>;
+  call(operation: HostOperation, handle: number, member: string | null, args: string): HostOutcome;
 }
 
-/** How the isolate reaches the host: a synchronous callback, or `applySyncPromise` (host answers later). */
-export type BridgeMode = "sync" | "sync-promise";
+/** Where the isolate executes: on isolated-vm's thread (never blocks the caller) or on the calling thread. */
+export type ExecutionThread = "isolate-thread" | "caller-thread";
 
 /** Options of `IsolateSession.create`. */
 export interface IsolateSessionOptions {
   memoryLimitBytes: number;
-  bridge: BridgeMode;
+  thread: ExecutionThread;
 }
 
 type Failure = { kind: ExecutionErrorKind; name: string; message: string };
@@ -44,6 +41,7 @@ interface ActiveRun {
   lastCpuMs: number;
   readonly stdout: string[];
   ended: boolean;
+  finish?: (envelope: string) => void;
   failure?: Failure;
   abort(failure: Failure): void;
   readonly aborted: Promise<Failure>;
@@ -78,9 +76,10 @@ export class IsolateSession {
   readonly #isolate: ivm.Isolate;
   readonly #context: ivm.Context;
   readonly #references: Array<{ release(): void }>;
+  readonly #thread: ExecutionThread;
   readonly #install: ivm.Reference;
   readonly #begin: ivm.Reference;
-  readonly #run: ivm.Reference;
+  readonly #start: ivm.Reference;
   readonly #settle: ivm.Reference;
   #host: SessionHost | undefined;
   #active: ActiveRun | undefined;
@@ -90,17 +89,19 @@ export class IsolateSession {
 
   private constructor(
     memoryLimit: number,
+    thread: ExecutionThread,
     isolate: ivm.Isolate,
     context: ivm.Context,
-    entries: { install: ivm.Reference; begin: ivm.Reference; run: ivm.Reference; settle: ivm.Reference },
+    entries: { install: ivm.Reference; begin: ivm.Reference; start: ivm.Reference; settle: ivm.Reference },
     references: Array<{ release(): void }>,
   ) {
     this.memoryLimitMebibytes = memoryLimit;
+    this.#thread = thread;
     this.#isolate = isolate;
     this.#context = context;
     this.#install = entries.install;
     this.#begin = entries.begin;
-    this.#run = entries.run;
+    this.#start = entries.start;
     this.#settle = entries.settle;
     this.#references = references;
   }
@@ -113,42 +114,34 @@ export class IsolateSession {
     let session: IsolateSession | undefined;
     try {
       const context = await isolate.createContext();
-      const bridge =
-        options.bridge === "sync"
-          ? new ivm.Callback(
-              (operation: HostOperation, handle: number, member: string | null, args: string) =>
-                session!.#answer(operation, handle, member, args),
-            )
-          : new ivm.Reference(
-              (operation: HostOperation, handle: number, member: string | null, args: string) =>
-                session!.#answerLater(operation, handle, member, args),
-            );
+      const bridge = new ivm.Callback(
+        (operation: HostOperation, handle: number, member: string | null, args: string) =>
+          session!.#answer(operation, handle, member, args),
+      );
+      // On the isolate thread stdout is fire-and-forget; on the caller thread a direct call keeps it in order.
       const emit = new ivm.Callback(
         (text: string) => {
           if (session !== undefined) session.#emit(text);
         },
-        { ignored: true },
+        options.thread === "isolate-thread" ? { ignored: true } : {},
       );
-      const entry = (await context.evalClosure(bootstrapSource, [bridge, emit, options.bridge], {
+      const done = new ivm.Callback((envelope: string) => {
+        if (session !== undefined) session.#done(envelope);
+      });
+      const entry = (await context.evalClosure(bootstrapSource, [bridge, emit, done], {
         filename: "moss-sandbox-bootstrap.js",
         result: { reference: true },
       })) as ivm.Reference;
       const get = (name: string) => entry.get(name, { reference: true }) as Promise<ivm.Reference>;
-      const [install, begin, run, settle] = await Promise.all([
+      const [install, begin, start, settle] = await Promise.all([
         get("install"),
         get("begin"),
-        get("run"),
+        get("start"),
         get("settle"),
       ]);
-      const references = [entry, install, begin, run, settle, context];
-      if (bridge instanceof ivm.Reference) references.push(bridge);
-      session = new IsolateSession(
-        memoryLimit,
-        isolate,
-        context,
-        { install, begin, run, settle },
-        references,
-      );
+      const entries = { install, begin, start, settle };
+      const references = [entry, install, begin, start, settle, context];
+      session = new IsolateSession(memoryLimit, options.thread, isolate, context, entries, references);
       return session;
     } catch (error) {
       if (!isolate.isDisposed) isolate.dispose();
@@ -172,13 +165,8 @@ export class IsolateSession {
     if (this.#host !== undefined)
       throw new MossError("sandbox-failed", "the isolate session is already installed");
     this.#host = host;
-    await this.#install.apply(
-      undefined,
-      [setup.globals, setup.mossData, setup.mossServices, JSON.stringify(setup.dataFields)],
-      {
-        timeout: 5_000,
-      },
-    );
+    const fields = JSON.stringify(setup.dataFields);
+    await this.#apply(this.#install, [setup.globals, setup.mossData, setup.mossServices, fields], 5_000);
   }
 
   /** Runs one script and its target; faults of the model's code come back as data, never thrown. */
@@ -243,10 +231,7 @@ export class IsolateSession {
 
   async #execute(run: ActiveRun, request: SandboxRunRequest): Promise<SandboxRunResult> {
     const limits = run.limits;
-    await this.#guard(
-      run,
-      this.#begin.apply(undefined, [limits.maxStdoutBytes], { timeout: this.#syncTimeout(run) }),
-    );
+    await this.#guard(run, this.#apply(this.#begin, [limits.maxStdoutBytes], this.#syncTimeout(run)));
     let scriptError = "";
     let script: ivm.Script | undefined;
     try {
@@ -259,10 +244,17 @@ export class IsolateSession {
       scriptError = JSON.stringify(syntaxError(error));
     }
     if (script !== undefined) {
+      const compiled = script;
       const timeout = this.#syncTimeout(run);
+      const options = { timeout, release: true };
       const started = performance.now();
       try {
-        await this.#guard(run, script.run(this.#context, { timeout, release: true }));
+        await this.#guard(
+          run,
+          this.#thread === "isolate-thread"
+            ? compiled.run(this.#context, options)
+            : later(() => compiled.runSync(this.#context, options)),
+        );
       } catch (error) {
         if (error instanceof RunAborted) throw error;
         const failure = this.#limitFailure(run, error, performance.now() - started, timeout);
@@ -270,25 +262,27 @@ export class IsolateSession {
         scriptError = JSON.stringify({ kind: "runtime", ...describeHostSideError(error) });
       }
     }
-    const argumentsJson = JSON.stringify(request.args);
+    const finished = new Promise<string>((resolve) => {
+      run.finish = resolve;
+    });
+    const args = [request.target, JSON.stringify(request.args), limits.maxResultBytes, scriptError];
     const timeout = this.#syncTimeout(run);
     const started = performance.now();
-    let text: string;
     try {
-      text = (await this.#guard(
-        run,
-        this.#run.apply(undefined, [request.target, argumentsJson, limits.maxResultBytes, scriptError], {
-          timeout,
-          result: { promise: true },
-        }),
-      )) as string;
+      await this.#guard(run, this.#apply(this.#start, args, timeout));
     } catch (error) {
       if (error instanceof RunAborted) throw error;
       throw new RunAborted(
         this.#limitFailure(run, error, performance.now() - started, timeout) ?? this.#classify(run, error),
       );
     }
-    return this.#result(run, JSON.parse(text) as SandboxEnvelope);
+    return this.#result(run, JSON.parse(await this.#guard(run, finished)) as SandboxEnvelope);
+  }
+
+  /** Calls an entry point of the bootstrap on the session's execution thread. */
+  #apply(reference: ivm.Reference, args: Array<string | number>, timeout: number): Promise<unknown> {
+    if (this.#thread === "isolate-thread") return reference.apply(undefined, args, { timeout });
+    return later(() => reference.applySync(undefined, args, { timeout }));
   }
 
   #result(
@@ -402,43 +396,26 @@ export class IsolateSession {
     if (run !== undefined && !run.ended) run.stdout.push(text);
   }
 
-  /** Answers a host call synchronously (in-process bridge). */
+  /** Answers a host call from the isolate (synchronous for the isolate on either thread). */
   #answer(operation: HostOperation, handle: number, member: string | null, args: string): string {
     const run = this.#admit();
     if (typeof run === "string") return run;
-    let outcome: HostOutcome | Promise<HostOutcome>;
     try {
-      outcome = this.#host!.call(operation, handle, member, args);
+      return this.#reply(run, this.#host!.call(operation, handle, member, args));
     } catch (error) {
-      return `e${hostFailureWire(error)}`;
+      return `e${errorWire(error)}`;
     }
-    if (outcome instanceof Promise) {
-      outcome.catch(() => {});
-      return `e${hostFailureWire(new Error("the host answered asynchronously on a synchronous bridge"))}`;
-    }
-    return this.#reply(run, outcome);
   }
 
-  /** Answers a host call whose outcome may arrive later (sandbox-process bridge via applySyncPromise). */
-  async #answerLater(
-    operation: HostOperation,
-    handle: number,
-    member: string | null,
-    args: string,
-  ): Promise<string> {
-    const run = this.#admit();
-    if (typeof run === "string") return run;
-    try {
-      return this.#reply(run, await this.#host!.call(operation, handle, member, args));
-    } catch (error) {
-      return `e${hostFailureWire(error)}`;
-    }
+  #done(envelope: string): void {
+    const run = this.#active;
+    if (run !== undefined && !run.ended) run.finish?.(envelope);
   }
 
   #admit(): ActiveRun | string {
     const run = this.#active;
     if (run === undefined || run.ended || this.#host === undefined) {
-      return `e${hostFailureWire(new Error("host objects can only be used while the code runs"))}`;
+      return `e${errorWire(new Error("host objects can only be used while the code runs"))}`;
     }
     run.hostCalls++;
     if (run.hostCalls > run.limits.maxHostCalls)
@@ -452,7 +429,7 @@ export class IsolateSession {
     const promiseId = this.#nextPromiseId++;
     outcome.settled.then(
       (settled) => this.#deliver(run, promiseId, settled.kind === "value" ? "v" : "e", settled.wire),
-      (error: unknown) => this.#deliver(run, promiseId, "e", hostFailureWire(error)),
+      (error: unknown) => this.#deliver(run, promiseId, "e", errorWire(error)),
     );
     return `p${promiseId}`;
   }
@@ -461,7 +438,7 @@ export class IsolateSession {
     if (run.ended || run.failure !== undefined || !this.alive) return;
     const timeout = this.#syncTimeout(run);
     const started = performance.now();
-    this.#settle.apply(undefined, [promiseId, tag, wire], { timeout }).catch((error: unknown) => {
+    this.#apply(this.#settle, [promiseId, tag, wire], timeout).catch((error: unknown) => {
       if (run.ended) return;
       run.abort(
         this.#limitFailure(run, error, performance.now() - started, timeout) ?? this.#classify(run, error),
@@ -484,6 +461,15 @@ export class IsolateSession {
   }
 }
 
+/** Runs a synchronous isolated-vm call as a promise (its throw becomes a rejection). */
+function later<T>(action: () => T): Promise<T> {
+  try {
+    return Promise.resolve(action());
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
 function pollIntervalMs(limits: ExecutionLimits): number {
   return Math.min(50, Math.max(5, Math.floor(Math.min(limits.wallTimeMs, limits.cpuTimeMs) / 20)));
 }
@@ -501,12 +487,6 @@ function deadResult(message: string): SandboxRunResult {
     cpuTimeMs: 0,
     error: { kind: "crash", name: "SandboxError", message },
   };
-}
-
-function hostFailureWire(error: unknown): string {
-  const name = error instanceof Error ? error.name : "Error";
-  const message = error instanceof Error ? error.message : String(error);
-  return encodeWire({ name, message });
 }
 
 /** A compile error from isolated-vm (`message [file:line:col]`) as an error with a one-frame stack. */

@@ -2,19 +2,28 @@ import type { Duplex } from "node:stream";
 import type { SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbox.ts";
 
 /*
- * The parent <-> sandbox-process protocol: one JSON message per line over a dedicated pipe (fd 3). JSON escapes
- * newlines, so a line is always one whole message; wire payloads travel as JSON strings inside it.
+ * The parent <-> sandbox-process protocol: one JSON message per line. JSON escapes newlines, so a line is always
+ * one whole message; wire payloads travel as JSON strings inside it. Control messages use fd 3; host calls use
+ * fd 4, where the sandbox process writes a `HostCall` line and blocks reading its `CallReply` line.
  */
 
-/** A host call outcome as it crosses the pipe: a value, an error, or the id of a promise settled later. */
-export type ReplyOutcome = { kind: "value" | "error"; wire: string } | { kind: "promise"; promiseId: number };
+/** A host call from an isolate, as the sandbox process writes it on the call pipe. */
+export interface HostCall {
+  session: number;
+  operation: "call" | "construct" | "get";
+  handle: number;
+  member: string | null;
+  args: string;
+}
+
+/** The parent's answer to a host call: a value, an error, or the id of a promise settled later on fd 3. */
+export type CallReply = { kind: "value" | "error"; wire: string } | { kind: "promise"; promiseId: number };
 
 /** Messages the parent sends to a sandbox process. */
 export type ParentMessage =
   | { type: "open"; session: number; setup: SessionSetup; memoryLimitBytes: number }
   | { type: "run"; session: number; request: SandboxRunRequest }
   | { type: "dispose"; session: number }
-  | { type: "reply"; call: number; outcome: ReplyOutcome }
   | { type: "settle"; promiseId: number; kind: "value" | "error"; wire: string };
 
 /** Messages a sandbox process sends to the parent. */

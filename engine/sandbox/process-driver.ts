@@ -4,17 +4,22 @@ import type { Duplex } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { MossError } from "../errors.ts";
 import type { ExecutionLimits } from "../types.ts";
-import { type ChildMessage, LineChannel, type ParentMessage } from "./line-channel.ts";
+import {
+  type CallReply,
+  type ChildMessage,
+  type HostCall,
+  LineChannel,
+  type ParentMessage,
+} from "./line-channel.ts";
+import { callMembrane, errorWire } from "./membrane-call.ts";
 import type {
   HostMembrane,
-  HostOutcome,
   SandboxDriver,
   SandboxRunRequest,
   SandboxRunResult,
   SandboxSession,
   SessionSetup,
 } from "./sandbox.ts";
-import { encodeWire } from "./wire.ts";
 
 /** Options of the process driver. */
 export interface ProcessDriverOptions {
@@ -54,7 +59,8 @@ class SandboxChild {
   readonly process: ChildProcess;
   readonly ready: Promise<void>;
   readonly sessions = new Map<number, ChildSession>();
-  #channel: LineChannel<ChildMessage, ParentMessage>;
+  readonly #channel: LineChannel<ChildMessage, ParentMessage>;
+  readonly #calls: LineChannel<HostCall, CallReply>;
   #exited = false;
   #stderrTail = "";
   #nextPromiseId = 1;
@@ -67,7 +73,7 @@ class SandboxChild {
     this.#graceMs = options.graceMs;
     this.#onExit = options.onExit;
     this.process = spawn(process.execPath, childArguments(), {
-      stdio: ["ignore", "inherit", "pipe", "pipe"],
+      stdio: ["ignore", "inherit", "pipe", "pipe", "pipe"],
     });
     this.ready = new Promise<void>((resolve, reject) => {
       this.#onReady = resolve;
@@ -95,7 +101,11 @@ class SandboxChild {
     this.#channel = new LineChannel<ChildMessage, ParentMessage>(this.process.stdio[3] as Duplex, (message) =>
       this.#handle(message),
     );
+    this.#calls = new LineChannel<HostCall, CallReply>(this.process.stdio[4] as Duplex, (call) =>
+      this.#answer(call),
+    );
     (this.process.stdio[3] as Duplex).on("error", () => {});
+    (this.process.stdio[4] as Duplex).on("error", () => {});
     this.process.on("exit", (code, signal) => this.#exit(code, signal));
     this.process.on("error", (error) => {
       this.#onStartFailed(
@@ -144,9 +154,6 @@ class SandboxChild {
 
   #handle(message: ChildMessage): void {
     switch (message.type) {
-      case "call":
-        this.#answer(message);
-        return;
       case "result": {
         const session = this.sessions.get(message.session);
         const run = session?.run;
@@ -175,40 +182,26 @@ class SandboxChild {
     }
   }
 
-  #answer(message: Extract<ChildMessage, { type: "call" }>): void {
-    const session = this.sessions.get(message.session);
-    let outcome: HostOutcome;
-    try {
-      if (session === undefined) throw new Error("the session is closed");
-      const membrane = session.membrane;
-      outcome =
-        message.operation === "construct"
-          ? membrane.construct(message.handle, message.args)
-          : message.operation === "get"
-            ? membrane.get(message.handle, message.member ?? "")
-            : membrane.call(message.handle, message.member, message.args);
-    } catch (error) {
-      outcome = {
-        kind: "error",
-        wire: encodeWire({ name: "Error", message: (error as Error)?.message ?? String(error) }),
-      };
-    }
+  #answer(call: HostCall): void {
+    const session = this.sessions.get(call.session);
+    const outcome =
+      session === undefined
+        ? { kind: "error" as const, wire: errorWire(new Error("the session is closed")) }
+        : callMembrane(session.membrane, call.operation, call.handle, call.member, call.args);
     if (outcome.kind !== "promise") {
-      this.send({ type: "reply", call: message.call, outcome });
+      this.#reply(outcome);
       return;
     }
     const promiseId = this.#nextPromiseId++;
-    this.send({ type: "reply", call: message.call, outcome: { kind: "promise", promiseId } });
+    this.#reply({ kind: "promise", promiseId });
     outcome.settled.then(
       (settled) => this.send({ type: "settle", promiseId, kind: settled.kind, wire: settled.wire }),
-      (error: unknown) =>
-        this.send({
-          type: "settle",
-          promiseId,
-          kind: "error",
-          wire: encodeWire({ name: "Error", message: (error as Error)?.message ?? String(error) }),
-        }),
+      (error: unknown) => this.send({ type: "settle", promiseId, kind: "error", wire: errorWire(error) }),
     );
+  }
+
+  #reply(reply: CallReply): void {
+    if (!this.#exited) this.#calls.send(reply);
   }
 
   #exit(code: number | null, signal: NodeJS.Signals | null): void {

@@ -1,41 +1,30 @@
+import { readSync, writeSync } from "node:fs";
 import { Socket } from "node:net";
-import { type HostOperation, type IsolateSession, memoryLimitMebibytes } from "./isolate-session.ts";
-import { type ChildMessage, LineChannel, type ParentMessage } from "./line-channel.ts";
+import { type IsolateSession, memoryLimitMebibytes } from "./isolate-session.ts";
+import { type CallReply, type ChildMessage, LineChannel, type ParentMessage } from "./line-channel.ts";
+import type { HostOperation } from "./membrane-call.ts";
 import type { HostOutcome } from "./sandbox.ts";
 import { WarmIsolates } from "./warm-isolates.ts";
 
 /*
  * Entry of a sandbox process (started by the process driver with --no-node-snapshot --no-harmony-rab-gsab).
- * It holds the isolates of many sessions; every host call goes to the parent over the fd-3 pipe and the isolate
- * waits for the answer through applySyncPromise. Model code never runs on this thread.
+ * It holds the isolates of many sessions and runs them on its own thread. Control messages travel as JSON lines
+ * on fd 3; a host call is a synchronous request/reply on fd 4 (the isolate waits; only one call is ever in
+ * flight), and results of host promises come back later on fd 3 as `settle` messages.
  */
 
-const warm = new WarmIsolates("sync-promise");
+const CALL_FD = 4;
+
+const warm = new WarmIsolates("caller-thread");
 const sessions = new Map<number, IsolateSession>();
-const calls = new Map<number, (outcome: HostOutcome) => void>();
 const promises = new Map<number, (settled: { kind: "value" | "error"; wire: string }) => void>();
-let nextCall = 1;
+const replyBuffer = Buffer.allocUnsafe(64 * 1024);
 
 const socket = new Socket({ fd: 3, readable: true, writable: true });
 const channel = new LineChannel<ParentMessage, ChildMessage>(socket, handle);
 
 function handle(message: ParentMessage): void {
   switch (message.type) {
-    case "reply": {
-      const resolve = calls.get(message.call);
-      calls.delete(message.call);
-      const outcome = message.outcome;
-      if (outcome.kind === "promise") {
-        // Registered before any later line is handled, so a settle right behind this reply finds its entry.
-        const settled = new Promise<{ kind: "value" | "error"; wire: string }>((done) =>
-          promises.set(outcome.promiseId, done),
-        );
-        resolve?.({ kind: "promise", settled });
-      } else {
-        resolve?.(outcome);
-      }
-      return;
-    }
     case "settle": {
       const resolve = promises.get(message.promiseId);
       promises.delete(message.promiseId);
@@ -43,7 +32,7 @@ function handle(message: ParentMessage): void {
       return;
     }
     case "open":
-      void open(message.session, message);
+      void open(message.session, message.setup, message.memoryLimitBytes);
       return;
     case "run":
       void run(message.session, message.request);
@@ -55,16 +44,58 @@ function handle(message: ParentMessage): void {
   }
 }
 
-async function open(id: number, message: Extract<ParentMessage, { type: "open" }>): Promise<void> {
+/** Sends one host call to the parent and blocks until its reply line arrives. */
+function callParent(
+  session: number,
+  operation: HostOperation,
+  handle: number,
+  member: string | null,
+  args: string,
+): HostOutcome {
+  writeAll(`${JSON.stringify({ session, operation, handle, member, args })}\n`);
+  const chunks: Buffer[] = [];
+  for (;;) {
+    let count: number;
+    try {
+      count = readSync(CALL_FD, replyBuffer, 0, replyBuffer.length, null);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "EAGAIN") continue;
+      throw error;
+    }
+    if (count === 0) process.exit(1);
+    chunks.push(Buffer.from(replyBuffer.subarray(0, count)));
+    if (replyBuffer[count - 1] === 0x0a) break;
+  }
+  const reply = JSON.parse(Buffer.concat(chunks).toString("utf8")) as CallReply;
+  if (reply.kind !== "promise") return reply;
+  // Registered before this thread returns to its event loop, where the matching settle is read.
+  const settled = new Promise<{ kind: "value" | "error"; wire: string }>((resolve) =>
+    promises.set(reply.promiseId, resolve),
+  );
+  return { kind: "promise", settled };
+}
+
+function writeAll(text: string): void {
+  const bytes = Buffer.from(text);
+  let offset = 0;
+  while (offset < bytes.length) {
+    try {
+      offset += writeSync(CALL_FD, bytes, offset);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EAGAIN") throw error;
+    }
+  }
+}
+
+async function open(
+  id: number,
+  setup: Extract<ParentMessage, { type: "open" }>["setup"],
+  memoryLimitBytes: number,
+): Promise<void> {
   try {
-    const session = await warm.take(memoryLimitMebibytes(message.memoryLimitBytes));
-    await session.install(message.setup, {
-      call: (operation: HostOperation, handle: number, member: string | null, args: string) =>
-        new Promise<HostOutcome>((resolve) => {
-          const call = nextCall++;
-          calls.set(call, resolve);
-          channel.send({ type: "call", session: id, call, operation, handle, member, args });
-        }),
+    const session = await warm.take(memoryLimitMebibytes(memoryLimitBytes));
+    await session.install(setup, {
+      call: (operation, handle, member, args) => callParent(id, operation, handle, member, args),
     });
     sessions.set(id, session);
     channel.send({ type: "opened", session: id });
@@ -76,18 +107,12 @@ async function open(id: number, message: Extract<ParentMessage, { type: "open" }
 async function run(id: number, request: Extract<ParentMessage, { type: "run" }>["request"]): Promise<void> {
   const session = sessions.get(id);
   if (session === undefined) {
+    const error = { kind: "crash" as const, name: "SandboxError", message: "unknown sandbox session" };
     channel.send({
       type: "result",
       session: id,
       alive: false,
-      result: {
-        ok: false,
-        stdout: "",
-        warnings: [],
-        hostCalls: 0,
-        cpuTimeMs: 0,
-        error: { kind: "crash", name: "SandboxError", message: "unknown sandbox session" },
-      },
+      result: { ok: false, stdout: "", warnings: [], hostCalls: 0, cpuTimeMs: 0, error },
     });
     return;
   }

@@ -1,14 +1,14 @@
 import { DEFAULT_LIMITS } from "../types.ts";
-import { type BridgeMode, IsolateSession, memoryLimitMebibytes } from "./isolate-session.ts";
+import { type ExecutionThread, IsolateSession, memoryLimitMebibytes } from "./isolate-session.ts";
 
 /** Keeps one bootstrapped isolate ready per memory limit, so opening a session skips isolate start-up. */
 export class WarmIsolates {
-  readonly #bridge: BridgeMode;
+  readonly #thread: ExecutionThread;
   readonly #ready = new Map<number, Promise<IsolateSession>>();
   #closed = false;
 
-  constructor(bridge: BridgeMode) {
-    this.#bridge = bridge;
+  constructor(thread: ExecutionThread) {
+    this.#thread = thread;
   }
 
   /** Starts warming an isolate (default memory limit unless given); resolves once it is ready. */
@@ -38,7 +38,7 @@ export class WarmIsolates {
   #create(memoryLimit: number): Promise<IsolateSession> {
     const promise = IsolateSession.create({
       memoryLimitBytes: memoryLimit * 1024 * 1024,
-      bridge: this.#bridge,
+      thread: this.#thread,
     });
     promise.catch(() => {});
     return promise;

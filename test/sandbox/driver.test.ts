@@ -140,6 +140,7 @@ describe.each(drivers)("%s driver", (_name, createDriver) => {
       "label",
       "move",
       "never",
+      "ping",
       "position",
       "roll",
       "spawn",
@@ -359,6 +360,7 @@ describe.each(drivers)("%s driver", (_name, createDriver) => {
       attempt("prototypeWalk", () => Object.getPrototypeOf(ball));
       attempt("descriptorGetter", () => Object.getPrototypeOf(Object.getOwnPropertyDescriptor(ball, "label").get));
       attempt("globals", () => Object.getOwnPropertyNames(globalThis).filter((name) => /ivm|bridge|\\$|emit|hostCall|isolated/i.test(name)).join(","));
+      attempt("caller", () => String(main.caller));
       attempt("wasm", () => typeof WebAssembly + typeof SharedArrayBuffer + typeof Atomics);
       attempt("require", () => typeof require + typeof process);
       Error.prepareStackTrace = (error, frames) => frames.map((frame) => typeof frame.getFunction()).join(",");
@@ -372,6 +374,7 @@ describe.each(drivers)("%s driver", (_name, createDriver) => {
     expect(attempts.prototypeWalk).toBe("null");
     expect(attempts.descriptorGetter).toBe("null");
     expect(attempts.globals).toBe("");
+    expect(attempts.caller).toBe("null");
     expect(attempts.wasm).toBe("undefinedundefinedundefined");
     expect(attempts.require).toBe("undefinedundefined");
     expect(attempts.prepareStackTrace).not.toContain("function");

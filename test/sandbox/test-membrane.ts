@@ -138,6 +138,10 @@ export class Ball {
     return distance * 2;
   }
 
+  async ping<T>(value: T): Promise<T> {
+    return value;
+  }
+
   fail(): never {
     throw new TypeError("cannot fail at /home/secret/ball.ts:12");
   }
