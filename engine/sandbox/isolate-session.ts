@@ -3,6 +3,7 @@ import ivm from "isolated-vm";
 import { MossError } from "../errors.ts";
 import type { ExecutionErrorKind, ExecutionLimits } from "../types.ts";
 import { bootstrapSource, type SandboxEnvelope } from "./bootstrap.ts";
+import { crashResult } from "./crash-result.ts";
 import { errorWire, type HostOperation } from "./membrane-call.ts";
 import type { HostOutcome, SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbox.ts";
 
@@ -173,7 +174,7 @@ export class IsolateSession {
   async run(request: SandboxRunRequest): Promise<SandboxRunResult> {
     if (this.#running)
       throw new MossError("concurrent-execute", "a run is already in progress in this sandbox session");
-    if (!this.alive) return deadResult("the sandbox session is no longer alive");
+    if (!this.alive) return crashResult("the sandbox session is no longer alive");
     this.#running = true;
     const limits = request.limits;
     let abort!: (failure: Failure) => void;
@@ -476,17 +477,6 @@ function pollIntervalMs(limits: ExecutionLimits): number {
 
 function timeoutFailure(message: string): Failure {
   return { kind: "timeout", name: "TimeoutError", message };
-}
-
-function deadResult(message: string): SandboxRunResult {
-  return {
-    ok: false,
-    stdout: "",
-    warnings: [],
-    hostCalls: 0,
-    cpuTimeMs: 0,
-    error: { kind: "crash", name: "SandboxError", message },
-  };
 }
 
 /** A compile error from isolated-vm (`message [file:line:col]`) as an error with a one-frame stack. */

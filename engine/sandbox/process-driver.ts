@@ -4,6 +4,7 @@ import type { Duplex } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { MossError } from "../errors.ts";
 import type { ExecutionLimits } from "../types.ts";
+import { crashResult } from "./crash-result.ts";
 import {
   type CallReply,
   type ChildMessage,
@@ -218,14 +219,7 @@ class SandboxChild {
       if (run !== undefined) {
         clearTimeout(run.timer);
         session.run = undefined;
-        run.resolve({
-          ok: false,
-          stdout: "",
-          warnings: [],
-          hostCalls: 0,
-          cpuTimeMs: 0,
-          error: { kind: "crash", name: "SandboxCrash", message },
-        });
+        run.resolve(crashResult(message, "SandboxCrash"));
       }
     }
     this.sessions.clear();
@@ -336,14 +330,7 @@ class ProcessSession implements SandboxSession {
       );
     }
     if (!this.alive) {
-      return Promise.resolve({
-        ok: false,
-        stdout: "",
-        warnings: [],
-        hostCalls: 0,
-        cpuTimeMs: 0,
-        error: { kind: "crash", name: "SandboxError", message: "the sandbox session is no longer alive" },
-      });
+      return Promise.resolve(crashResult("the sandbox session is no longer alive"));
     }
     return new Promise<SandboxRunResult>((resolve) => {
       this.#child.watch(this.#session, request.limits, resolve);

@@ -1,5 +1,6 @@
 import { readSync, writeSync } from "node:fs";
 import { Socket } from "node:net";
+import { crashResult } from "./crash-result.ts";
 import { type IsolateSession, memoryLimitMebibytes } from "./isolate-session.ts";
 import { type CallReply, type ChildMessage, LineChannel, type ParentMessage } from "./line-channel.ts";
 import type { HostOperation } from "./membrane-call.ts";
@@ -107,12 +108,11 @@ async function open(
 async function run(id: number, request: Extract<ParentMessage, { type: "run" }>["request"]): Promise<void> {
   const session = sessions.get(id);
   if (session === undefined) {
-    const error = { kind: "crash" as const, name: "SandboxError", message: "unknown sandbox session" };
     channel.send({
       type: "result",
       session: id,
       alive: false,
-      result: { ok: false, stdout: "", warnings: [], hostCalls: 0, cpuTimeMs: 0, error },
+      result: crashResult("unknown sandbox session"),
     });
     return;
   }
