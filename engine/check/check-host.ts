@@ -1,6 +1,6 @@
 import { type Project, ts } from "ts-morph";
 
-/** Parsed lib and node_modules files, shared by every checker of the process with the same compiler options. */
+/** Parsed real files, shared by every checker of the process with the same compiler options. */
 const SHARED_FILES = new Map<string, Map<string, ts.SourceFile>>();
 /** Where ts-morph's file system serves TypeScript's lib files. */
 const TS_MORPH_LIB_FOLDER = "/node_modules/typescript/lib";
@@ -20,7 +20,11 @@ export class CheckHost {
   readonly #compilerHost: ts.CompilerHost;
   #program: ts.Program | undefined;
 
-  constructor(project: Project) {
+  /** A project shared by the caller: its already parsed files are reused when their text and options match. */
+  readonly #project: Project | undefined;
+
+  constructor(project: Project, shared: boolean) {
+    this.#project = shared ? project : undefined;
     this.options = project.getCompilerOptions();
     const files = project.getModuleResolutionHost();
     const currentDirectory = files.getCurrentDirectory?.() ?? process.cwd();
@@ -106,21 +110,35 @@ export class CheckHost {
     const own = this.#files.get(fileName);
     if (own) return own;
     const virtual = this.#virtual.get(fileName);
-    const shareable =
-      virtual === undefined && (fileName.startsWith(LIB_FOLDER) || fileName.includes("/node_modules/"));
+    if (virtual !== undefined) {
+      const sourceFile = ts.createSourceFile(fileName, virtual, languageVersionOrOptions, true);
+      this.#files.set(fileName, sourceFile);
+      return sourceFile;
+    }
+    const languageVersion =
+      typeof languageVersionOrOptions === "object"
+        ? languageVersionOrOptions.languageVersion
+        : languageVersionOrOptions;
     const impliedNodeFormat =
       typeof languageVersionOrOptions === "object" ? languageVersionOrOptions.impliedNodeFormat : undefined;
     const sharedKey = `${fileName}|${impliedNodeFormat}`;
-    const shared = shareable ? this.#shared.get(sharedKey) : undefined;
-    if (shared) {
-      this.#files.set(fileName, shared);
-      return shared;
-    }
-    const text = virtual ?? host.readFile(fileName);
+    const shared = this.#shared.get(sharedKey);
+    // lib and node_modules files are trusted not to change; other files are reused only while their text is the same.
+    const trusted = fileName.startsWith(LIB_FOLDER) || fileName.includes("/node_modules/");
+    const text = shared && trusted ? shared.text : host.readFile(fileName);
     if (text === undefined) return undefined;
-    const sourceFile = ts.createSourceFile(fileName, text, languageVersionOrOptions, virtual !== undefined);
+    const fits = (candidate: ts.SourceFile | undefined): candidate is ts.SourceFile =>
+      candidate !== undefined &&
+      candidate.text === text &&
+      candidate.languageVersion === languageVersion &&
+      candidate.impliedNodeFormat === impliedNodeFormat;
+    let sourceFile = fits(shared) ? shared : undefined;
+    if (!sourceFile) {
+      const seeded = this.#project?.getSourceFile(fileName)?.compilerNode;
+      sourceFile = fits(seeded) ? seeded : ts.createSourceFile(fileName, text, languageVersionOrOptions);
+      this.#shared.set(sharedKey, sourceFile);
+    }
     this.#files.set(fileName, sourceFile);
-    if (shareable) this.#shared.set(sharedKey, sourceFile);
     return sourceFile;
   }
 }

@@ -94,6 +94,7 @@ export class ModuleChecker {
     this.#host = new CheckHost(
       options.project ??
         new Project({ compilerOptions: CHECK_COMPILER_OPTIONS, skipAddingFilesFromTsConfig: true }),
+      options.project !== undefined,
     );
     this.#modulePath = options.modulePath;
     this.#moduleFileName = path.basename(options.modulePath);

@@ -1,4 +1,5 @@
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Project } from "ts-morph";
@@ -202,6 +203,45 @@ describe("construction", () => {
     ).toBe(2345);
     expect(project.getSourceFiles()).toEqual([]);
     expect(checker.check(untypedHelper).map((diagnostic) => diagnostic.code)).toContain(7006);
+  });
+
+  it("reuses the parsed files of a given real-file-system project", () => {
+    const project = new Project({
+      compilerOptions: CHECK_COMPILER_OPTIONS,
+      skipAddingFilesFromTsConfig: true,
+    });
+    project.addSourceFileAtPath(SPHERO_PATH);
+    project.resolveSourceFileDependencies();
+    expect(project.getProgram().compilerObject.getSourceFile(path.join(FIXTURES, "bolt.ts"))).toBeDefined();
+    const shared = spheroChecker(project);
+    expect(shared.check("async function main(moss: Moss) {\n  await moss.body.spn(1, 2);\n}")[0]?.code).toBe(
+      2551,
+    );
+    expect(shared.check(VALID_SNIPPETS[0]!.code)).toEqual([]);
+  });
+
+  it("a new checker sees an imported file that changed on disk", () => {
+    const directory = mkdtempSync(path.join(os.tmpdir(), "moss-check-"));
+    try {
+      const source = 'import type { Ball } from "./ball.ts";\nexport class Moss {\n  body!: Ball;\n}\n';
+      const modulePath = path.join(directory, "robot.ts");
+      writeFileSync(modulePath, source);
+      const snippet = 'async function main(moss: Moss) {\n  await moss.body.roll("fast");\n}';
+      writeFileSync(
+        path.join(directory, "ball.ts"),
+        "export interface Ball {\n  roll(speed: number): Promise<void>;\n}\n",
+      );
+      const before = new ModuleChecker({ modulePath, source, hiddenNames: [] });
+      expect(before.check(snippet).map((diagnostic) => diagnostic.code)).toEqual([2345]);
+      writeFileSync(
+        path.join(directory, "ball.ts"),
+        "export interface Ball {\n  roll(speed: string): Promise<void>;\n}\n",
+      );
+      const after = new ModuleChecker({ modulePath, source, hiddenNames: [] });
+      expect(after.check(snippet)).toEqual([]);
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
   });
 
   it("keeps working after dispose", () => {
