@@ -50,6 +50,9 @@ const SANDBOX_GLOBALS = new Set(["console"]);
 const CONSOLE_METHODS = new Set(["log", "info", "warn", "error", "debug"]);
 const BASE_MOSS_PATH = fileURLToPath(new URL("../moss.ts", import.meta.url));
 
+/** Most module names listed in the message about an import. */
+const MAX_NAMES_LISTED = 30;
+
 let checkerCount = 0;
 
 interface PreviousDefinition {
@@ -338,7 +341,9 @@ export class ModuleChecker {
   }
 
   #importMessage(): string {
-    const names = this.#visibleNames.join(", ");
+    const shown = this.#visibleNames.slice(0, MAX_NAMES_LISTED).join(", ");
+    const more = this.#visibleNames.length - MAX_NAMES_LISTED;
+    const names = more > 0 ? `${shown} and ${more} more` : shown;
     return `imports are not available in the sandbox: use the names already in scope: ${names}.`;
   }
 

@@ -256,3 +256,21 @@ describe("construction", () => {
     );
   });
 });
+
+describe("large modules", () => {
+  it("lists at most 30 names in the import message", () => {
+    const declarations = Array.from({ length: 40 }, (_, index) => `export const value${index} = ${index};`);
+    const large = new ModuleChecker({
+      modulePath: path.join(FIXTURES, "large.ts"),
+      source: `${declarations.join("\n")}\nexport class Moss {}\n`,
+      hiddenNames: [],
+    });
+    const [diagnostic] = large.check(
+      'import { value1 } from "./large.ts";\nfunction main(moss: Moss) {\n  return value1;\n}',
+    );
+    expect(diagnostic?.code).toBe(90002);
+    expect(diagnostic?.message).toContain("value29");
+    expect(diagnostic?.message).not.toContain("value30");
+    expect(diagnostic?.message).toContain("and 11 more");
+  });
+});
