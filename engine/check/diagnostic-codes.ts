@@ -1,5 +1,7 @@
 /** Codes of the moss-specific findings about the model's snippet (TypeScript's own codes stay below 90000). */
 export const MOSS_DIAGNOSTIC_CODES = Object.freeze({
+  /** The checker itself failed (a compiler bug, not the model's fault): a warning, the code was not checked. */
+  checkerFailed: 90000,
   /** A name declared only inside a `// <moss-hide>` region of the context module. */
   hiddenName: 90001,
   /** An `import` (static, `import =`, or dynamic) in the snippet. */

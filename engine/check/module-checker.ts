@@ -146,11 +146,32 @@ export class ModuleChecker {
       this.#released = false;
       this.updateSource(this.#source);
     }
-    const analysis = analyzeSnippet(snippet, SNIPPET_FILE_NAME, MOSS_NAME);
-    const fast = this.#check(snippet, analysis, false);
-    // Only referenced names are imported on the fast path; a missing name is checked again with all of them,
-    // so that TypeScript can suggest a close module name ("Did you mean 'square'?").
-    return fast.missingName ? this.#check(snippet, analysis, true).diagnostics : fast.diagnostics;
+    if (typeof snippet !== "string") {
+      throw new MossError(
+        "invalid-argument",
+        `ModuleChecker.check needs the snippet text, got ${typeof snippet}`,
+      );
+    }
+    try {
+      const analysis = analyzeSnippet(snippet, SNIPPET_FILE_NAME, MOSS_NAME);
+      const fast = this.#check(snippet, analysis, false);
+      // Only referenced names are imported on the fast path; a missing name is checked again with all of them,
+      // so that TypeScript can suggest a close module name ("Did you mean 'square'?").
+      return fast.missingName ? this.#check(snippet, analysis, true).diagnostics : fast.diagnostics;
+    } catch (error) {
+      // A failure of the compiler itself is not the model's fault: report it without blocking the run.
+      this.dispose();
+      const message = error instanceof Error ? error.message : String(error);
+      return [
+        {
+          code: MOSS_DIAGNOSTIC_CODES.checkerFailed,
+          message: `the type checker failed on this snippet (${message}); the code was not type-checked.`,
+          line: 1,
+          column: 1,
+          severity: "warning",
+        },
+      ];
+    }
   }
 
   #check(

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { Project } from "ts-morph";
+import { InMemoryFileSystemHost, Project } from "ts-morph";
 import { beforeAll, describe, expect, it } from "vitest";
 import { CHECK_COMPILER_OPTIONS, MOSS_DIAGNOSTIC_CODES, ModuleChecker } from "../../engine/check/index.ts";
 import { MossError } from "../../engine/errors.ts";
@@ -272,5 +272,47 @@ describe("large modules", () => {
     expect(diagnostic?.message).toContain("value29");
     expect(diagnostic?.message).not.toContain("value30");
     expect(diagnostic?.message).toContain("and 11 more");
+  });
+});
+
+describe("line endings", () => {
+  it("maps positions in a snippet with CRLF line endings", () => {
+    const [diagnostic] = checker.check(
+      "async function main(moss) {\r\n  await moss.body.spn(90, 1);\r\n}\r\n",
+    );
+    expect(diagnostic).toMatchObject({ code: 2551, line: 2, column: 19 });
+    expect(diagnostic?.frame).toBe("> 2 |   await moss.body.spn(90, 1);\n    |                   ^");
+  });
+});
+
+describe("checker failures", () => {
+  it("reports a failure of the compiler host as a warning, then recovers", () => {
+    let unreadable = true;
+    class FlakyFileSystem extends InMemoryFileSystemHost {
+      override readFileSync(filePath: string, encoding?: string): string {
+        if (unreadable && filePath.endsWith("/ball.ts")) {
+          throw Object.assign(new Error(`EACCES: permission denied, open '${filePath}'`), { code: "EACCES" });
+        }
+        return super.readFileSync(filePath, encoding);
+      }
+    }
+    const fileSystem = new FlakyFileSystem();
+    fileSystem.writeFileSync(
+      "/memory/ball.ts",
+      "export interface Ball {\n  roll(speed: number): Promise<void>;\n}\n",
+    );
+    const source = 'import type { Ball } from "./ball.ts";\nexport class Moss {\n  body!: Ball;\n}\n';
+    const project = new Project({ fileSystem, compilerOptions: { ...CHECK_COMPILER_OPTIONS, types: [] } });
+    const flaky = new ModuleChecker({ modulePath: "/memory/robot.ts", source, hiddenNames: [], project });
+    const snippet = 'async function main(moss: Moss) {\n  await moss.body.roll("fast");\n}';
+    const [failure] = flaky.check(snippet);
+    expect(failure).toMatchObject({
+      code: MOSS_DIAGNOSTIC_CODES.checkerFailed,
+      severity: "warning",
+      line: 1,
+    });
+    expect(failure?.message).toContain("EACCES");
+    unreadable = false;
+    expect(flaky.check(snippet).map((diagnostic) => diagnostic.code)).toEqual([2345]);
   });
 });
