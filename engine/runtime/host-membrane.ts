@@ -10,6 +10,9 @@ const NEVER_EXPOSED = new Set([
   "caller",
   "callee",
   "arguments",
+  // Injection lifecycle hooks belong to the runtime: model code calling onDestroy() would tear a service down early.
+  "onInject",
+  "onDestroy",
 ]);
 
 interface HandleEntry {
@@ -26,12 +29,25 @@ export class HostMembrane implements HostMembraneContract {
   readonly #entries = new Map<number, HandleEntry>();
   readonly #ids = new WeakMap<object, number>();
   readonly #allowed = new WeakMap<object, ReadonlySet<string>>();
+  readonly #allowedByPrototype = new WeakMap<object, ReadonlySet<string>>();
   #nextId = 1;
 
-  /** Marks a value as reachable with only `members` (the public members its declared type shows); returns it. */
+  /**
+   * Marks a value as reachable with only `members` (the public members its declared type shows); returns it.
+   * Other instances of an exposed object's class (e.g. built with `new` from model code) get the same members.
+   */
   expose<T>(value: T, members?: readonly string[]): T {
     if (members && value !== null && (typeof value === "object" || typeof value === "function")) {
-      this.#allowed.set(value as object, new Set(members));
+      const allowed = new Set(members);
+      this.#allowed.set(value as object, allowed);
+      const prototype = typeof value === "object" ? Object.getPrototypeOf(value) : null;
+      if (prototype !== null && prototype !== Object.prototype) {
+        const known = this.#allowedByPrototype.get(prototype);
+        this.#allowedByPrototype.set(
+          prototype,
+          known ? new Set([...known].filter((name) => allowed.has(name))) : allowed,
+        );
+      }
     }
     return value;
   }
@@ -122,7 +138,9 @@ export class HostMembrane implements HostMembraneContract {
     const known = this.#ids.get(value);
     if (known !== undefined) return this.#entries.get(known)!.shape;
     const id = this.#nextId++;
-    const allowed = this.#allowed.get(value);
+    const allowed =
+      this.#allowed.get(value) ??
+      (typeof value === "object" ? this.#allowedByPrototype.get(Object.getPrototypeOf(value)) : undefined);
     const shape: HandleShape = { id, kind: kindOf(value), methods: [], properties: [] };
     for (const name of memberNames(value, shape.kind)) {
       if (allowed && !allowed.has(name)) continue;
