@@ -786,10 +786,19 @@ function sandboxBootstrap(
  * The bootstrap as the body of an `evalClosure` taking `$0` = the host-call bridge (a synchronous callback),
  * `$1` = the emit bridge (stdout text) and `$2` = the done bridge (receives each run's envelope).
  */
+const functionSources = [wireCodecSource, sandboxBootstrap.toString()];
+
+/**
+ * Loaders that keep names (tsx, esbuild `keepNames`) wrap functions in `__name(fn, "name")`, renamed `__name2`, …
+ * when the module already has a `__name`: shim every spelling that occurs so the sources stay self-contained.
+ */
+const keepNameShims = [...new Set(functionSources.join("\n").match(/\b__name\d*\b/g) ?? [])].map(
+  (helper) => `const ${helper} = (target) => target;`,
+);
+
 export const bootstrapSource: string = [
   '"use strict";',
-  // tsx wraps named functions in `__name(fn, "name")`; the shim keeps the sources self-contained.
-  "const __name = (target) => target;",
-  `const createWireCodec = ${wireCodecSource};`,
-  `return (${sandboxBootstrap.toString()})(createWireCodec(), $0, $1, $2);`,
+  ...keepNameShims,
+  `const createWireCodec = ${functionSources[0]};`,
+  `return (${functionSources[1]})(createWireCodec(), $0, $1, $2);`,
 ].join("\n");
