@@ -32,7 +32,7 @@ export {
   writeContextFile,
 } from "./context/index.ts";
 export { codeFrame, MossError, type MossErrorCode } from "./errors.ts";
-export { type Injection, Moss } from "./moss.ts";
+export { type Injection, type InjectionRuntime, Moss } from "./moss.ts";
 export { type AttributeEntry, MossPrompter } from "./prompter/moss-prompter.ts";
 export { MossRuntime, type MossRuntimeOptions } from "./runtime/moss-runtime.ts";
 export { closeSharedSandboxes } from "./runtime/shared-sandbox.ts";

@@ -1,4 +1,4 @@
-import type { MossRuntime } from "./runtime/moss-runtime.ts";
+import type { MossContext } from "./types.ts";
 
 /**
  * Base class of a context module's `Moss`. Fields whose type is a class, abstract class or interface
@@ -9,8 +9,18 @@ export class Moss {
   declare pprint: (...values: unknown[]) => void;
 }
 
+/** What an injected service sees of the runtime it is injected into. */
+export interface InjectionRuntime {
+  /** The context module the runtime runs. */
+  readonly modulePath: string;
+  /** The runtime's current MossContext. */
+  dumpContext(): MossContext;
+  /** The service fields of `moss` and their values. */
+  mossInjections(): Record<string, unknown>;
+}
+
 /** A service that wants to know when it is injected into a runtime and when that runtime closes. */
 export interface Injection {
-  onInject?(runtime: MossRuntime, fieldName: string): void | Promise<void>;
+  onInject?(runtime: InjectionRuntime, fieldName: string): void | Promise<void>;
   onDestroy?(): void | Promise<void>;
 }

@@ -1,6 +1,7 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Project, ts } from "ts-morph";
+import { MODULE_SURFACE_PATH } from "../compiler/module-project.ts";
 import { codeFrame, MossError } from "../errors.ts";
 import type { Diagnostic } from "../types.ts";
 import { CheckHost } from "./check-host.ts";
@@ -27,6 +28,7 @@ export const CHECK_COMPILER_OPTIONS: ts.CompilerOptions = {
   resolveJsonModule: true,
   esModuleInterop: true,
   types: ["node"],
+  paths: { "moss-ts": [MODULE_SURFACE_PATH] },
 };
 
 /** What a ModuleChecker checks against. */

@@ -1,5 +1,9 @@
 import { builtinModules } from "node:module";
+import { fileURLToPath } from "node:url";
 import { Project, ts } from "ts-morph";
+
+/** Where analysis and checking resolve `moss-ts`: the slim surface a context module uses (see module-surface.ts). */
+export const MODULE_SURFACE_PATH = fileURLToPath(new URL("../module-surface.ts", import.meta.url));
 
 /** Compiler options used to read context modules: strict, ESM, `.ts` extension imports allowed. */
 export const MODULE_COMPILER_OPTIONS: ts.CompilerOptions = {
@@ -15,6 +19,7 @@ export const MODULE_COMPILER_OPTIONS: ts.CompilerOptions = {
   resolveJsonModule: true,
   esModuleInterop: true,
   types: [],
+  paths: { "moss-ts": [MODULE_SURFACE_PATH] },
 };
 
 const projects = new Map<string, Project>();
