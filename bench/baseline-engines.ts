@@ -79,9 +79,7 @@ export function createQuickJsEngine(module: QuickJSWASMModule): BaselineEngine {
       return { returns, snapshot };
     },
     dispose() {
-      const runtime = context.runtime;
-      context.dispose();
-      runtime.dispose();
+      context.dispose(); // also disposes the runtime newContext() made for it
     },
   };
 }

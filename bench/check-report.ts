@@ -8,23 +8,32 @@ const BASELINE_SUFFIX = "warm re-check, appended strategy (comparison)";
 /** Runs the check benchmark and prints one table per module. */
 export async function run(): Promise<void> {
   const results = await runCheckBench();
-  const byModule = new Map<string, Array<{ figure: string; medianMs: number; samples: number }>>();
+  const byModule = new Map<
+    string,
+    Array<{ figure: string; medianMs: number; medianCpuMs?: number; samples: number }>
+  >();
   for (const result of results) {
     const separator = result.name.indexOf(": ");
     const module = result.name.slice(0, separator);
     const figure = result.name.slice(separator + 2);
     const rows = byModule.get(module) ?? [];
-    rows.push({ figure, medianMs: result.medianMs, samples: result.samples });
+    rows.push({
+      figure,
+      medianMs: result.medianMs,
+      medianCpuMs: (result as { medianCpuMs?: number }).medianCpuMs,
+      samples: result.samples,
+    });
     byModule.set(module, rows);
   }
   for (const [module, rows] of byModule) {
     const baseline = rows.find((row) => row.figure === BASELINE_SUFFIX)?.medianMs ?? Number.NaN;
     printTable(
       `check: ${module} (ModuleChecker)`,
-      ["figure", "median", "samples", "ratio to appended strategy"],
+      ["figure", "median wall", "median CPU", "samples", "ratio to appended strategy"],
       rows.map((row) => [
         row.figure,
         formatMs(row.medianMs),
+        row.medianCpuMs === undefined ? "n/a" : formatMs(row.medianCpuMs),
         String(row.samples),
         formatRatio(row.medianMs, baseline),
       ]),
