@@ -818,6 +818,40 @@ async function main(moss: Moss) {
       await rig.expectHostUnchanged();
     });
 
+    test("huge error text (message, name, stack) does not bypass the result limit", async () => {
+      for (const code of [
+        `function main() { throw new Error("x".repeat(4_000_000)); }`,
+        `function main() { const e: any = new Error("short"); e.name = "N".repeat(4_000_000); throw e; }`,
+        `function main() { const e = new Error("short"); e.stack = "s".repeat(4_000_000); throw e; }`,
+      ]) {
+        const execution = await rig.run(code);
+        expect(execution.ok).toBe(false);
+        const error = execution.error!;
+        const size = error.name.length + error.message.length + (error.stack?.length ?? 0);
+        expect(size).toBeLessThanOrEqual(LIMITS.maxResultBytes);
+      }
+      await rig.expectHostUnchanged();
+    });
+
+    test("a flood of non-persistable values does not bypass the result limit through warnings", async () => {
+      const execution = await rig.run(
+        `function main(moss: Moss) { moss.stash = Array.from({ length: 200_000 }, () => () => 1); }`,
+      );
+      try {
+        expect(execution.ok).toBe(false);
+        expect(execution.warnings.join("\n").length).toBeLessThanOrEqual(LIMITS.maxResultBytes);
+      } finally {
+        await rig.run(`function main(moss: Moss) { moss.stash = null; }`);
+      }
+      await rig.expectHostUnchanged();
+    });
+
+    test("a thrown object whose message getter never returns ends with kind timeout", async () => {
+      const execution = await rig.run(`function main() { throw { get message(): string { for (;;) {} } }; }`);
+      expectFailure(execution, "timeout");
+      await rig.expectHostUnchanged();
+    });
+
     test("a huge return value hits the result limit", async () => {
       const execution = await rig.run(`function main() { return "x".repeat(1024 * 1024); }`);
       expectFailure(execution, "output-limit");
