@@ -207,6 +207,19 @@ async function main() {
       await rig.expectHostUnchanged();
     });
 
+    test("type diagnostics about host types name no host paths (default strict mode)", async () => {
+      const execution = await rig.runtime.execute({
+        code: `async function main(moss: Moss) {
+  const count: number = moss.vault.drawer();
+  const other: string = moss.vault.fetch("k");
+  return [count, other];
+}`,
+      });
+      expectFailure(execution, "type");
+      expectNoHostPath(execution.error);
+      await rig.expectHostUnchanged();
+    });
+
     test("process is a type error in the default strict mode", async () => {
       const execution = await rig.runtime.execute({
         code: `async function main(moss: Moss) {
