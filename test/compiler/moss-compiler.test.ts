@@ -248,6 +248,17 @@ describe("MossCompiler: bad input", () => {
     expect(error.message).toContain("face!: LedMatrix");
   });
 
+  test("a class imported with import type has no value: the error explains its token became a string", async () => {
+    const error = await rejection(
+      compileFromText(
+        `import { Moss as P } from "moss-ts";\nimport type { Canvas } from "../modules/shapes.ts";\nexport class Moss extends P { canvas!: Canvas }`,
+      ),
+    );
+    expect(error.code).toBe("binding-missing");
+    expect(error.message).toContain("import type");
+    expect(error.message).toContain('"Canvas"');
+  });
+
   test("injects() of an unknown field is refused, naming the fields", async () => {
     const error = await rejection(
       compileFromText(
