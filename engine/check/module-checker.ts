@@ -1,7 +1,7 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Project, ts } from "ts-morph";
-import { MODULE_SURFACE_PATH } from "../compiler/module-project.ts";
+import { MODULE_COMPILER_OPTIONS } from "../compiler/module-project.ts";
 import { codeFrame, MossError } from "../errors.ts";
 import type { Diagnostic } from "../types.ts";
 import { CheckHost } from "./check-host.ts";
@@ -16,19 +16,9 @@ import {
 
 /** Compiler options of the checker's own project: strict, ES2022, bundler resolution with `.ts` imports. */
 export const CHECK_COMPILER_OPTIONS: ts.CompilerOptions = {
-  target: ts.ScriptTarget.ES2022,
-  lib: ["lib.es2023.d.ts"],
-  module: ts.ModuleKind.ESNext,
-  moduleResolution: ts.ModuleResolutionKind.Bundler,
-  strict: true,
-  noEmit: true,
-  allowImportingTsExtensions: true,
-  experimentalDecorators: true,
-  skipLibCheck: true,
-  resolveJsonModule: true,
-  esModuleInterop: true,
+  ...MODULE_COMPILER_OPTIONS,
+  // The sandbox's console comes from Node's types; node-only globals are reported by the checker itself.
   types: ["node"],
-  paths: { "moss-ts": [MODULE_SURFACE_PATH] },
 };
 
 /** What a ModuleChecker checks against. */

@@ -1,10 +1,9 @@
 import path from "node:path";
 import { renderDiagnostics } from "../check/index.ts";
 import { MossCompiler } from "../compiler/moss-compiler.ts";
-import { MossError } from "../errors.ts";
 import type { CliCommand } from "./cli-io.ts";
 import { loadHostSetup } from "./host-setup.ts";
-import { parseOptions } from "./parse-options.ts";
+import { parseOptions, requireModulePath } from "./parse-options.ts";
 import { readCode } from "./read-code.ts";
 
 const USAGE = `Usage: moss check <module.ts> --code <file|->
@@ -24,8 +23,7 @@ export const checkCommand: CliCommand = async (argv, io) => {
     io.stdout.write(`${USAGE}\n`);
     return 0;
   }
-  const [modulePath] = positionals;
-  if (!modulePath) throw new MossError("invalid-argument", `missing <module.ts>\n\n${USAGE}`, {});
+  const modulePath = requireModulePath(positionals, USAGE);
   const code = await readCode(values.code as string | undefined, io.stdin, USAGE);
   const compiler = new MossCompiler({ sandbox: "in-process" });
   await loadHostSetup(modulePath, compiler);

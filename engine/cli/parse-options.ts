@@ -16,3 +16,10 @@ export function parseOptions<T extends OptionSpec>(argv: string[], options: T, u
     throw new MossError("invalid-argument", `${(error as Error).message}\n\n${usage}`, {});
   }
 }
+
+/** The `<module.ts>` positional every command takes; a clear error with the usage when it is missing. */
+export function requireModulePath(positionals: string[], usage: string): string {
+  const [modulePath] = positionals;
+  if (!modulePath) throw new MossError("invalid-argument", `missing <module.ts>\n\n${usage}`, {});
+  return modulePath;
+}

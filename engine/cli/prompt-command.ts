@@ -1,9 +1,8 @@
 import { getEncoding } from "js-tiktoken";
 import { MossCompiler } from "../compiler/moss-compiler.ts";
-import { MossError } from "../errors.ts";
 import type { CliCommand } from "./cli-io.ts";
 import { loadHostSetup } from "./host-setup.ts";
-import { parseOptions } from "./parse-options.ts";
+import { parseOptions, requireModulePath } from "./parse-options.ts";
 
 const USAGE = `Usage: moss prompt <module.ts> [--json]
 
@@ -22,8 +21,7 @@ export const promptCommand: CliCommand = async (argv, io) => {
     io.stdout.write(`${USAGE}\n`);
     return 0;
   }
-  const [modulePath] = positionals;
-  if (!modulePath) throw new MossError("invalid-argument", `missing <module.ts>\n\n${USAGE}`, {});
+  const modulePath = requireModulePath(positionals, USAGE);
   const compiler = new MossCompiler({ sandbox: "in-process" });
   await loadHostSetup(modulePath, compiler);
   const runtime = await compiler.compile(modulePath);

@@ -1,11 +1,10 @@
 import { inspect } from "node:util";
 import { MossCompiler } from "../compiler/moss-compiler.ts";
 import { readContextFile, writeContextFile } from "../context/index.ts";
-import { MossError } from "../errors.ts";
 import type { Execution } from "../types.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { loadHostSetup } from "./host-setup.ts";
-import { parseOptions } from "./parse-options.ts";
+import { parseOptions, requireModulePath } from "./parse-options.ts";
 import { oneOf, readCode } from "./read-code.ts";
 
 const USAGE = `Usage: moss run <module.ts> --code <file|-> [--context <file>]
@@ -36,8 +35,7 @@ export const runCommand: CliCommand = async (argv, io) => {
     io.stdout.write(`${USAGE}\n`);
     return 0;
   }
-  const [modulePath] = positionals;
-  if (!modulePath) throw new MossError("invalid-argument", `missing <module.ts>\n\n${USAGE}`, {});
+  const modulePath = requireModulePath(positionals, USAGE);
   const code = await readCode(values.code as string | undefined, io.stdin, USAGE);
   const typeCheck = oneOf(
     "type-check",
