@@ -1,6 +1,7 @@
 import { MossError } from "../errors.ts";
 import { closeSharedSandboxes } from "../runtime/shared-sandbox.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
+import { closest } from "./parse-options.ts";
 
 const USAGE = `moss — code as prompt, code as action
 
@@ -30,7 +31,7 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
   }
   const load = COMMANDS[name];
   if (!load) {
-    const suggestion = Object.keys(COMMANDS).find((candidate) => editDistance(candidate, name) <= 2);
+    const suggestion = closest(name, Object.keys(COMMANDS));
     io.stderr.write(
       `moss: unknown command "${name}"${suggestion ? ` — did you mean "${suggestion}"?` : ""}\n\n${USAGE}\n`,
     );
@@ -61,18 +62,4 @@ function processIo(): CliIo {
     env: process.env,
     cwd: process.cwd(),
   };
-}
-
-function editDistance(a: string, b: string): number {
-  const row = Array.from({ length: b.length + 1 }, (_, index) => index);
-  for (let i = 1; i <= a.length; i++) {
-    let previous = row[0]!;
-    row[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const current = row[j]!;
-      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, previous + (a[i - 1] === b[j - 1] ? 0 : 1));
-      previous = current;
-    }
-  }
-  return row[b.length]!;
 }

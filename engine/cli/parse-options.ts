@@ -13,6 +13,14 @@ export function parseOptions<T extends OptionSpec>(argv: string[], options: T, u
       strict: true,
     });
   } catch (error) {
+    const unknown = (error as Error).message.match(/Unknown option '(-{1,2}[^']+)'/)?.[1];
+    if (unknown) {
+      const suggestion = closest(unknown.replace(/^-+/, ""), Object.keys(options));
+      const hint = suggestion ? ` — did you mean --${suggestion}?` : "";
+      throw new MossError("invalid-argument", `unknown option ${unknown}${hint}\n\n${usage}`, {
+        option: unknown,
+      });
+    }
     throw new MossError("invalid-argument", `${(error as Error).message}\n\n${usage}`, {});
   }
 }
@@ -22,4 +30,23 @@ export function requireModulePath(positionals: string[], usage: string): string 
   const [modulePath] = positionals;
   if (!modulePath) throw new MossError("invalid-argument", `missing <module.ts>\n\n${usage}`, {});
   return modulePath;
+}
+
+/** The candidate within two edits of `word`, if any: for "did you mean" hints. */
+export function closest(word: string, candidates: string[]): string | undefined {
+  return candidates.find((candidate) => editDistance(candidate, word) <= 2);
+}
+
+function editDistance(a: string, b: string): number {
+  const row = Array.from({ length: b.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= a.length; i++) {
+    let previous = row[0]!;
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const current = row[j]!;
+      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, previous + (a[i - 1] === b[j - 1] ? 0 : 1));
+      previous = current;
+    }
+  }
+  return row[b.length]!;
 }
