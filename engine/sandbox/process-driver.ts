@@ -1,7 +1,12 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, renameSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import type { Duplex } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { buildSync } from "esbuild";
 import { MossError } from "../errors.ts";
 import type { ExecutionLimits } from "../types.ts";
 import { crashResult } from "./crash-result.ts";
@@ -35,12 +40,40 @@ export interface ProcessDriverOptions {
 const entryFile = fileURLToPath(
   new URL(import.meta.url.endsWith(".ts") ? "./sandbox-process.ts" : "./sandbox-process.js", import.meta.url),
 );
+let childEntry: string | undefined;
+
+/**
+ * The sandbox process's entry as plain JavaScript. From TypeScript sources, the entry and its few imports are
+ * bundled once per process with esbuild (isolated-vm kept external, pinned to the host's copy) into a
+ * content-addressed file in the temp folder: starting a child then costs no TypeScript loader (≈ 0.5 s saved per
+ * start or replacement) and no loader helpers leak into the function sources evaluated in the isolate.
+ */
+function sandboxEntry(): string {
+  if (childEntry) return childEntry;
+  if (!entryFile.endsWith(".ts")) return (childEntry = entryFile);
+  const isolatedVm = pathToFileURL(createRequire(import.meta.url).resolve("isolated-vm")).href;
+  const output = buildSync({
+    entryPoints: [entryFile],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    write: false,
+    external: ["isolated-vm"],
+    logLevel: "silent",
+  }).outputFiles[0]!.text.replaceAll('from "isolated-vm"', `from ${JSON.stringify(isolatedVm)}`);
+  const hash = createHash("sha256").update(output).digest("hex").slice(0, 16);
+  const file = path.join(tmpdir(), `moss-ts-sandbox-process-${hash}.mjs`);
+  if (!existsSync(file)) {
+    const temporary = `${file}.${process.pid}.tmp`;
+    writeFileSync(temporary, output);
+    renameSync(temporary, file);
+  }
+  return (childEntry = file);
+}
 
 function childArguments(): string[] {
-  const flags = ["--no-node-snapshot", "--no-harmony-rab-gsab"];
-  if (entryFile.endsWith(".ts"))
-    flags.push("--import", pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href);
-  return [...flags, entryFile];
+  return ["--no-node-snapshot", "--no-harmony-rab-gsab", sandboxEntry()];
 }
 
 interface PendingRun {
