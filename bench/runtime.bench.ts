@@ -57,6 +57,8 @@ const syncCalls = (count: number) =>
   `function main(moss: Moss) {\n  let sum = 0;\n  for (let index = 0; index < ${count}; index++) sum += moss.ledger.add(1);\n  return sum;\n}`;
 const asyncCalls = (count: number) =>
   `async function main(moss: Moss) {\n  let sum = 0;\n  for (let index = 0; index < ${count}; index++) sum += await moss.ledger.total();\n  return sum;\n}`;
+const noCallsSync = (count: number) =>
+  `function main(moss: Moss) {\n  let sum = 0;\n  for (let index = 0; index < ${count}; index++) sum += index;\n  return sum + moss.records.length;\n}`;
 const noCalls = (count: number) =>
   `async function main(moss: Moss) {\n  let sum = 0;\n  for (let index = 0; index < ${count}; index++) sum += await index;\n  return sum;\n}`;
 const setRecords = (count: number) =>
@@ -126,6 +128,7 @@ export async function run(): Promise<void> {
     sync: javascript(syncCalls(HOST_CALLS)),
     async: javascript(asyncCalls(HOST_CALLS)),
     none: javascript(noCalls(HOST_CALLS)),
+    noneSync: javascript(noCallsSync(HOST_CALLS)),
     set: javascript(setRecords(RECORD_COUNT)),
     clear: javascript(clearRecords),
     trivial: javascript(TRIVIAL),
@@ -171,9 +174,10 @@ export async function run(): Promise<void> {
       summary: await sample(WARM_RUNS, () => executeBaseline(engine, js.three), 20),
     });
     const none = await sample(HOST_CALL_RUNS, () => executeBaseline(engine, js.none), 2);
+    const noneSync = await sample(HOST_CALL_RUNS, () => executeBaseline(engine, js.noneSync), 2);
     const sync = await sample(HOST_CALL_RUNS, () => executeBaseline(engine, js.sync), 2);
     const asynchronous = await sample(HOST_CALL_RUNS, () => executeBaseline(engine, js.async), 2);
-    rows.push(perCall("3a sync host call round trip", name, sync, none));
+    rows.push(perCall("3a sync host call round trip", name, sync, noneSync));
     rows.push(perCall("3b async host call round trip", name, asynchronous, none));
     rows.push(...(await baselineCopyRows(name, engine, js)));
     engine.dispose();
@@ -221,10 +225,11 @@ export async function run(): Promise<void> {
 async function hostCallRows(driver: DriverKind, runtime: MossRuntime): Promise<Row[]> {
   await executeOk(runtime, syncCalls(HOST_CALLS));
   const none = await sample(HOST_CALL_RUNS, () => executeOk(runtime, noCalls(HOST_CALLS)), 2);
+  const noneSync = await sample(HOST_CALL_RUNS, () => executeOk(runtime, noCallsSync(HOST_CALLS)), 2);
   const sync = await sample(HOST_CALL_RUNS, () => executeOk(runtime, syncCalls(HOST_CALLS)), 2);
   const asynchronous = await sample(HOST_CALL_RUNS, () => executeOk(runtime, asyncCalls(HOST_CALLS)), 2);
   return [
-    perCall("3a sync host call round trip", driver, sync, none),
+    perCall("3a sync host call round trip", driver, sync, noneSync),
     perCall("3b async host call round trip", driver, asynchronous, none),
   ];
 }
@@ -235,7 +240,7 @@ function perCall(figure: string, engine: EngineName, calls: Summary, none: Summa
     engine,
     summary: { median: calls.median - none.median, p90: calls.p90 - none.median, samples: calls.samples },
     divisor: HOST_CALLS,
-    note: `(${HOST_CALLS} calls in one execute − same loop without calls) / ${HOST_CALLS}`,
+    note: `(${HOST_CALLS} calls in one execute − same loop without calls: ${formatMs(none.median)}) / ${HOST_CALLS}`,
   };
 }
 
@@ -383,6 +388,8 @@ async function replacementRows(): Promise<Row[]> {
       }),
     1,
   );
+  for (const row of rows)
+    row.note = `${row.note}; ${formatRatio(row.summary.median, spawnNode.median)} a bare node spawn`;
   rows.push({
     figure: "6 baseline: spawn a bare node process to exit",
     engine: "node:vm",

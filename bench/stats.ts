@@ -61,7 +61,7 @@ export function formatBytes(bytes: number): string {
 
 /** A ratio such as `3.2×`, or `n/a` when either side is missing. */
 export function formatRatio(value: number, baseline: number): string {
-  if (!Number.isFinite(value) || !Number.isFinite(baseline) || baseline === 0) return "n/a";
+  if (!Number.isFinite(value) || !Number.isFinite(baseline) || baseline <= 0 || value < 0) return "n/a";
   const ratio = value / baseline;
   return `${ratio >= 10 ? ratio.toFixed(0) : ratio.toFixed(2)}×`;
 }
