@@ -53,8 +53,12 @@ export function createWireCodec(): WireCodec {
   const ReflectApply = Reflect.apply;
   const ReflectDefineProperty = Reflect.defineProperty;
   const ReflectGetPrototypeOf = Reflect.getPrototypeOf;
+  const ReflectSetPrototypeOf = Reflect.setPrototypeOf;
   const ObjectKeys = Object.keys;
   const ObjectPrototype = Object.prototype;
+  const ObjectCreate = Object.create;
+  const ArrayPrototype = Array.prototype;
+  const Uint8ArrayCtor = Uint8Array;
   const ArrayIsArray = Array.isArray;
   const JSONStringify = JSON.stringify;
   const JSONParse = JSON.parse;
@@ -105,6 +109,15 @@ export function createWireCodec(): WireCodec {
     } as PropertyDescriptor);
   }
 
+  /**
+   * A wire node: an array without a prototype, so writing into it with plain assignment can never reach a setter
+   * that model code planted on `Array.prototype`, and `JSON.stringify` finds no inherited `toJSON` on it.
+   */
+  function nullArray(...items: unknown[]): unknown[] {
+    ReflectSetPrototypeOf(items, null);
+    return items;
+  }
+
   function hasBrand(method: Function, value: unknown): boolean {
     try {
       ReflectApply(method, value, []);
@@ -151,12 +164,16 @@ export function createWireCodec(): WireCodec {
   }
 
   function encode(root: unknown, options: WireEncodeOptions = {}): string {
-    const nodes: unknown[] = [];
+    const nodes = nullArray();
     const seen = new MapCtor<unknown, number>();
     const handleOf = options.handleOf;
     const knownHandle = options.knownHandle;
     const onUnsupported = options.onUnsupported;
     const maxLength = options.maxLength ?? Infinity;
+    const rootPath = options.rootPath ?? "value";
+    // Where the visit is: numbers are array indices, strings object keys, [text] a literal segment. A path string is
+    // only built when something is reported, so large values pay nothing for it.
+    const segments = nullArray();
     let length = 2;
 
     function charge(amount: number): void {
@@ -168,14 +185,32 @@ export function createWireCodec(): WireCodec {
       }
     }
 
+    function currentPath(): string {
+      let path = rootPath;
+      for (let i = 0; i < segments.length; i++) {
+        const segment = segments[i];
+        if (typeof segment === "number") path = `${path}[${segment}]`;
+        else if (typeof segment === "string") path = path === "" ? segment : `${path}.${segment}`;
+        else path = `${path}${(segment as string[])[0]}`;
+      }
+      return path;
+    }
+
     function push(node: unknown): number {
       const index = nodes.length;
-      define(nodes, index, node);
+      nodes[index] = node;
+      return index;
+    }
+
+    function visitAt(segment: unknown, value: unknown): number {
+      segments[segments.length] = segment;
+      const index = visit(value);
+      segments.length--;
       return index;
     }
 
     // Returns the node index, or -1 when the value cannot cross (reported through onUnsupported).
-    function visit(value: unknown, path: string): number {
+    function visit(value: unknown): number {
       switch (typeof value) {
         case "string":
           charge(value.length + 3);
@@ -186,18 +221,18 @@ export function createWireCodec(): WireCodec {
         case "number":
           charge(24);
           if (NumberIsFinite(value) && !ObjectIs(value, -0)) return push(value);
-          return push(["N", ObjectIs(value, -0) ? "-0" : StringCtor(value)]);
+          return push(nullArray("N", ObjectIs(value, -0) ? "-0" : StringCtor(value)));
         case "bigint":
           charge(24);
-          return push(["B", StringCtor(value)]);
+          return push(nullArray("B", StringCtor(value)));
         case "undefined":
           charge(6);
-          return push(["U"]);
+          return push(nullArray("U"));
         case "object":
         case "function":
           break;
         default:
-          return unsupported(value, path);
+          return unsupported(value);
       }
       if (value === null) {
         charge(5);
@@ -208,60 +243,63 @@ export function createWireCodec(): WireCodec {
       const object = value as object;
       if (knownHandle !== undefined) {
         const shape = knownHandle(object);
-        if (shape === null) return unsupported(object, path, "a host object");
+        if (shape === null) return unsupported(object, "a host object");
         if (shape !== undefined) return registerHandle(object, shape);
       }
-      if (typeof object === "function") return handleOrUnsupported(object, path);
+      if (typeof object === "function") return handleOrUnsupported(object);
       charge(8);
       if (ArrayIsArray(object)) {
-        const node: unknown[] = ["A"];
+        const node = nullArray("A");
         const index = register(object, node);
         const items = object as unknown[];
         const count = items.length;
         for (let i = 0; i < count; i++) {
-          const child = visit(items[i], `${path}[${i}]`);
-          define(node, node.length, child === -1 ? visit(undefined, path) : child);
+          const item = visitAt(i, items[i]);
+          node[node.length] = item === -1 ? visit(undefined) : item;
         }
         return index;
       }
-      if (hasBrand(DateGetTime, object)) {
+      // Plain data first: brand checks throw for every other object, which made large values very slow.
+      if (isPlainObject(object) && !isErrorLike(object)) return encodePlainObject(object);
+      const tag = ReflectApply(ObjectToString, object, []) as string;
+      if (tag === "[object Date]" && hasBrand(DateGetTime, object)) {
         const time = ReflectApply(DateGetTime, object, []) as number;
-        return register(object, ["D", NumberIsFinite(time) ? time : null]);
+        return register(object, nullArray("D", NumberIsFinite(time) ? time : null));
       }
-      if (hasBrand(RegExpSource, object) && ReflectGetPrototypeOf(object) !== null) {
+      if (tag === "[object RegExp]" && hasBrand(RegExpSource, object)) {
         const source = ReflectApply(RegExpSource, object, []) as string;
         const flags = ReflectApply(RegExpFlags, object, []) as string;
         charge(source.length + flags.length);
-        return register(object, ["R", source, flags]);
+        return register(object, nullArray("R", source, flags));
       }
-      if (hasBrand(MapSize, object)) {
-        const node: unknown[] = ["M"];
+      if (tag === "[object Map]" && hasBrand(MapSize, object)) {
+        const node = nullArray("M");
         const index = register(object, node);
         const iterator = ReflectApply(MapEntries, object, []);
         let position = 0;
         for (;;) {
           const step = ReflectApply(IteratorNext, iterator, []) as IteratorResult<[unknown, unknown]>;
           if (step.done) break;
-          const key = visit(step.value[0], `${path}.<key ${position}>`);
-          const entryValue = visit(step.value[1], `${path}.get(${describeKey(step.value[0])})`);
+          const key = visitAt([`.<key ${position}>`], step.value[0]);
+          const entryValue = visitAt([`.get(${describeKey(step.value[0])})`], step.value[1]);
           position++;
           if (key === -1 || entryValue === -1) continue;
-          define(node, node.length, key);
-          define(node, node.length, entryValue);
+          node[node.length] = key;
+          node[node.length] = entryValue;
         }
         return index;
       }
-      if (hasBrand(SetSize, object)) {
-        const node: unknown[] = ["S"];
+      if (tag === "[object Set]" && hasBrand(SetSize, object)) {
+        const node = nullArray("S");
         const index = register(object, node);
         const iterator = ReflectApply(SetValues, object, []);
         let position = 0;
         for (;;) {
           const step = ReflectApply(SetIteratorNext, iterator, []) as IteratorResult<unknown>;
           if (step.done) break;
-          const item = visit(step.value, `${path}.<item ${position}>`);
+          const item = visitAt([`.<item ${position}>`], step.value);
           position++;
-          if (item !== -1) define(node, node.length, item);
+          if (item !== -1) node[node.length] = item;
         }
         return index;
       }
@@ -270,27 +308,28 @@ export function createWireCodec(): WireCodec {
         const name = StringCtor(error.name ?? "Error");
         const message = StringCtor(error.message ?? "");
         charge(name.length + message.length);
-        const node: unknown[] = ["E", name, message];
+        const node = nullArray("E", name, message);
         const code = error.code;
-        if (typeof code === "string" || typeof code === "number") define(node, 3, code);
+        if (typeof code === "string" || typeof code === "number") node[3] = code;
         return register(object, node);
       }
-      if (isPlainObject(object)) {
-        const node: unknown[] = ["O"];
-        const index = register(object, node);
-        const keys = ObjectKeys(object);
-        const record = object as Record<string, unknown>;
-        for (let i = 0; i < keys.length; i++) {
-          const key = keys[i]!;
-          const child = visit(record[key], path === "" ? key : `${path}.${key}`);
-          if (child === -1) continue;
-          charge(key.length + 3);
-          define(node, node.length, key);
-          define(node, node.length, child);
-        }
-        return index;
+      return handleOrUnsupported(object);
+    }
+
+    function encodePlainObject(object: object): number {
+      const node = nullArray("O");
+      const index = register(object, node);
+      const keys = ObjectKeys(object);
+      const record = object as Record<string, unknown>;
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i]!;
+        const child = visitAt(key, record[key]);
+        if (child === -1) continue;
+        charge(key.length + 3);
+        node[node.length] = key;
+        node[node.length] = child;
       }
-      return handleOrUnsupported(object, path);
+      return index;
     }
 
     function register(object: object, node: unknown[]): number {
@@ -299,18 +338,19 @@ export function createWireCodec(): WireCodec {
       return index;
     }
 
-    function handleOrUnsupported(object: object, path: string): number {
-      const shape = handleOf === undefined ? undefined : handleOf(object, path);
-      if (shape === undefined) return unsupported(object, path);
+    function handleOrUnsupported(object: object): number {
+      const shape = handleOf === undefined ? undefined : handleOf(object, currentPath());
+      if (shape === undefined) return unsupported(object);
       return registerHandle(object, shape);
     }
 
     function registerHandle(object: object, shape: HandleShape): number {
       charge(64);
-      return register(object, ["H", shape]);
+      return register(object, nullArray("H", shape));
     }
 
-    function unsupported(value: unknown, path: string, description = describe(value)): number {
+    function unsupported(value: unknown, description = describe(value)): number {
+      const path = currentPath();
       if (onUnsupported === undefined) {
         throw new TypeErrorCtor(`${path} is ${description} and cannot be copied`);
       }
@@ -318,8 +358,7 @@ export function createWireCodec(): WireCodec {
       return -1;
     }
 
-    const rootPath = options.rootPath ?? "value";
-    if (visit(root, rootPath) === -1) push(["U"]);
+    if (visit(root) === -1) push(nullArray("U"));
     return JSONStringify(nodes);
   }
 
@@ -339,19 +378,21 @@ export function createWireCodec(): WireCodec {
     if (!ArrayIsArray(nodes) || nodes.length === 0)
       throw new TypeErrorCtor("invalid wire text: expected a non-empty array");
     const table = nodes as unknown[];
-    const values = new MapCtor<number, unknown>();
+    const values = nullArray();
+    const built = new Uint8ArrayCtor(table.length);
     const onHandle = options.onHandle;
 
     function child(index: unknown): unknown {
       if (typeof index !== "number" || !NumberIsInteger(index) || index < 0 || index >= table.length) {
         throw new TypeErrorCtor(`invalid wire text: bad node index ${StringCtor(index)}`);
       }
-      if (ReflectApply(MapHas, values, [index])) return ReflectApply(MapGet, values, [index]);
+      if (built[index] === 1) return values[index];
       return build(index);
     }
 
     function remember(index: number, value: unknown): unknown {
-      ReflectApply(MapSet, values, [index, value]);
+      values[index] = value;
+      built[index] = 1;
       return value;
     }
 
@@ -389,18 +430,22 @@ export function createWireCodec(): WireCodec {
           if (typeof parts[1] !== "string") fail(index);
           return remember(index, BigIntCtor(parts[1] as string));
         case "A": {
-          const array: unknown[] = [];
+          // Filled while prototype-less (plain assignment reaches no setter), then given its real prototype.
+          const array = nullArray();
           remember(index, array);
-          for (let i = 1; i < parts.length; i++) define(array, i - 1, child(parts[i]));
+          for (let i = 1; i < parts.length; i++) array[i - 1] = child(parts[i]);
+          ReflectSetPrototypeOf(array, ArrayPrototype);
           return array;
         }
         case "O": {
-          const object: Record<string, unknown> = {};
+          // Prototype-less while filled, so a "__proto__" key stays an ordinary own property.
+          const object = ObjectCreate(null) as Record<string, unknown>;
           remember(index, object);
           for (let i = 1; i + 1 < parts.length; i += 2) {
             if (typeof parts[i] !== "string") fail(index);
-            define(object, parts[i] as string, child(parts[i + 1]));
+            object[parts[i] as string] = child(parts[i + 1]);
           }
+          ReflectSetPrototypeOf(object, ObjectPrototype);
           return object;
         }
         case "D":
