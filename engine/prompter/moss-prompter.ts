@@ -209,9 +209,12 @@ interface ImportBinding {
 }
 
 function importBindings(importDeclaration: ImportDeclaration): ImportBinding[] {
-  const target = () => importDeclaration.getModuleSpecifierSourceFile();
-  const exported = (name: string) => () =>
-    withoutOverloadDuplicates(target()?.getExportedDeclarations().get(name) ?? []);
+  // One export table per import declaration: asking per imported name made large modules quadratic.
+  let exports: ReadonlyMap<string, Node[]> | undefined;
+  const exported = (name: string) => () => {
+    exports ??= importDeclaration.getModuleSpecifierSourceFile()?.getExportedDeclarations() ?? new Map();
+    return withoutOverloadDuplicates(exports.get(name) ?? []);
+  };
   const bindings: ImportBinding[] = [];
   const defaultImport = importDeclaration.getDefaultImport();
   if (defaultImport)

@@ -34,11 +34,28 @@ export interface SnippetSyntaxError {
   column: number;
 }
 
+const CACHE_SIZE = 128;
+const cache = new Map<string, PreparedSnippet | SnippetSyntaxError>();
+
 /**
  * Compiles the model's TypeScript into a classic script: `export` dropped, top-level `const`/`let`/`class`
  * turned into `var` so a later execute may define them again, imports rejected (the sandbox has none).
+ * Results are kept in a small LRU cache: code run again (retries, test cases, loops) skips parse and transform.
  */
 export async function prepareSnippet(code: string): Promise<PreparedSnippet | SnippetSyntaxError> {
+  const cached = cache.get(code);
+  if (cached) {
+    cache.delete(code);
+    cache.set(code, cached);
+    return cached;
+  }
+  const prepared = await compileSnippet(code);
+  cache.set(code, prepared);
+  if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value as string);
+  return prepared;
+}
+
+async function compileSnippet(code: string): Promise<PreparedSnippet | SnippetSyntaxError> {
   const sourceFile = ts.createSourceFile(SNIPPET_FILE, code, ts.ScriptTarget.ES2022, true, ts.ScriptKind.TS);
   const edits: Array<{ start: number; end: number; text: string }> = [];
   const definitions: string[] = [];
