@@ -138,11 +138,21 @@ describe("MossPrompter: reflection rules", () => {
     expect(sample.module).toBe("fake-telemetry");
   });
 
-  test("entries are delimited with their name and module", async () => {
+  test("entries are delimited: one line per run of a module, a label where the text does not declare the name", async () => {
     const runtime = await compile(path.join(FIXTURES, "modules/reflection.ts"));
     const text = await runtime.prompter().dumpAttrsPrompt();
-    expect(text).toContain('// <attr name="distance" module="./shapes.ts">\n');
-    expect(text).toContain("\n// </attr>");
+    expect(text.startsWith('// from "moss-ts"\n// Parent:\n')).toBe(true);
+    expect(text.match(/\/\/ from "\.\/shapes\.ts"/g)).toHaveLength(2);
+    expect(text).toContain('\n\n// from "fake-telemetry"\n/** Records measurements. */\nclass Telemetry {');
+    expect(text).toContain(
+      "\n\n/** Computes the distance between two points. */\nfunction distance(a: Point, b: Point): number;",
+    );
+    expect(text).not.toContain("// distance:");
+    const notes = await compileFromText(
+      `export const x = 1;\nexport function __moss_attr_prompts__() { return [["units", "All lengths are in metres."]]; }`,
+    );
+    open.push(notes);
+    expect(await notes.prompter().dumpAttrsPrompt()).toBe("// units:\nAll lengths are in metres.");
   });
 
   test("hidden names appear nowhere in the prompt", async () => {
