@@ -253,19 +253,35 @@ export class MossRuntime {
       args,
       limits,
     });
-    if (!session.alive) this.#session = undefined;
     warnings.push(...result.warnings);
-    if (result.mossData !== undefined)
-      this.#data = { ...this.#data, ...(membrane.decode(result.mossData) as object) };
+    if (result.mossData === undefined && session.alive) {
+      // The isolate holds data that could not be snapshotted (too large, say): keeping it would fail every later
+      // execute, so the next one starts a fresh isolate from the last persisted context.
+      await session.dispose();
+      warnings.push(
+        "moss data could not be saved after this run; the next run starts from the last saved data",
+      );
+    }
+    if (!session.alive) this.#session = undefined;
+    let returns: unknown;
+    let decodeError: ExecutionError | undefined;
+    try {
+      if (result.mossData !== undefined)
+        this.#data = { ...this.#data, ...(membrane.decode(result.mossData) as object) };
+      if (result.ok && result.returns !== undefined) returns = membrane.decode(result.returns);
+    } catch (error) {
+      const message = `the sandbox returned a malformed result: ${(error as Error).message}`;
+      decodeError = { kind: "runtime", name: "TypeError", message };
+    }
     this.#persist(warnings);
     if (result.error?.kind !== "syntax") this.#moduleChecker().accept(code);
 
     const stdout = result.stdout;
     this.#recordStdout(stdout);
-    const error = result.error ? runtimeError(result.error, prepared, code) : undefined;
+    const error = result.error ? runtimeError(result.error, prepared, code) : decodeError;
     return finish({
       ok: result.ok && !error,
-      returns: result.ok && result.returns !== undefined ? membrane.decode(result.returns) : undefined,
+      returns: error ? undefined : returns,
       stdout,
       ...(error ? { error } : {}),
     });

@@ -108,6 +108,11 @@ function sandboxBootstrap(
   } as any;
 
   for (const name of ["WebAssembly", "SharedArrayBuffer", "Atomics"]) ReflectDeleteProperty(global, name);
+  // Growing a resizable ArrayBuffer commits memory that the isolate's memoryLimit does not count (and the
+  // in-process driver's host was not started with --no-harmony-rab-gsab): buffers stay fixed-size.
+  for (const name of ["resize", "transfer", "transferToFixedLength"]) {
+    ReflectDeleteProperty(ArrayBuffer.prototype, name);
+  }
 
   function data(value: unknown, writable = false, enumerable = true): PropertyDescriptor {
     return { __proto__: null, value, writable, enumerable, configurable: false } as PropertyDescriptor;
@@ -693,7 +698,9 @@ function sandboxBootstrap(
     }
     ReflectApply(MapClear, pending, []);
 
+    // Prototype-less, like every part of the envelope: JSON.stringify must find no toJSON planted by model code.
     const warnings: string[] = [];
+    ReflectSetPrototypeOf(warnings, null);
     const envelope: SandboxEnvelope = { __proto__: null, ok, warnings } as any;
     let budget = maxResultBytes;
     const snapshot = ObjectCreate(null);

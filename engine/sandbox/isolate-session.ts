@@ -291,9 +291,9 @@ export class IsolateSession {
     envelope: Omit<SandboxEnvelope, "error"> & { error?: Failure & { stack?: string } },
   ): SandboxRunResult {
     const result: SandboxRunResult = {
-      ok: envelope.ok,
+      ok: envelope.ok === true,
       stdout: run.stdout.join(""),
-      warnings: envelope.warnings,
+      warnings: boundedWarnings(envelope.warnings),
       hostCalls: Math.min(run.hostCalls, run.limits.maxHostCalls),
       cpuTimeMs: this.#cpuSince(run),
     };
@@ -301,8 +301,16 @@ export class IsolateSession {
     if (envelope.mossData !== undefined) result.mossData = envelope.mossData;
     if (envelope.error !== undefined) {
       const { kind, name, message, stack } = envelope.error;
-      result.error = { kind, name, message };
-      const filtered = stack === undefined ? undefined : filterStack(stack, run.filename);
+      // Error text comes from model code: bounded so it cannot carry more than a result may.
+      result.error = {
+        kind,
+        name: boundedText(name, MAX_ERROR_NAME),
+        message: boundedText(message, MAX_ERROR_MESSAGE),
+      };
+      const filtered =
+        typeof stack === "string"
+          ? filterStack(boundedText(stack, MAX_ERROR_STACK), run.filename)
+          : undefined;
       if (filtered !== undefined) result.error.stack = filtered;
     }
     const returnsBytes = result.returns === undefined ? 0 : Buffer.byteLength(result.returns);
@@ -507,6 +515,35 @@ function describeHostSideError(error: unknown): { name: string; message: string;
     };
   }
   return { name: "Error", message: `Uncaught ${inspect(error)}` };
+}
+
+const MAX_ERROR_NAME = 200;
+const MAX_ERROR_MESSAGE = 8 * 1024;
+const MAX_ERROR_STACK = 16 * 1024;
+const MAX_WARNINGS = 50;
+const MAX_WARNING_BYTES = 16 * 1024;
+
+/** Text from model code cut to `max` characters with a visible marker. */
+function boundedText(value: unknown, max: number): string {
+  const text = typeof value === "string" ? value : String(value ?? "");
+  return text.length <= max ? text : `${text.slice(0, max)}… [${text.length - max} more characters]`;
+}
+
+/** Warnings are produced inside the isolate, so model code decides how many: keep a readable, bounded list. */
+function boundedWarnings(value: unknown): string[] {
+  if (!Array.isArray(value)) return [];
+  const warnings: string[] = [];
+  let bytes = 0;
+  for (const item of value) {
+    if (typeof item !== "string") continue;
+    if (warnings.length >= MAX_WARNINGS || bytes + item.length > MAX_WARNING_BYTES) {
+      warnings.push(`… and ${value.length - warnings.length} more warnings`);
+      break;
+    }
+    warnings.push(boundedText(item, 1024));
+    bytes += item.length;
+  }
+  return warnings;
 }
 
 /** Keeps the header of a V8 stack and only the frames located in `filename`. */

@@ -118,6 +118,22 @@ export function createWireCodec(): WireCodec {
     return items;
   }
 
+  /** A prototype-less copy of a handle shape (copied by index: no iterator model code could have replaced). */
+  function plainShape(shape: HandleShape): HandleShape {
+    const copy = ObjectCreate(null) as HandleShape;
+    copy.id = shape.id;
+    copy.kind = shape.kind;
+    copy.methods = copyStrings(shape.methods);
+    copy.properties = copyStrings(shape.properties);
+    return copy;
+  }
+
+  function copyStrings(list: readonly string[]): string[] {
+    const copy = nullArray() as string[];
+    for (let i = 0; i < list.length; i++) copy[i] = StringCtor(list[i]);
+    return copy;
+  }
+
   function hasBrand(method: Function, value: unknown): boolean {
     try {
       ReflectApply(method, value, []);
@@ -346,7 +362,7 @@ export function createWireCodec(): WireCodec {
 
     function registerHandle(object: object, shape: HandleShape): number {
       charge(64);
-      return register(object, nullArray("H", shape));
+      return register(object, nullArray("H", plainShape(shape)));
     }
 
     function unsupported(value: unknown, description = describe(value)): number {
