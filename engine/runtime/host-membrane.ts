@@ -30,7 +30,13 @@ export class HostMembrane implements HostMembraneContract {
   readonly #ids = new WeakMap<object, number>();
   readonly #allowed = new WeakMap<object, ReadonlySet<string>>();
   readonly #allowedByPrototype = new WeakMap<object, ReadonlySet<string>>();
+  readonly #declaredMembers: ((value: object) => readonly string[] | undefined) | undefined;
   #nextId = 1;
+
+  /** `declaredMembers` gives the public members of objects exposed without a declared type (returned objects). */
+  constructor(options: { declaredMembers?: (value: object) => readonly string[] | undefined } = {}) {
+    this.#declaredMembers = options.declaredMembers;
+  }
 
   /**
    * Marks a value as reachable with only `members` (the public members its declared type shows); returns it.
@@ -140,7 +146,8 @@ export class HostMembrane implements HostMembraneContract {
     const id = this.#nextId++;
     const allowed =
       this.#allowed.get(value) ??
-      (typeof value === "object" ? this.#allowedByPrototype.get(Object.getPrototypeOf(value)) : undefined);
+      (typeof value === "object" ? this.#allowedByPrototype.get(Object.getPrototypeOf(value)) : undefined) ??
+      declaredSet(this.#declaredMembers?.(value));
     const shape: HandleShape = { id, kind: kindOf(value), methods: [], properties: [] };
     for (const name of memberNames(value, shape.kind)) {
       if (allowed && !allowed.has(name)) continue;
@@ -151,6 +158,10 @@ export class HostMembrane implements HostMembraneContract {
     this.#entries.set(id, { value, shape });
     return shape;
   }
+}
+
+function declaredSet(members: readonly string[] | undefined): ReadonlySet<string> | undefined {
+  return members === undefined ? undefined : new Set(members);
 }
 
 function kindOf(value: object): HandleShape["kind"] {

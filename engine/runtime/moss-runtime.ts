@@ -16,6 +16,7 @@ import {
   type MossContext,
   type TypeCheckMode,
 } from "../types.ts";
+import { declaredMembersResolver } from "./declared-members.ts";
 import { HostMembrane } from "./host-membrane.ts";
 import {
   mapStack,
@@ -291,7 +292,7 @@ export class MossRuntime {
     if (this.#session?.alive) return this.#session;
     const driver =
       typeof this.#sandbox === "string" ? await sharedSandboxDriver(this.#sandbox) : this.#sandbox;
-    this.#membrane ??= new HostMembrane();
+    this.#membrane ??= new HostMembrane({ declaredMembers: declaredMembersResolver(this.#module.project) });
     const membrane = this.#membrane;
     const globals: Record<string, unknown> = {};
     const membersOf = new Map(this.#module.analysis.names.map((name) => [name.name, name.members]));
