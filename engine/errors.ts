@@ -30,7 +30,12 @@ export class MossError extends Error {
   readonly details: Record<string, unknown>;
   readonly [BRAND] = true;
 
-  constructor(code: MossErrorCode, message: string, details: Record<string, unknown> = {}, options?: ErrorOptions) {
+  constructor(
+    code: MossErrorCode,
+    message: string,
+    details: Record<string, unknown> = {},
+    options?: ErrorOptions,
+  ) {
     super(message, options);
     this.code = code;
     this.details = details;
@@ -63,7 +68,13 @@ export function codeFrame(source: string, line: number, column: number, context 
 }
 
 /** Builds the message of an error located in a source file: `file:line:col - message` and a code frame. */
-export function locatedMessage(file: string, source: string | undefined, line: number, column: number, message: string): string {
+export function locatedMessage(
+  file: string,
+  source: string | undefined,
+  line: number,
+  column: number,
+  message: string,
+): string {
   const head = `${file}:${line}:${column} - ${message}`;
   return source === undefined ? head : `${head}\n\n${codeFrame(source, line, column)}`;
 }

@@ -320,7 +320,7 @@ function formatEntries(entries: AttributeEntry[]): string {
 /** Opens the entries of one module in the attribute section. */
 export const MODULE_LINE_PREFIX = "// from ";
 
-const DECLARATION_KEYWORD = String.raw`(?:class|interface|type|enum|function|const|let|var|namespace)`;
+const DECLARATION_KEYWORD = "(?:class|interface|type|enum|function|const|let|var|namespace)";
 
 function declaresName(prompt: string, name: string): boolean {
   const escaped = name.replace(/[$]/g, "\\$&");

@@ -81,7 +81,6 @@ export function createWireCodec(): WireCodec {
   const MapEntries = Map.prototype.entries;
   const MapSet = Map.prototype.set;
   const MapGet = Map.prototype.get;
-  const MapHas = Map.prototype.has;
   const SetValues = Set.prototype.values;
   const SetAdd = Set.prototype.add;
   const IteratorNext = Object.getPrototypeOf(new Map().entries()).next;
