@@ -1,5 +1,7 @@
-import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
+import { readTextIfExists, writeFileAtomically } from "../context/context-file.ts";
+import { validSessionId } from "../context/file-context-store.ts";
 import { MossError } from "../errors.ts";
 import { Conversation } from "./conversation.ts";
 
@@ -24,25 +26,14 @@ export class FileConversationStore implements ConversationStore {
 
   /** The file a session's conversation lives in. */
   path(sessionId: string): string {
-    if (!/^[\w-][\w.-]*$/.test(sessionId)) {
-      throw new MossError(
-        "invalid-argument",
-        `Invalid session id "${sessionId}": use letters, digits, "_", "-" and ".", not starting with ".".`,
-        { sessionId },
-      );
-    }
+    validSessionId(sessionId);
     return join(this.directory, `${sessionId}.conversation.json`);
   }
 
   async load(sessionId: string): Promise<Conversation | undefined> {
     const path = this.path(sessionId);
-    let text: string;
-    try {
-      text = await readFile(path, "utf8");
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-      throw error;
-    }
+    const text = await readTextIfExists(path);
+    if (text === undefined) return undefined;
     let json: unknown;
     try {
       json = JSON.parse(text);
@@ -61,9 +52,7 @@ export class FileConversationStore implements ConversationStore {
   async save(sessionId: string, conversation: Conversation): Promise<void> {
     const path = this.path(sessionId);
     await mkdir(this.directory, { recursive: true });
-    const temporary = `${path}.${process.pid}.${Date.now()}.tmp`;
-    await writeFile(temporary, `${JSON.stringify(conversation.toJSON(), null, 2)}\n`, "utf8");
-    await rename(temporary, path);
+    await writeFileAtomically(path, `${JSON.stringify(conversation.toJSON(), null, 2)}\n`);
   }
 }
 

@@ -20,14 +20,8 @@ export interface WriteContextReport {
  * MossError `context-corrupt` naming the file and, for JSON, the line and column of the error.
  */
 export async function readContextFile(path: string): Promise<MossContext | undefined> {
-  let text: string;
-  try {
-    text = await readFile(path, "utf8");
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw error;
-  }
-  return parseContextText(text, path);
+  const text = await readTextIfExists(path);
+  return text === undefined ? undefined : parseContextText(text, path);
 }
 
 /**
@@ -106,13 +100,8 @@ export async function writeFileAtomically(path: string, text: string): Promise<v
 
 /** Moves a corrupt file at `path` to `<name>.corrupt-<timestamp>.json` (never replacing anything); returns the new path. */
 export async function moveAsideIfCorrupt(path: string): Promise<string | undefined> {
-  let text: string;
-  try {
-    text = await readFile(path, "utf8");
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw error;
-  }
+  const text = await readTextIfExists(path);
+  if (text === undefined) return undefined;
   try {
     parseContextText(text, path);
     return undefined;
@@ -154,4 +143,14 @@ function lineAndColumn(text: string, offset: number): { line: number; column: nu
     }
   }
   return { line, column: offset - lineStart + 1 };
+}
+
+/** A file's text, or undefined when it does not exist; other read errors are thrown. */
+export async function readTextIfExists(path: string): Promise<string | undefined> {
+  try {
+    return await readFile(path, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw error;
+  }
 }

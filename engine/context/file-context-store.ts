@@ -186,7 +186,8 @@ export class FileContextStore implements ContextStore {
   }
 }
 
-function validSessionId(sessionId: string): string {
+/** Checks a session id (1-128 letters, digits, `_`, `-`; no path can be formed from it) and returns it. */
+export function validSessionId(sessionId: string): string {
   if (typeof sessionId !== "string" || !SESSION_ID.test(sessionId)) {
     throw new MossError(
       "invalid-argument",
