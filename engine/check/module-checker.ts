@@ -31,6 +31,8 @@ export interface ModuleCheckerOptions {
   hiddenNames: string[];
   /** A ts-morph Project to share (else one is created over the real file system). */
   project?: Project;
+  /** Names the runtime adds with `withLocals`, and the TypeScript type of each: in scope like the module's own. */
+  locals?: Record<string, string>;
 }
 
 const MOSS_NAME = "Moss";
@@ -63,6 +65,7 @@ export class ModuleChecker {
   readonly #snippetPath: string;
   readonly #virtualPaths: string[];
   #visibleNames: string[] = [];
+  readonly #locals: Array<[name: string, type: string]>;
   #source = "";
   #released = false;
   #previous: PreviousDefinition[] = [];
@@ -94,6 +97,7 @@ export class ModuleChecker {
     this.#modulePath = options.modulePath;
     this.#moduleFileName = path.basename(options.modulePath);
     this.#hiddenNames = new Set((options.hiddenNames ?? []).filter((name) => name !== MOSS_NAME));
+    this.#locals = Object.entries(options.locals ?? {});
     const directory = path.dirname(options.modulePath);
     const stem = this.#moduleFileName.replace(/\.[cm]?tsx?$/, "");
     const id = ++checkerCount;
@@ -113,6 +117,11 @@ export class ModuleChecker {
     if (!this.#visibleNames.includes(MOSS_NAME)) {
       suffix += `export { Moss } from ${JSON.stringify(relativeSpecifier(this.#scopePath, BASE_MOSS_PATH))};\n`;
       this.#visibleNames = [...this.#visibleNames, MOSS_NAME];
+    }
+    for (const [name, type] of this.#locals) {
+      if (this.#visibleNames.includes(name)) continue;
+      suffix += `export declare const ${name}: ${type};\n`;
+      this.#visibleNames = [...this.#visibleNames, name];
     }
     this.#host.setVirtual(this.#scopePath, source + suffix);
     this.#writePrevious();

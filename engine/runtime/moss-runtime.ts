@@ -345,6 +345,9 @@ export class MossRuntime {
       modulePath: this.#module.path,
       source: this.#module.analysis.source,
       hiddenNames: hiddenNames(this.#module),
+      locals: Object.fromEntries(
+        Object.entries(this.#locals).map(([name, value]) => [name, typeOfLocal(value)]),
+      ),
     });
     return this.#checker;
   }
@@ -352,6 +355,26 @@ export class MossRuntime {
   #assertOpen(): void {
     if (this.#closed)
       throw new MossError("runtime-closed", `this MossRuntime (${this.modulePath}) is closed`, {});
+  }
+}
+
+/**
+ * The type the checker gives a `withLocals` value: exact for primitives, callable for functions, `any` otherwise
+ * (a host object's shape is not known statically; the membrane still exposes only its public members).
+ */
+function typeOfLocal(value: unknown): string {
+  switch (typeof value) {
+    case "string":
+    case "number":
+    case "boolean":
+    case "bigint":
+      return typeof value;
+    case "function":
+      return /^class[\s{]/.test(Function.prototype.toString.call(value)) ? "any" : "(...args: any[]) => any";
+    case "undefined":
+      return "undefined";
+    default:
+      return value === null ? "null" : Array.isArray(value) ? "any[]" : "any";
   }
 }
 

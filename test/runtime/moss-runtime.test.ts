@@ -159,6 +159,17 @@ describe("MossRuntime.execute: the contract", () => {
     expect(explicit.returns).toBe(3);
   });
 
+  test("withLocals names are in scope for the sandbox and for the strict type-check", async () => {
+    const runtime = await compile({}, (compiler) => {
+      compiler.withLocals({ greet: (name: string) => `hi ${name}`, LIMIT: 3 });
+    });
+    const execution = await runtime.execute({ code: `function main() { return greet("ada") + LIMIT; }` });
+    expect(execution.error).toBeUndefined();
+    expect(execution.returns).toBe("hi ada3");
+    const wrong = await runtime.execute({ code: `function main() { const n: string = LIMIT; return n; }` });
+    expect(wrong.error?.kind).toBe("type");
+  });
+
   test("a missing or non-callable target is a clear runtime error", async () => {
     const runtime = await compile();
     const missing = await runtime.execute({ code: `function mian(moss: Moss) {}`, typeCheck: "off" });
