@@ -46,6 +46,8 @@ type ExecHook = (
 ) => Promise<Execution>;
 
 const MAX_CUMULATIVE_STDOUT = 1024 * 1024;
+/** Snippets that ran with type-checking off, kept so a later check still sees their definitions. */
+const MAX_UNCHECKED_SNIPPETS = 256;
 
 /** A compiled context module ready to run the model's code: made by `MossCompiler.compile()`. */
 export class MossRuntime {
@@ -61,6 +63,7 @@ export class MossRuntime {
   #hostMoss: Record<string, unknown> | undefined;
   #prompter: MossPrompter | undefined;
   #checker: ModuleChecker | undefined;
+  readonly #unchecked: string[] = [];
   #membrane: HostMembrane | undefined;
   #session: SandboxSession | undefined;
   #stdout: string[] = [];
@@ -275,7 +278,7 @@ export class MossRuntime {
       decodeError = { kind: "runtime", name: "TypeError", message };
     }
     this.#persist(warnings);
-    if (result.error?.kind !== "syntax") this.#moduleChecker().accept(code);
+    if (result.error?.kind !== "syntax") this.#acceptDefinitions(code);
 
     const stdout = result.stdout;
     this.#recordStdout(stdout);
@@ -341,7 +344,8 @@ export class MossRuntime {
   }
 
   #moduleChecker(): ModuleChecker {
-    this.#checker ??= new ModuleChecker({
+    if (this.#checker) return this.#checker;
+    this.#checker = new ModuleChecker({
       modulePath: this.#module.path,
       source: this.#module.analysis.source,
       hiddenNames: hiddenNames(this.#module),
@@ -349,7 +353,14 @@ export class MossRuntime {
         Object.entries(this.#locals).map(([name, value]) => [name, typeOfLocal(value)]),
       ),
     });
+    for (const snippet of this.#unchecked.splice(0)) this.#checker.accept(snippet);
     return this.#checker;
+  }
+
+  /** Definitions made by code that ran: later checks see them (kept for later while no checker exists yet). */
+  #acceptDefinitions(code: string): void {
+    if (this.#checker) this.#checker.accept(code);
+    else if (this.#unchecked.push(code) > MAX_UNCHECKED_SNIPPETS) this.#unchecked.shift();
   }
 
   #assertOpen(): void {

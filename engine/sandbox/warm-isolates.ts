@@ -1,6 +1,8 @@
 import { DEFAULT_LIMITS } from "../types.ts";
 import { type ExecutionThread, IsolateSession, memoryLimitMebibytes } from "./isolate-session.ts";
 
+const SUCCESSOR_DELAY_MS = 20;
+
 /** Keeps one bootstrapped isolate ready per memory limit, so opening a session skips isolate start-up. */
 export class WarmIsolates {
   readonly #thread: ExecutionThread;
@@ -21,7 +23,7 @@ export class WarmIsolates {
   async take(memoryLimit: number): Promise<IsolateSession> {
     const ready = this.#ready.get(memoryLimit);
     this.#ready.delete(memoryLimit);
-    if (!this.#closed) this.#ready.set(memoryLimit, this.#create(memoryLimit));
+    if (!this.#closed) this.#ready.set(memoryLimit, this.#createSoon(memoryLimit));
     const session = ready === undefined ? undefined : await ready.catch(() => undefined);
     return session?.alive ? session : this.#create(memoryLimit);
   }
@@ -33,6 +35,15 @@ export class WarmIsolates {
     this.#ready.clear();
     for (const session of await Promise.all(ready.map((promise) => promise.catch(() => undefined))))
       session?.dispose();
+  }
+
+  /** Warms the successor a moment later, so it does not compete with the session just handed out. */
+  #createSoon(memoryLimit: number): Promise<IsolateSession> {
+    const promise = new Promise<void>((resolve) => setTimeout(resolve, SUCCESSOR_DELAY_MS).unref()).then(() =>
+      this.#create(memoryLimit),
+    );
+    promise.catch(() => {});
+    return promise;
   }
 
   #create(memoryLimit: number): Promise<IsolateSession> {

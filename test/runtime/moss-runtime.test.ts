@@ -197,6 +197,20 @@ describe("MossRuntime.execute: the contract", () => {
     expect(redefined.returns).toBe(5);
   });
 
+  test("definitions made while type-checking was off are seen by a later strict check", async () => {
+    const runtime = await compile();
+    const defined = await runtime.execute({
+      code: `function twice(n: number): number { return n * 2; }\nfunction main() { return twice(1); }`,
+      typeCheck: "off",
+    });
+    expect(defined.returns).toBe(2);
+    const used = await runtime.execute({ code: `function main() { return twice(20) + 1; }` });
+    expect(used.error).toBeUndefined();
+    expect(used.returns).toBe(41);
+    const misused = await runtime.execute({ code: `function main() { return twice("x"); }` });
+    expect(misused.error?.kind).toBe("type");
+  });
+
   test("strict type-check stops the run before anything happens; warn runs with warnings; off skips it", async () => {
     const runtime = await compile();
     const code = `function main(moss: Moss) { moss.counter.add(1); moss.notes.push(42); }`;
