@@ -7,6 +7,7 @@ const SUCCESSOR_DELAY_MS = 20;
 export class WarmIsolates {
   readonly #thread: ExecutionThread;
   readonly #ready = new Map<number, Promise<IsolateSession>>();
+  readonly #scheduled = new Map<number, NodeJS.Timeout>();
   #closed = false;
 
   constructor(thread: ExecutionThread) {
@@ -15,15 +16,24 @@ export class WarmIsolates {
 
   /** Starts warming an isolate (default memory limit unless given); resolves once it is ready. */
   async prime(memoryLimit = memoryLimitMebibytes(DEFAULT_LIMITS.memoryLimitBytes)): Promise<void> {
+    clearTimeout(this.#scheduled.get(memoryLimit));
+    this.#scheduled.delete(memoryLimit);
     if (!this.#ready.has(memoryLimit)) this.#ready.set(memoryLimit, this.#create(memoryLimit));
     await this.#ready.get(memoryLimit);
   }
 
-  /** Takes the warm isolate for this limit (or makes one) and starts warming its successor. */
+  /** Takes the warm isolate for this limit (or makes one) and schedules warming its successor. */
   async take(memoryLimit: number): Promise<IsolateSession> {
+    const scheduled = this.#scheduled.get(memoryLimit);
+    if (scheduled) {
+      // Asked for before its warm-up was due: start it now rather than wait for the timer.
+      clearTimeout(scheduled);
+      this.#scheduled.delete(memoryLimit);
+      this.#ready.set(memoryLimit, this.#create(memoryLimit));
+    }
     const ready = this.#ready.get(memoryLimit);
     this.#ready.delete(memoryLimit);
-    if (!this.#closed) this.#ready.set(memoryLimit, this.#createSoon(memoryLimit));
+    if (!this.#closed) this.#scheduleSuccessor(memoryLimit);
     const session = ready === undefined ? undefined : await ready.catch(() => undefined);
     return session?.alive ? session : this.#create(memoryLimit);
   }
@@ -31,6 +41,8 @@ export class WarmIsolates {
   /** Disposes the warm isolates. */
   async close(): Promise<void> {
     this.#closed = true;
+    for (const timer of this.#scheduled.values()) clearTimeout(timer);
+    this.#scheduled.clear();
     const ready = [...this.#ready.values()];
     this.#ready.clear();
     for (const session of await Promise.all(ready.map((promise) => promise.catch(() => undefined))))
@@ -38,12 +50,14 @@ export class WarmIsolates {
   }
 
   /** Warms the successor a moment later, so it does not compete with the session just handed out. */
-  #createSoon(memoryLimit: number): Promise<IsolateSession> {
-    const promise = new Promise<void>((resolve) => setTimeout(resolve, SUCCESSOR_DELAY_MS).unref()).then(() =>
-      this.#create(memoryLimit),
-    );
-    promise.catch(() => {});
-    return promise;
+  #scheduleSuccessor(memoryLimit: number): void {
+    const timer = setTimeout(() => {
+      this.#scheduled.delete(memoryLimit);
+      if (!this.#closed && !this.#ready.has(memoryLimit))
+        this.#ready.set(memoryLimit, this.#create(memoryLimit));
+    }, SUCCESSOR_DELAY_MS);
+    timer.unref();
+    this.#scheduled.set(memoryLimit, timer);
   }
 
   #create(memoryLimit: number): Promise<IsolateSession> {
