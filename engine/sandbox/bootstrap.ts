@@ -18,6 +18,15 @@ export interface SandboxEntryPoints {
   install(globals: string, mossData: string, mossServices: string, dataFields: string): void;
   begin(maxStdoutBytes: number): void;
   start(target: string, argumentsJson: string, maxResultBytes: number, scriptError: string): void;
+  /** `begin`, then the script evaluated as a classic script, then `start`: one entry, so one thread hop. */
+  runScript(
+    maxStdoutBytes: number,
+    source: string,
+    filename: string,
+    target: string,
+    argumentsJson: string,
+    maxResultBytes: number,
+  ): void;
   settle(promiseId: number, tag: string, body: string): void;
 }
 
@@ -43,6 +52,9 @@ function sandboxBootstrap(
 ): SandboxEntryPoints {
   const global = globalThis as any;
   const ReflectApply = Reflect.apply;
+  // Called through this binding, eval is indirect: the code runs in global scope with classic-script semantics.
+  // biome-ignore lint/security/noGlobalEval: evaluating the model's code inside the isolate is the point.
+  const IndirectEval = eval;
   const ReflectDefineProperty = Reflect.defineProperty;
   const ReflectGet = Reflect.get;
   const ReflectHas = Reflect.has;
@@ -56,6 +68,9 @@ function sandboxBootstrap(
   const ObjectIs = Object.is;
   const ArrayIsArray = Array.isArray;
   const JSONStringify = JSON.stringify;
+  const StringIncludesMethod = String.prototype.includes;
+  const StringIncludes = (text: string, part: string): boolean =>
+    ReflectApply(StringIncludesMethod, text, [part]);
   const JSONParse = JSON.parse;
   const StringCtor = String;
   const NumberCtor = Number;
@@ -786,7 +801,29 @@ function sandboxBootstrap(
     ReflectApply(PromiseThen, run(target, argumentsJson, maxResultBytes, scriptError), [done]);
   }
 
-  return ObjectFreeze({ __proto__: null, install, begin, start, settle } as any);
+  // Evaluates the model's script and starts its target in one entry; frames of the script are named `filename`.
+  function runScript(
+    maxStdoutBytes: number,
+    source: string,
+    filename: string,
+    target: string,
+    argumentsJson: string,
+    maxResultBytes: number,
+  ): void {
+    begin(maxStdoutBytes);
+    let scriptError = "";
+    try {
+      IndirectEval(`${source}\n//# sourceURL=${filename}`);
+    } catch (caught) {
+      const described = describeError(caught);
+      const parsed =
+        described.name === "SyntaxError" && !StringIncludes(described.stack ?? "", `${filename}:`);
+      scriptError = JSONStringify({ __proto__: null, kind: parsed ? "syntax" : "runtime", ...described });
+    }
+    start(target, argumentsJson, maxResultBytes, scriptError);
+  }
+
+  return ObjectFreeze({ __proto__: null, install, begin, start, runScript, settle } as any);
 }
 
 /**

@@ -1,4 +1,3 @@
-import { inspect } from "node:util";
 import ivm from "isolated-vm";
 import { MossError } from "../errors.ts";
 import type { ExecutionErrorKind, ExecutionLimits } from "../types.ts";
@@ -75,12 +74,10 @@ export class IsolateSession {
 
   readonly memoryLimitMebibytes: number;
   readonly #isolate: ivm.Isolate;
-  readonly #context: ivm.Context;
   readonly #references: Array<{ release(): void }>;
   readonly #thread: ExecutionThread;
   readonly #install: ivm.Reference;
-  readonly #begin: ivm.Reference;
-  readonly #start: ivm.Reference;
+  readonly #runScript: ivm.Reference;
   readonly #settle: ivm.Reference;
   #host: SessionHost | undefined;
   #active: ActiveRun | undefined;
@@ -92,17 +89,14 @@ export class IsolateSession {
     memoryLimit: number,
     thread: ExecutionThread,
     isolate: ivm.Isolate,
-    context: ivm.Context,
-    entries: { install: ivm.Reference; begin: ivm.Reference; start: ivm.Reference; settle: ivm.Reference },
+    entries: { install: ivm.Reference; runScript: ivm.Reference; settle: ivm.Reference },
     references: Array<{ release(): void }>,
   ) {
     this.memoryLimitMebibytes = memoryLimit;
     this.#thread = thread;
     this.#isolate = isolate;
-    this.#context = context;
     this.#install = entries.install;
-    this.#begin = entries.begin;
-    this.#start = entries.start;
+    this.#runScript = entries.runScript;
     this.#settle = entries.settle;
     this.#references = references;
   }
@@ -134,15 +128,14 @@ export class IsolateSession {
         result: { reference: true },
       })) as ivm.Reference;
       const get = (name: string) => entry.get(name, { reference: true }) as Promise<ivm.Reference>;
-      const [install, begin, start, settle] = await Promise.all([
+      const [install, runScript, settle] = await Promise.all([
         get("install"),
-        get("begin"),
-        get("start"),
+        get("runScript"),
         get("settle"),
       ]);
-      const entries = { install, begin, start, settle };
-      const references = [entry, install, begin, start, settle, context];
-      session = new IsolateSession(memoryLimit, options.thread, isolate, context, entries, references);
+      const entries = { install, runScript, settle };
+      const references = [entry, install, runScript, settle, context];
+      session = new IsolateSession(memoryLimit, options.thread, isolate, entries, references);
       return session;
     } catch (error) {
       if (!isolate.isDisposed) isolate.dispose();
@@ -232,52 +225,53 @@ export class IsolateSession {
 
   async #execute(run: ActiveRun, request: SandboxRunRequest): Promise<SandboxRunResult> {
     const limits = run.limits;
-    await this.#guard(run, this.#apply(this.#begin, [limits.maxStdoutBytes], this.#syncTimeout(run)));
-    let scriptError = "";
-    let script: ivm.Script | undefined;
-    try {
-      script = await this.#guard(
-        run,
-        this.#isolate.compileScript(request.script, { filename: request.filename }),
-      );
-    } catch (error) {
-      if (error instanceof RunAborted) throw error;
-      scriptError = JSON.stringify(syntaxError(error));
-    }
-    if (script !== undefined) {
-      const compiled = script;
-      const timeout = this.#syncTimeout(run);
-      const options = { timeout, release: true };
-      const started = performance.now();
-      try {
-        await this.#guard(
-          run,
-          this.#thread === "isolate-thread"
-            ? compiled.run(this.#context, options)
-            : later(() => compiled.runSync(this.#context, options)),
-        );
-      } catch (error) {
-        if (error instanceof RunAborted) throw error;
-        const failure = this.#limitFailure(run, error, performance.now() - started, timeout);
-        if (failure !== undefined) throw new RunAborted(failure);
-        scriptError = JSON.stringify({ kind: "runtime", ...describeHostSideError(error) });
-      }
-    }
     const finished = new Promise<string>((resolve) => {
       run.finish = resolve;
     });
-    const args = [request.target, JSON.stringify(request.args), limits.maxResultBytes, scriptError];
+    // One entry evaluates the script and starts the target: each entry into the isolate is a thread hop.
+    const args = [
+      limits.maxStdoutBytes,
+      request.script,
+      request.filename,
+      request.target,
+      JSON.stringify(request.args),
+      limits.maxResultBytes,
+    ];
     const timeout = this.#syncTimeout(run);
     const started = performance.now();
     try {
-      await this.#guard(run, this.#apply(this.#start, args, timeout));
+      await this.#guard(run, this.#apply(this.#runScript, args, timeout));
     } catch (error) {
       if (error instanceof RunAborted) throw error;
       throw new RunAborted(
         this.#limitFailure(run, error, performance.now() - started, timeout) ?? this.#classify(run, error),
       );
     }
-    return this.#result(run, JSON.parse(await this.#guard(run, finished)) as SandboxEnvelope);
+    const envelope = JSON.parse(await this.#guard(run, finished)) as SandboxEnvelope;
+    if ((envelope.error?.kind as string | undefined) === "syntax")
+      await this.#locateSyntaxError(envelope.error!, request);
+    return this.#result(run, envelope);
+  }
+
+  /**
+   * Eval reports a syntax error without its position; only on that (rare: the runtime's esbuild step rejects
+   * syntax errors first) the script is compiled once more to read where the error is.
+   */
+  async #locateSyntaxError(
+    error: NonNullable<SandboxEnvelope["error"]>,
+    request: SandboxRunRequest,
+  ): Promise<void> {
+    try {
+      (await this.#isolate.compileScript(request.script, { filename: request.filename })).release();
+    } catch (compileError) {
+      const text = compileError instanceof Error ? compileError.message : String(compileError);
+      const located = /^(.*) \[(.+):(\d+):(\d+)\]$/s.exec(text);
+      if (located) {
+        const [, message, file, line, column] = located;
+        error.message = message!;
+        error.stack = `${error.name}: ${message}\n    at ${file}:${line}:${column}`;
+      }
+    }
   }
 
   /** Calls an entry point of the bootstrap on the session's execution thread. */
@@ -485,36 +479,6 @@ function pollIntervalMs(limits: ExecutionLimits): number {
 
 function timeoutFailure(message: string): Failure {
   return { kind: "timeout", name: "TimeoutError", message };
-}
-
-/** A compile error from isolated-vm (`message [file:line:col]`) as an error with a one-frame stack. */
-function syntaxError(error: unknown): {
-  kind: ExecutionErrorKind;
-  name: string;
-  message: string;
-  stack?: string;
-} {
-  const described = describeHostSideError(error);
-  const located = /^(.*) \[(.+):(\d+):(\d+)\]$/s.exec(described.message);
-  if (located === null) return { kind: "syntax", name: described.name, message: described.message };
-  const [, message, file, line, column] = located;
-  return {
-    kind: "syntax",
-    name: described.name,
-    message: message!,
-    stack: `${described.name}: ${message}\n    at ${file}:${line}:${column}`,
-  };
-}
-
-function describeHostSideError(error: unknown): { name: string; message: string; stack?: string } {
-  if (error instanceof Error) {
-    return {
-      name: error.name,
-      message: error.message,
-      ...(typeof error.stack === "string" ? { stack: error.stack } : {}),
-    };
-  }
-  return { name: "Error", message: `Uncaught ${inspect(error)}` };
 }
 
 const MAX_ERROR_NAME = 200;
