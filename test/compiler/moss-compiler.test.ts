@@ -3,11 +3,11 @@ import path from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
 import { Container } from "../../container/index.ts";
 import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
-import { MossError } from "../../engine/errors.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import { Ball, type LedMatrix } from "../../examples/sphero/bolt.ts";
 import { SimulatedBall, SimulatedLedMatrix } from "../../examples/sphero/simulated-bolt.ts";
 import { compileFromText, FIXTURES, writeModule } from "../helpers/compile-from-text.ts";
+import { rejection } from "../helpers/rejection.ts";
 
 const SPHERO = path.resolve("examples/sphero/context.ts");
 const open: MossRuntime[] = [];
@@ -18,16 +18,6 @@ const track = (runtime: MossRuntime) => {
 afterEach(async () => {
   await Promise.all(open.splice(0).map((runtime) => runtime.close()));
 });
-
-async function rejection(promise: Promise<unknown>): Promise<MossError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (MossError.is(error)) return error;
-    throw error;
-  }
-  throw new Error("expected a MossError");
-}
 
 describe("MossCompiler: services and data", () => {
   test("resolves class-token and interface-name services from the container it is given", async () => {

@@ -11,8 +11,8 @@ import {
   readContextFile,
   writeContextFile,
 } from "../../engine/context/index.ts";
-import { MossError } from "../../engine/errors.ts";
 import type { MossContext } from "../../engine/types.ts";
+import { rejection } from "../helpers/rejection.ts";
 
 const CONTEXT_MODULE = new URL("../../engine/context/index.ts", import.meta.url).href;
 
@@ -39,16 +39,6 @@ function newStore(): FileContextStore {
 
 function sample(values: Record<string, unknown> = { count: 1 }): MossContext {
   return createContext("examples/sphero/context.ts", encodeProperties(values).properties);
-}
-
-async function rejection(promise: Promise<unknown>): Promise<MossError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (MossError.is(error)) return error;
-    throw error;
-  }
-  throw new Error("expected a MossError");
 }
 
 /** Starts `node` running an ES module script that can import the context module as `context`. */
