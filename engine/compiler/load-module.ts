@@ -29,7 +29,16 @@ export async function loadModule(
   const base = path.basename(modulePath, extension);
   const temporary = path.join(directory, `.${base}.moss-${process.pid}-${++loadCounter}${extension}`);
   const locals = `\nexport const ${LOCALS_EXPORT} = { ${valueNames.join(", ")} };\n`;
-  await writeFile(temporary, source + locals, "utf8");
+  try {
+    await writeFile(temporary, source + locals, "utf8");
+  } catch (error) {
+    throw new MossError(
+      "module-load",
+      `${modulePath}: cannot load the context module: its folder must be writable for a moment (${(error as NodeJS.ErrnoException).code ?? error}: writing ${path.basename(temporary)} beside it, so its imports resolve as they would for the module itself)`,
+      { file: modulePath },
+      { cause: error },
+    );
+  }
   try {
     const namespace = (await import(/* @vite-ignore */ pathToFileURL(temporary).href)) as Record<
       string,
