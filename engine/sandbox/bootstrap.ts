@@ -5,7 +5,7 @@ import { wireCodecSource } from "./wire.ts";
  * runs inside the isolate (strict mode, before any model code), so it may reference nothing from module scope.
  * Everything it needs from the host arrives as arguments: the wire codec, `hostCall` (a synchronous bridge
  * that takes and returns strings only), `emit` (stdout text) and `done` (a run's envelope). Those bridges live
- * only in this closure; the function returns the entry points the host drives (`install`, `begin`, `start`,
+ * only in this closure; the function returns the entry points the host drives (`install`, `runScript`,
  * `settle`).
  *
  * Rule for this code: it runs beside model code that may patch any prototype, so it calls intrinsics captured
@@ -16,9 +16,7 @@ import { wireCodecSource } from "./wire.ts";
 /** The entry points the bootstrap returns to the host (reached through isolated-vm references only). */
 export interface SandboxEntryPoints {
   install(globals: string, mossData: string, mossServices: string, dataFields: string): void;
-  begin(maxStdoutBytes: number): void;
-  start(target: string, argumentsJson: string, maxResultBytes: number, scriptError: string): void;
-  /** `begin`, then the script evaluated as a classic script, then `start`: one entry, so one thread hop. */
+  /** Resets the run's state, evaluates the script as a classic script and starts the target: one entry, one hop. */
   runScript(
     maxStdoutBytes: number,
     source: string,
@@ -823,7 +821,7 @@ function sandboxBootstrap(
     start(target, argumentsJson, maxResultBytes, scriptError);
   }
 
-  return ObjectFreeze({ __proto__: null, install, begin, start, runScript, settle } as any);
+  return ObjectFreeze({ __proto__: null, install, runScript, settle } as any);
 }
 
 /**
