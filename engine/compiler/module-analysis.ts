@@ -336,22 +336,22 @@ function hasCallableMembers(type: Type, node: Node): boolean {
 }
 
 const NEVER_EXPOSED = new Set(["constructor", "prototype", "__proto__", "__prompt__", "__class_prompt__"]);
+const HIDDEN_MODIFIERS = ts.ModifierFlags.Private | ts.ModifierFlags.Protected;
 
-/** Public member names of a type: no private/protected/`#`/`_` members, no prototype plumbing. */
+/** Whether a member may be shown and reached: not private/protected/`#`/`_`, not prototype plumbing. */
+export function isPublicMember(symbol: ts.Symbol): boolean {
+  const name = symbol.getName();
+  if (NEVER_EXPOSED.has(name) || name.startsWith("_") || name.startsWith("#")) return false;
+  return !(symbol.declarations ?? []).some(
+    (node) => (ts.getCombinedModifierFlags(node) & HIDDEN_MODIFIERS) !== 0,
+  );
+}
+
+/** Public member names of a type (see `isPublicMember`), sorted. */
 export function publicMembers(type: Type): string[] {
-  const members: string[] = [];
-  for (const symbol of type.getProperties()) {
-    const name = symbol.getName();
-    if (NEVER_EXPOSED.has(name) || name.startsWith("_") || name.startsWith("#")) continue;
-    const hidden = symbol
-      .getDeclarations()
-      .some(
-        (declaration) =>
-          Node.isModifierable(declaration) &&
-          (declaration.hasModifier(ts.SyntaxKind.PrivateKeyword) ||
-            declaration.hasModifier(ts.SyntaxKind.ProtectedKeyword)),
-      );
-    if (!hidden) members.push(name);
-  }
-  return members.sort();
+  return type
+    .getProperties()
+    .filter((symbol) => isPublicMember(symbol.compilerSymbol))
+    .map((symbol) => symbol.getName())
+    .sort();
 }

@@ -1,7 +1,5 @@
 import { type Project, ts } from "ts-morph";
-
-const NEVER_EXPOSED = new Set(["constructor", "prototype", "__proto__", "__prompt__", "__class_prompt__"]);
-const HIDDEN_MODIFIERS = ts.ModifierFlags.Private | ts.ModifierFlags.Protected;
+import { isPublicMember } from "../compiler/module-analysis.ts";
 
 /**
  * Resolves the members model code may reach on a host object the membrane has no declared type for (an object a
@@ -44,17 +42,11 @@ function publicMembersOfClass(program: ts.Program, name: string): readonly strin
         ts.isClassDeclaration(statement) && statement.name?.text === name,
     );
     if (!declaration?.name) continue;
-    const checker = program.getTypeChecker();
-    return checker
+    return program
+      .getTypeChecker()
       .getTypeAtLocation(declaration.name)
       .getProperties()
-      .filter((symbol) => {
-        const member = symbol.getName();
-        if (NEVER_EXPOSED.has(member) || member.startsWith("_") || member.startsWith("#")) return false;
-        return !(symbol.declarations ?? []).some(
-          (node) => (ts.getCombinedModifierFlags(node) & HIDDEN_MODIFIERS) !== 0,
-        );
-      })
+      .filter(isPublicMember)
       .map((symbol) => symbol.getName())
       .sort();
   }
