@@ -1,4 +1,4 @@
-import ivm from "isolated-vm";
+import ivm from "./isolated-vm.ts";
 import { MossError } from "../errors.ts";
 import type { ExecutionErrorKind, ExecutionLimits } from "../types.ts";
 import { bootstrapSource, type SandboxEnvelope } from "./bootstrap.ts";
