@@ -19,6 +19,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const run = promisify(execFile);
 const SETUP_TIMEOUT_MS = 240_000;
+/** Generous: a run that hangs is killed at 90 s and reported as such, never as a vitest timeout. */
+const RUN_TIMEOUT_MS = 200_000;
 
 interface PackResult {
   filename: string;
@@ -207,70 +209,87 @@ describe("the published package", () => {
     return JSON.parse(last) as Record<"plain" | "logged", Record<string, unknown>>;
   };
 
-  it("compiles a context module and runs the model's code from plain node", async ({ skip }) => {
-    if (skipReason) return skip(skipReason);
-    expect((await executions()).plain).toEqual({ ok: true, returns: "hello, ada", stdout: "" });
-  });
+  it(
+    "compiles a context module and runs the model's code from plain node",
+    async ({ skip }) => {
+      if (skipReason) return skip(skipReason);
+      expect((await executions()).plain).toEqual({ ok: true, returns: "hello, ada", stdout: "" });
+    },
+    RUN_TIMEOUT_MS,
+  );
 
-  it("type-checks and runs code that uses console.log (globals come from moss-ts, not the user's @types)", async ({
-    skip,
-  }) => {
-    if (skipReason) return skip(skipReason);
-    expect((await executions()).logged).toEqual({ ok: true, returns: 1, stdout: "hello, bob\n" });
-  });
+  it(
+    "type-checks and runs code that uses console.log (globals come from moss-ts, not the user's @types)",
+    async ({ skip }) => {
+      if (skipReason) return skip(skipReason);
+      expect((await executions()).logged).toEqual({ ok: true, returns: 1, stdout: "hello, bob\n" });
+    },
+    RUN_TIMEOUT_MS,
+  );
 
-  it("ends by itself when its work is done (no close of the runtime or the shared sandboxes)", async ({
-    skip,
-  }) => {
-    if (skipReason) return skip(skipReason);
-    const result = await runScript();
-    expect(result.timedOut, `still running after 90 s; stderr: ${result.stderr}`).toBe(false);
-    expect(result.stderr).toBe("");
-    expect(result.code).toBe(0);
-  });
+  it(
+    "ends by itself when its work is done (no close of the runtime or the shared sandboxes)",
+    async ({ skip }) => {
+      if (skipReason) return skip(skipReason);
+      const result = await runScript();
+      expect(result.timedOut, `still running after 90 s; stderr: ${result.stderr}`).toBe(false);
+      expect(result.stderr).toBe("");
+      expect(result.code).toBe(0);
+    },
+    RUN_TIMEOUT_MS,
+  );
 
-  it("runs the moss CLI from the installed package with plain node", async ({ skip }) => {
-    if (skipReason) return skip(skipReason);
-    const prompt = await node(["node_modules/moss-ts/bin/moss.js", "prompt", "context.ts"]);
-    expect(prompt.stderr).toBe("");
-    expect(prompt.code).toBe(0);
-    expect(prompt.stdout).toContain("export function hello(name: string): string");
+  it(
+    "runs the moss CLI from the installed package with plain node",
+    async ({ skip }) => {
+      if (skipReason) return skip(skipReason);
+      const prompt = await node(["node_modules/moss-ts/bin/moss.js", "prompt", "context.ts"]);
+      expect(prompt.stderr).toBe("");
+      expect(prompt.code).toBe(0);
+      expect(prompt.stdout).toContain("export function hello(name: string): string");
 
-    const ran = await node(["node_modules/.bin/moss", "run", "context.ts", "--code", "-"], {
-      stdin: 'async function main(moss: Moss) { return hello("bob") }',
-      timeoutMs: 90_000,
-    });
-    expect(ran.stderr).toBe("");
-    expect(ran.code).toBe(0);
-    expect(ran.stdout).toContain("hello, bob");
-  });
+      const ran = await node(["node_modules/.bin/moss", "run", "context.ts", "--code", "-"], {
+        stdin: 'async function main(moss: Moss) { return hello("bob") }',
+        timeoutMs: 90_000,
+      });
+      expect(ran.stderr).toBe("");
+      expect(ran.code).toBe(0);
+      expect(ran.stdout).toContain("hello, bob");
+    },
+    RUN_TIMEOUT_MS,
+  );
 
-  it("type-checks clean in a user's strict tsc, whatever their other strictness options", async ({
-    skip,
-  }) => {
-    if (skipReason) return skip(skipReason);
-    const tsc = path.join(root, "node_modules/typescript/bin/tsc");
-    for (const config of ["tsconfig.json", "tsconfig.strictest.json"]) {
-      const checked = await run(process.execPath, [tsc, "-p", config], { cwd: project, env: userEnv() }).then(
-        ({ stdout }) => ({ ok: true, output: stdout }),
-        (error: { stdout?: string; stderr?: string }) => ({
-          ok: false,
-          output: `${error.stdout}${error.stderr}`,
-        }),
+  it(
+    "type-checks clean in a user's strict tsc, whatever their other strictness options",
+    async ({ skip }) => {
+      if (skipReason) return skip(skipReason);
+      const tsc = path.join(root, "node_modules/typescript/bin/tsc");
+      for (const config of ["tsconfig.json", "tsconfig.strictest.json"]) {
+        const checked = await run(process.execPath, [tsc, "-p", config], {
+          cwd: project,
+          env: userEnv(),
+        }).then(
+          ({ stdout }) => ({ ok: true, output: stdout }),
+          (error: { stdout?: string; stderr?: string }) => ({
+            ok: false,
+            output: `${error.stdout}${error.stderr}`,
+          }),
+        );
+        expect(checked.output, config).toBe("");
+        expect(checked.ok, config).toBe(true);
+      }
+      // The check is real: a wrong use of the API is reported.
+      writeFileSync(
+        path.join(project, "wrong.ts"),
+        'import { MossCompiler } from "moss-ts";\nconst count: number = new MossCompiler();\nexport { count };\n',
       );
-      expect(checked.output, config).toBe("");
-      expect(checked.ok, config).toBe(true);
-    }
-    // The check is real: a wrong use of the API is reported.
-    writeFileSync(
-      path.join(project, "wrong.ts"),
-      'import { MossCompiler } from "moss-ts";\nconst count: number = new MossCompiler();\nexport { count };\n',
-    );
-    const wrong = await run(process.execPath, [tsc, "-p", "tsconfig.json"], {
-      cwd: project,
-      env: userEnv(),
-    }).catch((error: { stdout: string }) => error);
-    expect(wrong.stdout).toContain("wrong.ts(2,7): error TS2322");
-    rmSync(path.join(project, "wrong.ts"));
-  });
+      const wrong = await run(process.execPath, [tsc, "-p", "tsconfig.json"], {
+        cwd: project,
+        env: userEnv(),
+      }).catch((error: { stdout: string }) => error);
+      expect(wrong.stdout).toContain("wrong.ts(2,7): error TS2322");
+      rmSync(path.join(project, "wrong.ts"));
+    },
+    RUN_TIMEOUT_MS,
+  );
 });
