@@ -1,6 +1,12 @@
 import { defineConfig } from "vitest/config";
 
+// "moss-ts-source": inside this repository, `import … from "moss-ts"` (examples, fixtures, tests) resolves to the
+// TypeScript sources, never to a dist/ build that may be missing or stale (package.json `exports`).
+const conditions = ["moss-ts-source", "module", "node", "development|production"];
+
 export default defineConfig({
+  resolve: { conditions },
+  ssr: { resolve: { conditions, externalConditions: ["moss-ts-source"] } },
   test: {
     include: ["test/**/*.test.ts"],
     pool: "forks",

@@ -1,9 +1,55 @@
-#!/usr/bin/env -S node --no-node-snapshot
-// The moss CLI. isolated-vm needs --no-node-snapshot on Node 20 (see the shebang); context modules are
-// TypeScript, loaded through tsx's ESM loader registered here.
-import { register } from "tsx/esm/api";
+#!/usr/bin/env node
+// The moss CLI, run with plain `node`. Installed, it runs the built JavaScript in dist/; in a checkout of the
+// repository (where tsconfig.json sits beside bin/) it runs the TypeScript sources through tsx, so it never runs
+// a stale build. Context modules are TypeScript either way: the engine registers tsx's loader when it loads one.
+//
+// isolated-vm needs `--no-node-snapshot` (Node 20 and later) in any process that runs isolates. The default
+// sandbox runs them in child processes started with it; `moss test` and `--sandbox in-process` run them here, so
+// for the commands that can, the CLI starts itself again with the flag when it is missing.
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 
-register();
-globalThis[Symbol.for("moss-ts.tsx-registered")] = true;
-const { main } = await import("../engine/cli/main.ts");
-process.exitCode = await main(process.argv.slice(2));
+const argv = process.argv.slice(2);
+const SOURCE_CONDITION_HOOK = `data:text/javascript,${encodeURIComponent(
+  "export function resolve(specifier, context, next) {" +
+    ' return next(specifier, { ...context, conditions: [...context.conditions, "moss-ts-source"] }); }',
+)}`;
+const ISOLATE_COMMANDS = new Set(["run", "test", "agent"]);
+
+if (ISOLATE_COMMANDS.has(argv[0] ?? "") && !hasFlag("--no-node-snapshot")) {
+  const child = spawn(
+    process.execPath,
+    ["--no-node-snapshot", ...process.execArgv, ...process.argv.slice(1)],
+    {
+      stdio: "inherit",
+    },
+  );
+  // Ctrl-C reaches the child with the rest of the terminal's process group; other signals are passed on.
+  const forward = (signal) => child.kill(signal);
+  process.on("SIGINT", () => {});
+  for (const signal of ["SIGTERM", "SIGHUP"]) process.on(signal, forward);
+  child.on("exit", (code, signal) => {
+    if (!signal) process.exit(code ?? 1);
+    process.removeAllListeners(signal);
+    process.kill(process.pid, signal);
+  });
+} else {
+  const fromSource = existsSync(new URL("../tsconfig.json", import.meta.url));
+  let main;
+  if (fromSource) {
+    // `import … from "moss-ts"` in the repository's modules resolves to the sources too ("moss-ts-source").
+    const { register: registerHooks } = await import("node:module");
+    registerHooks(SOURCE_CONDITION_HOOK);
+    const { register } = await import("tsx/esm/api");
+    register();
+    globalThis[Symbol.for("moss-ts.tsx-registered")] = true;
+    ({ main } = await import("../engine/cli/main.ts"));
+  } else {
+    ({ main } = await import("../dist/engine/cli/main.js"));
+  }
+  process.exitCode = await main(argv);
+}
+
+function hasFlag(flag) {
+  return process.execArgv.includes(flag) || (process.env.NODE_OPTIONS ?? "").split(/\s+/).includes(flag);
+}

@@ -40,7 +40,7 @@ export interface OpenAILanguageModelOptions {
   /** Ask streaming servers for token usage (`stream_options.include_usage`). Default true. */
   streamUsage?: boolean;
   /** Where the environment variables are read from. Default `process.env`. */
-  env?: NodeJS.ProcessEnv;
+  env?: Record<string, string | undefined>;
 }
 
 /** A {@link LanguageModel} over the `openai` package, against any OpenAI-compatible chat-completions server. */

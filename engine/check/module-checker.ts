@@ -42,7 +42,9 @@ const CANNOT_FIND_NAME_CODES = new Set([2304, 2552, 2503, 2582, 2583, 2591, 2592
 const SANDBOX_GLOBALS = new Set(["console"]);
 /** Methods of the sandbox's `console`. */
 const CONSOLE_METHODS = new Set(["log", "info", "warn", "error", "debug"]);
-const BASE_MOSS_PATH = fileURLToPath(new URL("../moss.ts", import.meta.url));
+const BASE_MOSS_PATH = fileURLToPath(
+  new URL(import.meta.url.endsWith(".ts") ? "../moss.ts" : "../moss.js", import.meta.url),
+);
 
 /** Most module names listed in the message about an import. */
 const MAX_NAMES_LISTED = 30;

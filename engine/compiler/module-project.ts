@@ -3,7 +3,12 @@ import { fileURLToPath } from "node:url";
 import { Project, ts } from "ts-morph";
 
 /** Where analysis and checking resolve `moss-ts`: the slim surface a context module uses (see module-surface.ts). */
-export const MODULE_SURFACE_PATH = fileURLToPath(new URL("../module-surface.ts", import.meta.url));
+export const MODULE_SURFACE_PATH = fileURLToPath(
+  new URL(
+    import.meta.url.endsWith(".ts") ? "../module-surface.ts" : "../module-surface.d.ts",
+    import.meta.url,
+  ),
+);
 
 /** Compiler options used to read context modules: strict, ESM, `.ts` extension imports allowed. */
 export const MODULE_COMPILER_OPTIONS: ts.CompilerOptions = {

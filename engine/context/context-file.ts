@@ -44,7 +44,11 @@ export function parseContextText(text: string, file: string): MossContext {
   try {
     json = JSON.parse(text);
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error);
+    // Node 22+ appends " (line L column C)" to V8's message; the message names the line and column itself.
+    const reason = (error instanceof Error ? error.message : String(error)).replace(
+      / \(line \d+ column \d+\)$/,
+      "",
+    );
     const offset = jsonErrorOffset(text) ?? text.length;
     const { line, column } = lineAndColumn(text, offset);
     const lineText = text.split(/\r?\n/)[line - 1] ?? "";

@@ -1,8 +1,8 @@
-import ivm from "isolated-vm";
 import { MossError } from "../errors.ts";
 import type { ExecutionErrorKind, ExecutionLimits } from "../types.ts";
 import { bootstrapSource, type SandboxEnvelope } from "./bootstrap.ts";
 import { crashResult } from "./crash-result.ts";
+import ivm from "./isolated-vm.ts";
 import { errorWire, type HostOperation } from "./membrane-call.ts";
 import type { HostOutcome, SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbox.ts";
 

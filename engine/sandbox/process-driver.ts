@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, renameSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Duplex } from "node:stream";
@@ -44,14 +43,13 @@ let childEntry: string | undefined;
 
 /**
  * The sandbox process's entry as plain JavaScript. From TypeScript sources, the entry and its few imports are
- * bundled once per process with esbuild (isolated-vm kept external, pinned to the host's copy) into a
+ * bundled once per process with esbuild (isolated-vm kept external, loaded as the host loads it) into a
  * content-addressed file in the temp folder: starting a child then costs no TypeScript loader (≈ 0.5 s saved per
  * start or replacement) and no loader helpers leak into the function sources evaluated in the isolate.
  */
 function sandboxEntry(): string {
   if (childEntry) return childEntry;
   if (!entryFile.endsWith(".ts")) return (childEntry = entryFile);
-  const isolatedVm = pathToFileURL(createRequire(import.meta.url).resolve("isolated-vm")).href;
   const output = buildSync({
     entryPoints: [entryFile],
     bundle: true,
@@ -59,9 +57,12 @@ function sandboxEntry(): string {
     format: "esm",
     target: "node20",
     write: false,
-    external: ["isolated-vm"],
+    // isolated-vm (any alias) stays outside the bundle; the loader (isolated-vm.ts) requires it relative to
+    // `import.meta.url`, so the bundle keeps the source's location and resolves exactly as the host does.
+    external: ["isolated-vm", "isolated-vm-*"],
+    define: { "import.meta.url": JSON.stringify(pathToFileURL(entryFile).href) },
     logLevel: "silent",
-  }).outputFiles[0]!.text.replaceAll('from "isolated-vm"', `from ${JSON.stringify(isolatedVm)}`);
+  }).outputFiles[0]!.text;
   const hash = createHash("sha256").update(output).digest("hex").slice(0, 16);
   const file = path.join(tmpdir(), `moss-ts-sandbox-process-${hash}.mjs`);
   if (!existsSync(file)) {

@@ -1,0 +1,295 @@
+import { execFile, spawn } from "node:child_process";
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+/*
+ * The package as a new user gets it: `npm pack` (which builds dist/ on prepack), the tarball installed into a
+ * fresh ESM project with no @types/node and no TypeScript loader, then plain `node` and a strict `tsc` there.
+ *
+ * Install scripts are skipped in the temporary project (`--ignore-scripts`): a source build of isolated-vm costs
+ * minutes. The native addon is copied in from this checkout's install of the same isolated-vm version, which is
+ * exactly what its install script builds; `.ci/run` proves the install scripts themselves with a plain
+ * `npm install` on every Node line. Skipped (with the reason) only when the npm registry cannot be reached.
+ */
+
+const root = fileURLToPath(new URL("../..", import.meta.url));
+const run = promisify(execFile);
+const SETUP_TIMEOUT_MS = 240_000;
+/** Generous: a run that hangs is killed at 90 s and reported as such, never as a vitest timeout. */
+const RUN_TIMEOUT_MS = 200_000;
+
+interface PackResult {
+  filename: string;
+  size: number;
+  unpackedSize: number;
+  entryCount: number;
+  files: Array<{ path: string }>;
+}
+
+let work = "";
+let project = "";
+let pack: PackResult | undefined;
+let skipReason: string | undefined;
+
+/** The environment of a user's shell: none of vitest's variables, no loader or flag in NODE_OPTIONS. */
+function userEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (name.startsWith("VITEST") || name === "NODE_OPTIONS" || name === "TEST" || name === "NODE_ENV")
+      continue;
+    env[name] = value;
+  }
+  return env;
+}
+
+async function npm(args: string[], cwd: string, timeout = 120_000): Promise<string> {
+  const { stdout } = await run("npm", args, { cwd, env: userEnv(), timeout, maxBuffer: 64 * 1024 * 1024 });
+  return stdout;
+}
+
+/** Runs plain `node` (no flags) in the project; resolves with how it ended instead of throwing. */
+function node(
+  args: string[],
+  options: { stdin?: string; timeoutMs?: number } = {},
+): Promise<{
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+}> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, args, { cwd: project, env: userEnv() });
+    let stdout = "";
+    let stderr = "";
+    let timedOut = false;
+    child.stdout.on("data", (chunk) => (stdout += chunk));
+    child.stderr.on("data", (chunk) => (stderr += chunk));
+    child.stdin.end(options.stdin ?? "");
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill("SIGKILL");
+    }, options.timeoutMs ?? 60_000);
+    child.on("exit", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr, timedOut });
+    });
+  });
+}
+
+/** Copies the built native addon of each installed isolated-vm alias from this checkout's install of that version. */
+function provideNativeAddons(): void {
+  const installed = (folder: string) =>
+    existsSync(folder)
+      ? readdirSync(folder).filter((name) => name === "isolated-vm" || name.startsWith("isolated-vm-"))
+      : [];
+  const version = (folder: string) =>
+    JSON.parse(readFileSync(path.join(folder, "package.json"), "utf8")).version;
+  const ours = installed(path.join(root, "node_modules")).map((name) =>
+    path.join(root, "node_modules", name),
+  );
+  for (const name of installed(path.join(project, "node_modules"))) {
+    const target = path.join(project, "node_modules", name);
+    const source = ours.find((folder) => version(folder) === version(target));
+    if (!source) continue;
+    for (const output of ["out", "build"]) {
+      if (existsSync(path.join(source, output)))
+        cpSync(path.join(source, output), path.join(target, output), { recursive: true });
+    }
+  }
+}
+
+beforeAll(async () => {
+  try {
+    await npm(["ping"], root, 20_000);
+  } catch (error) {
+    skipReason = `the npm registry is unreachable (npm ping: ${(error as Error).message.split("\n")[0]})`;
+    return;
+  }
+  work = mkdtempSync(path.join(tmpdir(), "moss-ts-pack-"));
+  // prepack builds dist/: the tarball always carries a fresh build.
+  [pack] = JSON.parse(
+    await npm(["pack", "--json", "--pack-destination", work], root, 180_000),
+  ) as PackResult[];
+  project = path.join(work, "app");
+  cpSync(path.join(root, "test/packaging/consumer"), project, { recursive: true });
+  await npm(
+    [
+      "install",
+      "--ignore-scripts",
+      "--prefer-offline",
+      "--no-audit",
+      "--no-fund",
+      path.join(work, pack!.filename),
+    ],
+    project,
+    180_000,
+  );
+  provideNativeAddons();
+}, SETUP_TIMEOUT_MS);
+
+afterAll(() => {
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+describe("the published package", () => {
+  it("ships only what a user needs: built JavaScript, declarations and maps, sources for the maps, the CLI", ({
+    skip,
+  }) => {
+    if (skipReason) return skip(skipReason);
+    const files = pack!.files.map((file) => file.path);
+    console.log(
+      `npm pack: ${pack!.entryCount} files, ${pack!.size} bytes packed, ${pack!.unpackedSize} bytes unpacked`,
+    );
+    const unwanted = files.filter(
+      (file) =>
+        /^(test|bench|examples|scripts|\.ci|coverage|\.moss)\//.test(file) ||
+        /(^|\/)(tsconfig[^/]*\.json|vitest\.config\.[^/]+|biome\.json|package-lock\.json|\.gitignore|\.npmrc)$/.test(
+          file,
+        ) ||
+        /\.(test|bench)\.[cm]?[jt]s$/.test(file),
+    );
+    expect(unwanted).toEqual([]);
+    for (const expected of [
+      "package.json",
+      "README.md",
+      "bin/moss.js",
+      "dist/engine/index.js",
+      "dist/engine/index.d.ts",
+      "dist/engine/index.d.ts.map",
+      "dist/container/index.js",
+      "dist/container/index.d.ts",
+      "dist/engine/cli/main.js",
+      "dist/engine/sandbox/sandbox-process.js",
+      "engine/index.ts",
+    ]) {
+      expect(files).toContain(expected);
+    }
+    // Every target of `exports` and `bin` is in the tarball.
+    const manifest = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8"));
+    const targets = [
+      ...Object.values(manifest.bin as Record<string, string>),
+      ...Object.values(manifest.exports as Record<string, string | Record<string, string>>).flatMap(
+        (target) => (typeof target === "string" ? [target] : Object.values(target)),
+      ),
+    ];
+    for (const target of targets) expect(files).toContain(path.posix.normalize(target));
+  });
+
+  it("ships every file the built code opens relative to its own location", ({ skip }) => {
+    if (skipReason) return skip(skipReason);
+    const files = new Set(pack!.files.map((file) => file.path));
+    const missing: string[] = [];
+    for (const file of files) {
+      if (!file.startsWith("dist/") || !file.endsWith(".js")) continue;
+      const text = readFileSync(path.join(project, "node_modules/moss-ts", file), "utf8");
+      for (const [, argument] of text.matchAll(/new URL\(([^;]*?)import\.meta\.url\s*\)/gs)) {
+        for (const [, literal] of argument!.matchAll(/["'](\.{1,2}\/[^"']+)["']/g)) {
+          if (/\.[cm]?ts$/.test(literal!) && !literal!.endsWith(".d.ts")) continue; // the source-checkout branch
+          const target = path.posix.join(path.posix.dirname(file), literal!);
+          if (!files.has(target) && !files.has(`${target.replace(/\/$/, "")}/package.json`))
+            missing.push(`${file}: ${literal}`);
+        }
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+
+  // One run of the user's script (app.mjs) serves the three checks below.
+  let script: ReturnType<typeof node> | undefined;
+  const runScript = () => (script ??= node(["app.mjs"], { timeoutMs: 90_000 }));
+  const executions = async () => {
+    const result = await runScript();
+    const last = result.stdout.trim().split("\n").at(-1) ?? "";
+    expect(last, `app.mjs printed no result; stderr: ${result.stderr}`).toMatch(/^\{/);
+    return JSON.parse(last) as Record<"plain" | "logged", Record<string, unknown>>;
+  };
+
+  it(
+    "compiles a context module and runs the model's code from plain node",
+    async ({ skip }) => {
+      if (skipReason) return skip(skipReason);
+      expect((await executions()).plain).toEqual({ ok: true, returns: "hello, ada", stdout: "" });
+    },
+    RUN_TIMEOUT_MS,
+  );
+
+  it(
+    "type-checks and runs code that uses console.log (globals come from moss-ts, not the user's @types)",
+    async ({ skip }) => {
+      if (skipReason) return skip(skipReason);
+      expect((await executions()).logged).toEqual({ ok: true, returns: 1, stdout: "hello, bob\n" });
+    },
+    RUN_TIMEOUT_MS,
+  );
+
+  it(
+    "ends by itself when its work is done (no close of the runtime or the shared sandboxes)",
+    async ({ skip }) => {
+      if (skipReason) return skip(skipReason);
+      const result = await runScript();
+      expect(result.timedOut, `still running after 90 s; stderr: ${result.stderr}`).toBe(false);
+      expect(result.stderr).toBe("");
+      expect(result.code).toBe(0);
+    },
+    RUN_TIMEOUT_MS,
+  );
+
+  it(
+    "runs the moss CLI from the installed package with plain node",
+    async ({ skip }) => {
+      if (skipReason) return skip(skipReason);
+      const prompt = await node(["node_modules/moss-ts/bin/moss.js", "prompt", "context.ts"]);
+      expect(prompt.stderr).toBe("");
+      expect(prompt.code).toBe(0);
+      expect(prompt.stdout).toContain("export function hello(name: string): string");
+
+      const ran = await node(["node_modules/.bin/moss", "run", "context.ts", "--code", "-"], {
+        stdin: 'async function main(moss: Moss) { return hello("bob") }',
+        timeoutMs: 90_000,
+      });
+      expect(ran.stderr).toBe("");
+      expect(ran.code).toBe(0);
+      expect(ran.stdout).toContain("hello, bob");
+    },
+    RUN_TIMEOUT_MS,
+  );
+
+  it(
+    "type-checks clean in a user's strict tsc, whatever their other strictness options",
+    async ({ skip }) => {
+      if (skipReason) return skip(skipReason);
+      const tsc = path.join(root, "node_modules/typescript/bin/tsc");
+      for (const config of ["tsconfig.json", "tsconfig.strictest.json"]) {
+        const checked = await run(process.execPath, [tsc, "-p", config], {
+          cwd: project,
+          env: userEnv(),
+        }).then(
+          ({ stdout }) => ({ ok: true, output: stdout }),
+          (error: { stdout?: string; stderr?: string }) => ({
+            ok: false,
+            output: `${error.stdout}${error.stderr}`,
+          }),
+        );
+        expect(checked.output, config).toBe("");
+        expect(checked.ok, config).toBe(true);
+      }
+      // The check is real: a wrong use of the API is reported.
+      writeFileSync(
+        path.join(project, "wrong.ts"),
+        'import { MossCompiler } from "moss-ts";\nconst count: number = new MossCompiler();\nexport { count };\n',
+      );
+      const wrong = await run(process.execPath, [tsc, "-p", "tsconfig.json"], {
+        cwd: project,
+        env: userEnv(),
+      }).catch((error: { stdout: string }) => error);
+      expect(wrong.stdout).toContain("wrong.ts(2,7): error TS2322");
+      rmSync(path.join(project, "wrong.ts"));
+    },
+    RUN_TIMEOUT_MS,
+  );
+});
