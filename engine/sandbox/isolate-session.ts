@@ -42,6 +42,12 @@ interface ActiveRun {
   readonly stdout: string[];
   ended: boolean;
   finish?: (envelope: string) => void;
+  /** The envelope `done` delivered; the run finishes once no entry into the isolate is still in flight. */
+  envelope?: string;
+  /** Entries into the isolate (the script, promise settlements) not yet returned: their microtasks belong to the run. */
+  inFlight: number;
+  /** The first rejected promise of model code that nothing handled (isolated-vm reports it as the entry's error). */
+  unhandled?: { name: string; message: string };
   failure?: Failure;
   abort(failure: Failure): void;
   readonly aborted: Promise<Failure>;
@@ -180,6 +186,7 @@ export class IsolateSession {
       startedAt: performance.now(),
       cpuStart: this.#isolate.cpuTime,
       hostCalls: 0,
+      inFlight: 0,
       lastCpuMs: 0,
       stdout: [],
       ended: false,
@@ -240,12 +247,12 @@ export class IsolateSession {
     const timeout = this.#syncTimeout(run);
     const started = performance.now();
     try {
-      await this.#guard(run, this.#apply(this.#runScript, args, timeout));
+      await this.#guard(run, this.#enter(run, this.#runScript, args, timeout));
     } catch (error) {
       if (error instanceof RunAborted) throw error;
-      throw new RunAborted(
-        this.#limitFailure(run, error, performance.now() - started, timeout) ?? this.#classify(run, error),
-      );
+      const failure = this.#limitFailure(run, error, performance.now() - started, timeout);
+      if (failure !== undefined) throw new RunAborted(failure);
+      this.#unhandledRejection(run, error);
     }
     const envelope = JSON.parse(await this.#guard(run, finished)) as SandboxEnvelope;
     if ((envelope.error?.kind as string | undefined) === "syntax")
@@ -293,6 +300,11 @@ export class IsolateSession {
     };
     if (envelope.returns !== undefined) result.returns = envelope.returns;
     if (envelope.mossData !== undefined) result.mossData = envelope.mossData;
+    if (envelope.error === undefined && run.unhandled !== undefined) {
+      result.ok = false;
+      delete result.returns;
+      envelope = { ...envelope, error: { kind: "runtime", ...run.unhandled } };
+    }
     if (envelope.error !== undefined) {
       const { kind, name, message, stack } = envelope.error;
       // Error text comes from model code: bounded so it cannot carry more than a result may.
@@ -412,7 +424,44 @@ export class IsolateSession {
 
   #done(envelope: string): void {
     const run = this.#active;
-    if (run !== undefined && !run.ended) run.finish?.(envelope);
+    if (run === undefined || run.ended) return;
+    run.envelope = envelope;
+    this.#finishWhenIdle(run);
+  }
+
+  /**
+   * Enters the isolate for the run. The run is over only once `done` delivered its envelope *and* every entry
+   * returned: microtasks model code queued at the end drain inside that entry, under the run's limits, never after.
+   */
+  #enter(
+    run: ActiveRun,
+    reference: ivm.Reference,
+    args: Array<string | number>,
+    timeout: number,
+  ): Promise<unknown> {
+    run.inFlight++;
+    const entered = this.#apply(reference, args, timeout);
+    const left = () => {
+      run.inFlight--;
+      this.#finishWhenIdle(run);
+    };
+    entered.then(left, left);
+    return entered;
+  }
+
+  #finishWhenIdle(run: ActiveRun): void {
+    if (run.envelope !== undefined && run.inFlight === 0 && !run.ended) run.finish?.(run.envelope);
+  }
+
+  /**
+   * An entry that failed without a limit failure: its bootstrap entry points never throw, so isolated-vm is
+   * reporting a promise model code rejected and never handled. The run goes on; the rejection becomes its error.
+   */
+  #unhandledRejection(run: ActiveRun, error: unknown): void {
+    if (run.unhandled !== undefined) return;
+    const name = error instanceof Error && typeof error.name === "string" ? error.name : "Error";
+    const message = error instanceof Error ? error.message : String(error);
+    run.unhandled = { name, message: `a promise was rejected and never handled: ${message}` };
   }
 
   #admit(): ActiveRun | string {
@@ -441,11 +490,11 @@ export class IsolateSession {
     if (run.ended || run.failure !== undefined || !this.alive) return;
     const timeout = this.#syncTimeout(run);
     const started = performance.now();
-    this.#apply(this.#settle, [promiseId, tag, wire], timeout).catch((error: unknown) => {
+    this.#enter(run, this.#settle, [promiseId, tag, wire], timeout).catch((error: unknown) => {
       if (run.ended) return;
-      run.abort(
-        this.#limitFailure(run, error, performance.now() - started, timeout) ?? this.#classify(run, error),
-      );
+      const failure = this.#limitFailure(run, error, performance.now() - started, timeout);
+      if (failure !== undefined) run.abort(failure);
+      else this.#unhandledRejection(run, error);
     });
   }
 
