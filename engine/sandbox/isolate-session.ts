@@ -244,16 +244,8 @@ export class IsolateSession {
       JSON.stringify(request.args),
       limits.maxResultBytes,
     ];
-    const timeout = this.#syncTimeout(run);
-    const started = performance.now();
-    try {
-      await this.#guard(run, this.#enter(run, this.#runScript, args, timeout));
-    } catch (error) {
-      if (error instanceof RunAborted) throw error;
-      const failure = this.#limitFailure(run, error, performance.now() - started, timeout);
-      if (failure !== undefined) throw new RunAborted(failure);
-      this.#unhandledRejection(run, error);
-    }
+    // A limit failure of this entry aborts the run (the guard throws it); an unhandled rejection is recorded.
+    await this.#guard(run, this.#enter(run, this.#runScript, args, this.#syncTimeout(run)));
     const envelope = JSON.parse(await this.#guard(run, finished)) as SandboxEnvelope;
     if ((envelope.error?.kind as string | undefined) === "syntax")
       await this.#locateSyntaxError(envelope.error!, request);
@@ -438,19 +430,31 @@ export class IsolateSession {
     reference: ivm.Reference,
     args: Array<string | number>,
     timeout: number,
-  ): Promise<unknown> {
+  ): Promise<void> {
     run.inFlight++;
-    const entered = this.#apply(reference, args, timeout);
-    const left = () => {
-      run.inFlight--;
-      this.#finishWhenIdle(run);
-    };
-    entered.then(left, left);
-    return entered;
+    const started = performance.now();
+    return this.#apply(reference, args, timeout).then(
+      () => this.#left(run),
+      (error: unknown) => {
+        // Classified before the entry counts as returned, so a limit failure wins over the envelope.
+        if (!run.ended) {
+          const failure = this.#limitFailure(run, error, performance.now() - started, timeout);
+          if (failure !== undefined) run.abort(failure);
+          else this.#unhandledRejection(run, error);
+        }
+        this.#left(run);
+      },
+    );
+  }
+
+  #left(run: ActiveRun): void {
+    run.inFlight--;
+    this.#finishWhenIdle(run);
   }
 
   #finishWhenIdle(run: ActiveRun): void {
-    if (run.envelope !== undefined && run.inFlight === 0 && !run.ended) run.finish?.(run.envelope);
+    if (run.envelope !== undefined && run.inFlight === 0 && !run.ended && run.failure === undefined)
+      run.finish?.(run.envelope);
   }
 
   /**
@@ -488,14 +492,7 @@ export class IsolateSession {
 
   #deliver(run: ActiveRun, promiseId: number, tag: "v" | "e", wire: string): void {
     if (run.ended || run.failure !== undefined || !this.alive) return;
-    const timeout = this.#syncTimeout(run);
-    const started = performance.now();
-    this.#enter(run, this.#settle, [promiseId, tag, wire], timeout).catch((error: unknown) => {
-      if (run.ended) return;
-      const failure = this.#limitFailure(run, error, performance.now() - started, timeout);
-      if (failure !== undefined) run.abort(failure);
-      else this.#unhandledRejection(run, error);
-    });
+    void this.#enter(run, this.#settle, [promiseId, tag, wire], this.#syncTimeout(run));
   }
 
   #kill(): void {
