@@ -78,7 +78,8 @@ function sandboxEntry(): string {
  */
 const RAB_GSAB_FLAG = "--no-harmony-rab-gsab";
 
-function acceptsRabGsabFlag(version = process.versions.node): boolean {
+/** Whether this Node line accepts `--no-harmony-rab-gsab` (Node 22+ exits with code 9 when given it). */
+export function acceptsRabGsabFlag(version = process.versions.node): boolean {
   return Number(version.split(".")[0]) < 22;
 }
 

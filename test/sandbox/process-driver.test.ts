@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { ProcessDriver } from "../../engine/sandbox/process-driver.ts";
+import { acceptsRabGsabFlag, ProcessDriver } from "../../engine/sandbox/process-driver.ts";
 import type { SandboxRunRequest, SandboxSession } from "../../engine/sandbox/sandbox.ts";
 import { decodeWire } from "../../engine/sandbox/wire.ts";
 import { DEFAULT_LIMITS } from "../../engine/types.ts";
@@ -126,5 +126,14 @@ describe("process driver supervision", () => {
     await expect(
       own.open(new TestMembrane().setup({}, {}, {}), new TestMembrane(), LIMITS),
     ).rejects.toMatchObject({ code: "sandbox-failed" });
+  });
+});
+
+describe("sandbox process flags", () => {
+  test("--no-harmony-rab-gsab goes only to Node lines that accept it (Node 22+ exits 9 on it)", () => {
+    expect(acceptsRabGsabFlag("20.20.2")).toBe(true);
+    expect(acceptsRabGsabFlag("22.12.0")).toBe(false);
+    expect(acceptsRabGsabFlag("24.1.0")).toBe(false);
+    expect(acceptsRabGsabFlag("26.0.0")).toBe(false);
   });
 });
