@@ -212,17 +212,26 @@ export async function run(): Promise<void> {
   }
 
   for (const engine of ["process", "in-process", "node:vm", "quickjs"] as const) {
-    const memory = await runChild<{ perRuntimeBytes: number; hostPerRuntimeBytes?: number; note: string }>(
-      "runtime-memory",
-      [engine, String(IDLE_RUNTIMES)],
-      ["--expose-gc"],
-    );
+    const memory = await runChild<{
+      perRuntimeBytes: number;
+      privatePerRuntimeBytes?: number;
+      hostPerRuntimeBytes?: number;
+      note: string;
+    }>("runtime-memory", [engine, String(IDLE_RUNTIMES)], ["--expose-gc"]);
     rows.push({
       figure: "5 memory per idle runtime (executed once)",
       engine,
       summary: { median: memory.perRuntimeBytes, p90: Number.NaN, samples: IDLE_RUNTIMES },
       note: `${memory.note}${memory.hostPerRuntimeBytes === undefined ? "" : `; host side per compiled runtime ${formatBytes(memory.hostPerRuntimeBytes)}`}`,
     });
+    if (memory.privatePerRuntimeBytes !== undefined && Number.isFinite(memory.privatePerRuntimeBytes)) {
+      rows.push({
+        figure: "5b private memory per idle runtime (executed once)",
+        engine,
+        summary: { median: memory.privatePerRuntimeBytes, p90: Number.NaN, samples: IDLE_RUNTIMES },
+        note: "delta of the sandbox processes' private pages / N (RSS also counts the node binary's shared pages)",
+      });
+    }
   }
 
   rows.push(...(await replacementRows()));
@@ -300,6 +309,13 @@ function rssOf(pid: number): number {
   return match ? Number(match[1]) * 1024 : Number.NaN;
 }
 
+/** Memory only this process holds (private pages; RSS also counts the node binary's pages shared by all). */
+function privateOf(pid: number): number {
+  const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+  const kib = (key: string) => Number(rollup.match(new RegExp(`^${key}:\\s+(\\d+)`, "m"))?.[1] ?? Number.NaN);
+  return (kib("Private_Clean") + kib("Private_Dirty")) * 1024;
+}
+
 function collectGarbage(): void {
   (globalThis as { gc?: () => void }).gc?.();
 }
@@ -341,16 +357,21 @@ export async function measureIdleMemoryInChild([engine, countText]: string[]): P
     driver instanceof ProcessDriver
       ? driver.pids.reduce((sum, pid) => sum + rssOf(pid), 0)
       : process.memoryUsage().rss;
+  const sandboxPrivate = () =>
+    driver instanceof ProcessDriver ? driver.pids.reduce((sum, pid) => sum + privateOf(pid), 0) : Number.NaN;
   const before = sandboxRss();
+  const privateBefore = sandboxPrivate();
   for (const runtime of runtimes) await executeOk(runtime, THREE_CALLS);
   collectGarbage();
   if (driver instanceof ProcessDriver) await driver.start();
   await new Promise((resolve) => setTimeout(resolve, 200));
   const after = sandboxRss();
+  const privateAfter = sandboxPrivate();
   const spares = driver instanceof ProcessDriver ? driver.sparePids : [];
   const spareRss = spares.reduce((sum, pid) => sum + rssOf(pid), 0) / Math.max(1, spares.length);
   reportToParent({
     perRuntimeBytes: (after - before) / count,
+    privatePerRuntimeBytes: (privateAfter - privateBefore) / count,
     hostPerRuntimeBytes: (hostAfterCompile - hostBefore) / count,
     note:
       driver instanceof ProcessDriver
@@ -469,7 +490,7 @@ async function hotSpots(): Promise<string[][]> {
 function printRows(rows: Row[]): void {
   const figures = [...new Set(rows.map((row) => row.figure))];
   const perUnit = (row: Row, value: number) => value / (row.divisor ?? 1);
-  const isMemory = (figure: string) => figure.startsWith("5 ");
+  const isMemory = (figure: string) => figure.startsWith("5 ") || figure.startsWith("5b ");
   const format = (figure: string, value: number) => (isMemory(figure) ? formatBytes(value) : formatMs(value));
   const table: string[][] = [];
   for (const figure of figures) {

@@ -29,7 +29,7 @@ import type {
 
 /** Options of the process driver. */
 export interface ProcessDriverOptions {
-  /** Sandbox processes kept running; sessions are spread over them. Default 2. */
+  /** Spare ready sandbox processes kept warm; each session takes one for its whole life. Default 2. */
   poolSize?: number;
   /** Extra time past a run's wall-time limit before a silent sandbox process is killed. Default 2000 ms. */
   unresponsiveGraceMs?: number;
@@ -86,6 +86,9 @@ export function acceptsRabGsabFlag(version = process.versions.node): boolean {
 function childArguments(): string[] {
   return ["--no-node-snapshot", ...(acceptsRabGsabFlag() ? [RAB_GSAB_FLAG] : []), sandboxEntry()];
 }
+
+/** Delay before a spare taken by a session is replaced. */
+const REFILL_DELAY_MS = 250;
 
 /** Why a run's sandbox process was killed by its supervisor (absent: it died by itself). */
 type KillReason = "timeout" | "disposed" | "stopped";
@@ -396,6 +399,7 @@ export class ProcessDriver implements SandboxDriver {
   readonly #spares: SandboxChild[] = [];
   readonly #owned = new Set<SandboxChild>();
   #closed = false;
+  #refill: NodeJS.Timeout | undefined;
 
   constructor(options: ProcessDriverOptions = {}) {
     this.#poolSize = Math.max(1, options.poolSize ?? 2);
@@ -427,7 +431,7 @@ export class ProcessDriver implements SandboxDriver {
     const index = this.#spares.findIndex((child) => child.isReady);
     const child = this.#spares.splice(index === -1 ? 0 : index, 1)[0]!;
     this.#owned.add(child);
-    this.#fill();
+    this.#scheduleRefill();
     try {
       await child.open(setup, membrane, limits.memoryLimitBytes);
     } catch (error) {
@@ -437,8 +441,22 @@ export class ProcessDriver implements SandboxDriver {
     return new ProcessSession(child);
   }
 
+  /**
+   * Starting a process costs a few hundred ms of CPU: the replacement starts a moment later, so it does not compete
+   * with the session just handed out (its open and first run). An open that finds no spare starts one at once.
+   */
+  #scheduleRefill(): void {
+    if (this.#refill !== undefined || this.#closed) return;
+    this.#refill = setTimeout(() => {
+      this.#refill = undefined;
+      this.#fill();
+    }, REFILL_DELAY_MS);
+    this.#refill.unref();
+  }
+
   async close(): Promise<void> {
     this.#closed = true;
+    clearTimeout(this.#refill);
     const children = [...this.#spares, ...this.#owned];
     this.#spares.length = 0;
     this.#owned.clear();
