@@ -9,6 +9,7 @@ import { MossCompiler } from "../engine/compiler/moss-compiler.ts";
 import { encodeProperties } from "../engine/context/index.ts";
 import type { MossRuntime } from "../engine/runtime/moss-runtime.ts";
 import { prepareSnippet } from "../engine/runtime/prepare-snippet.ts";
+import { sharedSandboxDriver } from "../engine/runtime/shared-sandbox.ts";
 import { ProcessDriver } from "../engine/sandbox/process-driver.ts";
 import { decodeWire, encodeWire } from "../engine/sandbox/wire.ts";
 import type { ExecutionLimits, TypeCheckMode } from "../engine/types.ts";
@@ -153,14 +154,26 @@ export async function run(): Promise<void> {
     await runtime.close();
 
     const fresh: number[] = [];
+    const freshWithCompile: number[] = [];
+    const shared = await sharedSandboxDriver(driver);
     for (let index = 0; index < FRESH_RUNS; index++) {
+      // Measured with a spare sandbox process ready, as a runtime opened at an ordinary pace finds one.
+      if (shared instanceof ProcessDriver) await shared.start();
+      const compileStarted = performance.now();
       const freshRuntime = await compileRuntime(driver);
       const started = performance.now();
       await executeOk(freshRuntime, THREE_CALLS);
       fresh.push(performance.now() - started);
+      freshWithCompile.push(performance.now() - compileStarted);
       await freshRuntime.close();
     }
     rows.push({ figure: "2 fresh runtime: first execute", engine: driver, summary: summarize(fresh) });
+    rows.push({
+      figure: "2b fresh runtime: compile + first execute",
+      engine: driver,
+      summary: summarize(freshWithCompile),
+      note: "typeCheck off; a spare sandbox process is ready (process driver)",
+    });
   }
 
   for (const [name, create] of Object.entries(baselines) as Array<
@@ -199,17 +212,26 @@ export async function run(): Promise<void> {
   }
 
   for (const engine of ["process", "in-process", "node:vm", "quickjs"] as const) {
-    const memory = await runChild<{ perRuntimeBytes: number; hostPerRuntimeBytes?: number; note: string }>(
-      "runtime-memory",
-      [engine, String(IDLE_RUNTIMES)],
-      ["--expose-gc"],
-    );
+    const memory = await runChild<{
+      perRuntimeBytes: number;
+      privatePerRuntimeBytes?: number;
+      hostPerRuntimeBytes?: number;
+      note: string;
+    }>("runtime-memory", [engine, String(IDLE_RUNTIMES)], ["--expose-gc"]);
     rows.push({
       figure: "5 memory per idle runtime (executed once)",
       engine,
       summary: { median: memory.perRuntimeBytes, p90: Number.NaN, samples: IDLE_RUNTIMES },
       note: `${memory.note}${memory.hostPerRuntimeBytes === undefined ? "" : `; host side per compiled runtime ${formatBytes(memory.hostPerRuntimeBytes)}`}`,
     });
+    if (memory.privatePerRuntimeBytes !== undefined && Number.isFinite(memory.privatePerRuntimeBytes)) {
+      rows.push({
+        figure: "5b private memory per idle runtime (executed once)",
+        engine,
+        summary: { median: memory.privatePerRuntimeBytes, p90: Number.NaN, samples: IDLE_RUNTIMES },
+        note: "delta of the sandbox processes' private pages / N (RSS also counts the node binary's shared pages)",
+      });
+    }
   }
 
   rows.push(...(await replacementRows()));
@@ -287,6 +309,13 @@ function rssOf(pid: number): number {
   return match ? Number(match[1]) * 1024 : Number.NaN;
 }
 
+/** Memory only this process holds (private pages; RSS also counts the node binary's pages shared by all). */
+function privateOf(pid: number): number {
+  const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+  const kib = (key: string) => Number(rollup.match(new RegExp(`^${key}:\\s+(\\d+)`, "m"))?.[1] ?? Number.NaN);
+  return (kib("Private_Clean") + kib("Private_Dirty")) * 1024;
+}
+
 function collectGarbage(): void {
   (globalThis as { gc?: () => void }).gc?.();
 }
@@ -328,17 +357,25 @@ export async function measureIdleMemoryInChild([engine, countText]: string[]): P
     driver instanceof ProcessDriver
       ? driver.pids.reduce((sum, pid) => sum + rssOf(pid), 0)
       : process.memoryUsage().rss;
+  const sandboxPrivate = () =>
+    driver instanceof ProcessDriver ? driver.pids.reduce((sum, pid) => sum + privateOf(pid), 0) : Number.NaN;
   const before = sandboxRss();
+  const privateBefore = sandboxPrivate();
   for (const runtime of runtimes) await executeOk(runtime, THREE_CALLS);
   collectGarbage();
+  if (driver instanceof ProcessDriver) await driver.start();
   await new Promise((resolve) => setTimeout(resolve, 200));
   const after = sandboxRss();
+  const privateAfter = sandboxPrivate();
+  const spares = driver instanceof ProcessDriver ? driver.sparePids : [];
+  const spareRss = spares.reduce((sum, pid) => sum + rssOf(pid), 0) / Math.max(1, spares.length);
   reportToParent({
     perRuntimeBytes: (after - before) / count,
+    privatePerRuntimeBytes: (privateAfter - privateBefore) / count,
     hostPerRuntimeBytes: (hostAfterCompile - hostBefore) / count,
     note:
       driver instanceof ProcessDriver
-        ? `RSS delta of the ${driver.pids.length} sandbox processes / N`
+        ? `RSS delta of all sandbox processes (${driver.pids.length}: one per session + ${spares.length} spares) / N; one ready spare process ${formatBytes(spareRss)} RSS`
         : "RSS delta of this process / N (compiled before, measured around the first executes)",
   });
   for (const runtime of runtimes) await runtime.close();
@@ -357,7 +394,8 @@ async function replacementRows(): Promise<Row[]> {
     for (let index = 0; index < (poolSize === 1 ? 3 : REPLACEMENT_RUNS); index++) {
       await driver.start();
       await executeOk(runtime, THREE_CALLS);
-      const victim = driver.pids[0]!;
+      // The process the runtime's session owns (not a spare).
+      const victim = driver.pids.find((pid) => !driver.sparePids.includes(pid))!;
       const started = performance.now();
       process.kill(victim, "SIGKILL");
       for (let attempt = 0; attempt < 100; attempt++) {
@@ -452,7 +490,7 @@ async function hotSpots(): Promise<string[][]> {
 function printRows(rows: Row[]): void {
   const figures = [...new Set(rows.map((row) => row.figure))];
   const perUnit = (row: Row, value: number) => value / (row.divisor ?? 1);
-  const isMemory = (figure: string) => figure.startsWith("5 ");
+  const isMemory = (figure: string) => figure.startsWith("5 ") || figure.startsWith("5b ");
   const format = (figure: string, value: number) => (isMemory(figure) ? formatBytes(value) : formatMs(value));
   const table: string[][] = [];
   for (const figure of figures) {

@@ -27,6 +27,9 @@ import {
 } from "./prepare-snippet.ts";
 import { sharedSandboxDriver } from "./shared-sandbox.ts";
 
+/** Node 20.4+ and 22+ define Symbol.asyncDispose; older runtimes get Node's registered symbol. */
+const asyncDispose: typeof Symbol.asyncDispose =
+  Symbol.asyncDispose ?? (Symbol.for("nodejs.asyncDispose") as typeof Symbol.asyncDispose);
 /** Options the compiler passes to the runtime it builds. */
 export interface MossRuntimeOptions {
   module: CompiledModule;
@@ -180,6 +183,11 @@ export class MossRuntime {
   close(): Promise<void> {
     this.#closing ??= this.#closeNow();
     return this.#closing;
+  }
+
+  /** `await using runtime = await compiler.compile(…)` closes the runtime when the scope ends. */
+  [asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   async #closeNow(): Promise<void> {

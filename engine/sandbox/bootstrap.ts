@@ -120,12 +120,37 @@ function sandboxBootstrap(
     URIError,
   } as any;
 
-  for (const name of ["WebAssembly", "SharedArrayBuffer", "Atomics"]) ReflectDeleteProperty(global, name);
-  // Growing a resizable ArrayBuffer commits memory that the isolate's memoryLimit does not count (and the
-  // in-process driver's host was not started with --no-harmony-rab-gsab): buffers stay fixed-size.
+  // WebAssembly memory and SharedArrayBuffer escape memoryLimit; Atomics.waitAsync, FinalizationRegistry and
+  // WeakRef let model code schedule work the host would run after its run is over.
+  for (const name of ["WebAssembly", "SharedArrayBuffer", "Atomics", "FinalizationRegistry", "WeakRef"]) {
+    ReflectDeleteProperty(global, name);
+  }
+  // Growing a resizable ArrayBuffer commits memory that the isolate's memoryLimit does not count, and only Node 20
+  // accepts --no-harmony-rab-gsab (never the in-process host): every buffer is fixed-size on every Node line. The
+  // constructor drops its options argument (`{ maxByteLength }`), and nothing can resize or transfer a buffer.
   for (const name of ["resize", "transfer", "transferToFixedLength"]) {
     ReflectDeleteProperty(ArrayBuffer.prototype, name);
   }
+  const ReflectConstruct = Reflect.construct;
+  const FixedArrayBuffer = new Proxy(ArrayBuffer, {
+    __proto__: null,
+    construct: (target: Function, args: unknown[], newTarget: Function) =>
+      ReflectConstruct(target, [args[0]], newTarget),
+  } as ProxyHandler<ArrayBufferConstructor>);
+  ReflectDefineProperty(ArrayBuffer.prototype, "constructor", {
+    __proto__: null,
+    value: FixedArrayBuffer,
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  } as PropertyDescriptor);
+  ReflectDefineProperty(global, "ArrayBuffer", {
+    __proto__: null,
+    value: FixedArrayBuffer,
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  } as PropertyDescriptor);
 
   function data(value: unknown, writable = false, enumerable = true): PropertyDescriptor {
     return { __proto__: null, value, writable, enumerable, configurable: false } as PropertyDescriptor;

@@ -1,5 +1,5 @@
 import { MossError } from "../errors.ts";
-import type { ExecutionErrorKind, ExecutionLimits } from "../types.ts";
+import { DEFAULT_LIMITS, type ExecutionErrorKind, type ExecutionLimits } from "../types.ts";
 import { bootstrapSource, type SandboxEnvelope } from "./bootstrap.ts";
 import { crashResult } from "./crash-result.ts";
 import ivm from "./isolated-vm.ts";
@@ -42,6 +42,12 @@ interface ActiveRun {
   readonly stdout: string[];
   ended: boolean;
   finish?: (envelope: string) => void;
+  /** The envelope `done` delivered; the run finishes once no entry into the isolate is still in flight. */
+  envelope?: string;
+  /** Entries into the isolate (the script, promise settlements) not yet returned: their microtasks belong to the run. */
+  inFlight: number;
+  /** The first rejected promise of model code that nothing handled (isolated-vm reports it as the entry's error). */
+  unhandled?: { name: string; message: string };
   failure?: Failure;
   abort(failure: Failure): void;
   readonly aborted: Promise<Failure>;
@@ -180,6 +186,7 @@ export class IsolateSession {
       startedAt: performance.now(),
       cpuStart: this.#isolate.cpuTime,
       hostCalls: 0,
+      inFlight: 0,
       lastCpuMs: 0,
       stdout: [],
       ended: false,
@@ -207,6 +214,21 @@ export class IsolateSession {
       this.#active = undefined;
       this.#running = false;
     }
+  }
+
+  /**
+   * Runs an empty script (its target is missing, so the run ends with a runtime error) before the session is
+   * installed: the bootstrap's run path and this process's side of it are compiled while the isolate waits as a
+   * spare, not during the first execute. Leaves no global behind.
+   */
+  async warmUp(): Promise<void> {
+    await this.run({
+      script: "",
+      filename: "moss-warm-up.js",
+      target: "__moss_warm_up__",
+      args: [],
+      limits: DEFAULT_LIMITS,
+    });
   }
 
   /** Disposes the isolate; idempotent. */
@@ -237,16 +259,8 @@ export class IsolateSession {
       JSON.stringify(request.args),
       limits.maxResultBytes,
     ];
-    const timeout = this.#syncTimeout(run);
-    const started = performance.now();
-    try {
-      await this.#guard(run, this.#apply(this.#runScript, args, timeout));
-    } catch (error) {
-      if (error instanceof RunAborted) throw error;
-      throw new RunAborted(
-        this.#limitFailure(run, error, performance.now() - started, timeout) ?? this.#classify(run, error),
-      );
-    }
+    // A limit failure of this entry aborts the run (the guard throws it); an unhandled rejection is recorded.
+    await this.#guard(run, this.#enter(run, this.#runScript, args, this.#syncTimeout(run)));
     const envelope = JSON.parse(await this.#guard(run, finished)) as SandboxEnvelope;
     if ((envelope.error?.kind as string | undefined) === "syntax")
       await this.#locateSyntaxError(envelope.error!, request);
@@ -293,6 +307,11 @@ export class IsolateSession {
     };
     if (envelope.returns !== undefined) result.returns = envelope.returns;
     if (envelope.mossData !== undefined) result.mossData = envelope.mossData;
+    if (envelope.error === undefined && run.unhandled !== undefined) {
+      result.ok = false;
+      delete result.returns;
+      envelope = { ...envelope, error: { kind: "runtime", ...run.unhandled } };
+    }
     if (envelope.error !== undefined) {
       const { kind, name, message, stack } = envelope.error;
       // Error text comes from model code: bounded so it cannot carry more than a result may.
@@ -412,7 +431,56 @@ export class IsolateSession {
 
   #done(envelope: string): void {
     const run = this.#active;
-    if (run !== undefined && !run.ended) run.finish?.(envelope);
+    if (run === undefined || run.ended) return;
+    run.envelope = envelope;
+    this.#finishWhenIdle(run);
+  }
+
+  /**
+   * Enters the isolate for the run. The run is over only once `done` delivered its envelope *and* every entry
+   * returned: microtasks model code queued at the end drain inside that entry, under the run's limits, never after.
+   */
+  #enter(
+    run: ActiveRun,
+    reference: ivm.Reference,
+    args: Array<string | number>,
+    timeout: number,
+  ): Promise<void> {
+    run.inFlight++;
+    const started = performance.now();
+    return this.#apply(reference, args, timeout).then(
+      () => this.#left(run),
+      (error: unknown) => {
+        // Classified before the entry counts as returned, so a limit failure wins over the envelope.
+        if (!run.ended) {
+          const failure = this.#limitFailure(run, error, performance.now() - started, timeout);
+          if (failure !== undefined) run.abort(failure);
+          else this.#unhandledRejection(run, error);
+        }
+        this.#left(run);
+      },
+    );
+  }
+
+  #left(run: ActiveRun): void {
+    run.inFlight--;
+    this.#finishWhenIdle(run);
+  }
+
+  #finishWhenIdle(run: ActiveRun): void {
+    if (run.envelope !== undefined && run.inFlight === 0 && !run.ended && run.failure === undefined)
+      run.finish?.(run.envelope);
+  }
+
+  /**
+   * An entry that failed without a limit failure: its bootstrap entry points never throw, so isolated-vm is
+   * reporting a promise model code rejected and never handled. The run goes on; the rejection becomes its error.
+   */
+  #unhandledRejection(run: ActiveRun, error: unknown): void {
+    if (run.unhandled !== undefined) return;
+    const name = error instanceof Error && typeof error.name === "string" ? error.name : "Error";
+    const message = error instanceof Error ? error.message : String(error);
+    run.unhandled = { name, message: `a promise was rejected and never handled: ${message}` };
   }
 
   #admit(): ActiveRun | string {
@@ -439,14 +507,7 @@ export class IsolateSession {
 
   #deliver(run: ActiveRun, promiseId: number, tag: "v" | "e", wire: string): void {
     if (run.ended || run.failure !== undefined || !this.alive) return;
-    const timeout = this.#syncTimeout(run);
-    const started = performance.now();
-    this.#apply(this.#settle, [promiseId, tag, wire], timeout).catch((error: unknown) => {
-      if (run.ended) return;
-      run.abort(
-        this.#limitFailure(run, error, performance.now() - started, timeout) ?? this.#classify(run, error),
-      );
-    });
+    void this.#enter(run, this.#settle, [promiseId, tag, wire], this.#syncTimeout(run));
   }
 
   #kill(): void {

@@ -28,7 +28,7 @@ import type {
 
 /** Options of the process driver. */
 export interface ProcessDriverOptions {
-  /** Sandbox processes kept running; sessions are spread over them. Default 2. */
+  /** Spare ready sandbox processes kept warm; each session takes one for its whole life. Default 2. */
   poolSize?: number;
   /** Extra time past a run's wall-time limit before a silent sandbox process is killed. Default 2000 ms. */
   unresponsiveGraceMs?: number;
@@ -73,30 +73,56 @@ function sandboxEntry(): string {
   return (childEntry = file);
 }
 
+/**
+ * Node ≤ 20 ships resizable/growable buffers behind a harmony flag that we turn off; Node 22+ ships them and rejects
+ * the flag at start-up (exit 9). The bootstrap makes them impossible on every line either way.
+ */
+const RAB_GSAB_FLAG = "--no-harmony-rab-gsab";
+
+/** Whether this Node line accepts `--no-harmony-rab-gsab` (Node 22+ exits with code 9 when given it). */
+export function acceptsRabGsabFlag(version = process.versions.node): boolean {
+  return Number(version.split(".")[0]) < 22;
+}
+
 function childArguments(): string[] {
-  return ["--no-node-snapshot", "--no-harmony-rab-gsab", sandboxEntry()];
+  return ["--no-node-snapshot", ...(acceptsRabGsabFlag() ? [RAB_GSAB_FLAG] : []), sandboxEntry()];
 }
 
-interface PendingRun {
-  resolve(result: SandboxRunResult): void;
-  timer: NodeJS.Timeout;
-}
+/** Delay before a spare taken by a session is replaced. */
+const REFILL_DELAY_MS = 250;
 
-interface ChildSession {
-  membrane: HostMembrane;
-  alive: boolean;
-  run?: PendingRun;
-  opening?: { resolve(): void; reject(error: Error): void };
-}
+/** Why a run's sandbox process was killed by its supervisor (absent: it died by itself). */
+type KillReason = "timeout" | "disposed" | "stopped";
 
-/** One supervised sandbox process: its pipe, its sessions, and what happens when it dies. */
+/**
+ * What V8 prints when it aborts a process for lack of memory: Node's handler ("JavaScript heap out of memory",
+ * "invalid table size Allocation failed") or, for an isolated-vm isolate, V8's own report ("is_heap_oom = 1").
+ */
+const OUT_OF_MEMORY =
+  /out of memory|heap limit|Allocation failed|is_heap_oom = 1|invalid (table|array) (size|length)/i;
+
+/**
+ * One supervised sandbox process, owned by at most one session for its whole life: model code in it can end,
+ * crash or stall only that session's run. Idle, it does not keep the host's event loop alive.
+ */
 class SandboxChild {
   readonly process: ChildProcess;
   readonly ready: Promise<void>;
-  readonly sessions = new Map<number, ChildSession>();
   readonly #channel: LineChannel<ChildMessage, ParentMessage>;
   readonly #calls: LineChannel<HostCall, CallReply>;
+  readonly #streams: Array<{ ref(): unknown; unref(): unknown }>;
+  #membrane: HostMembrane | undefined;
+  #run:
+    | { resolve(result: SandboxRunResult): void; timer: NodeJS.Timeout; limits: ExecutionLimits }
+    | undefined;
+  #opening: { resolve(): void; reject(error: Error): void } | undefined;
+  #isReady = false;
+  #holds = 0;
+  #sessionDied = false;
+  #outOfMemory = false;
+  #referenced = true;
   #exited = false;
+  #killReason: KillReason | undefined;
   #stderrTail = "";
   #nextPromiseId = 1;
   #onReady!: () => void;
@@ -122,7 +148,7 @@ class SandboxChild {
           `the sandbox process did not start within ${options.startTimeoutMs} ms`,
         ),
       );
-      this.kill();
+      this.kill("stopped");
     }, options.startTimeoutMs);
     startTimer.unref();
     this.ready.then(
@@ -131,17 +157,22 @@ class SandboxChild {
     );
     this.process.stderr!.setEncoding("utf8");
     this.process.stderr!.on("data", (chunk: string) => {
-      this.#stderrTail = (this.#stderrTail + chunk).slice(-2000);
+      // Scanned as it arrives: V8 follows its out-of-memory line with kilobytes of heap statistics.
+      if (OUT_OF_MEMORY.test(this.#stderrTail.slice(-200) + chunk)) this.#outOfMemory = true;
+      this.#stderrTail = (this.#stderrTail + chunk).slice(-4000);
     });
-    this.#channel = new LineChannel<ChildMessage, ParentMessage>(this.process.stdio[3] as Duplex, (message) =>
-      this.#handle(message),
-    );
-    this.#calls = new LineChannel<HostCall, CallReply>(this.process.stdio[4] as Duplex, (call) =>
-      this.#answer(call),
-    );
-    (this.process.stdio[3] as Duplex).on("error", () => {});
-    (this.process.stdio[4] as Duplex).on("error", () => {});
-    this.process.on("exit", (code, signal) => this.#exit(code, signal));
+    const control = this.process.stdio[3] as Duplex;
+    const calls = this.process.stdio[4] as Duplex;
+    this.#channel = new LineChannel<ChildMessage, ParentMessage>(control, (message) => this.#handle(message));
+    this.#calls = new LineChannel<HostCall, CallReply>(calls, (call) => this.#answer(call));
+    control.on("error", () => {});
+    calls.on("error", () => {});
+    this.#streams = [this.process, control, calls, this.process.stderr!] as unknown as Array<{
+      ref(): unknown;
+      unref(): unknown;
+    }>;
+    // "close", not "exit": V8's last words (an out-of-memory report) arrive on stderr just before the pipes close.
+    this.process.on("close", (code, signal) => this.#exit(code, signal));
     this.process.on("error", (error) => {
       this.#onStartFailed(
         new MossError(
@@ -153,76 +184,147 @@ class SandboxChild {
       );
       this.#exit(null, null);
     });
+    // Idle (starting or spare) it must not keep the host alive: held only while someone waits on it.
+    this.#hold(false);
   }
 
   get exited(): boolean {
     return this.#exited;
   }
 
-  send(message: ParentMessage): void {
+  get isReady(): boolean {
+    return this.#isReady && !this.#exited;
+  }
+
+  /** Whether the process reported ready at some point (a spare that dies later is replaced at once). */
+  get readyOnce(): boolean {
+    return this.#isReady;
+  }
+
+  /** False once the process exited or its session's isolate died. */
+  get usable(): boolean {
+    return !this.#exited && !this.#sessionDied;
+  }
+
+  get running(): boolean {
+    return this.#run !== undefined;
+  }
+
+  /** Kills the process; a run in flight ends with the kind the reason names (or from its stderr). */
+  kill(reason: KillReason): void {
+    if (this.#exited) return;
+    this.#killReason ??= reason;
+    this.process.kill("SIGKILL");
+  }
+
+  /** Kills the process and waits until it is gone. */
+  async stop(reason: KillReason = "stopped"): Promise<void> {
+    if (this.#exited) return;
+    const exited = new Promise<void>((resolve) => this.process.once("close", () => resolve()));
+    this.#hold(true);
+    this.kill(reason);
+    try {
+      await exited;
+    } finally {
+      this.#hold(false);
+    }
+  }
+
+  /** Waits until the process is ready, holding the event loop meanwhile. */
+  async whenReady(): Promise<void> {
+    this.#hold(true);
+    try {
+      await this.ready;
+    } finally {
+      this.#hold(false);
+    }
+  }
+
+  /** Opens the one session this process will ever hold. */
+  async open(setup: SessionSetup, membrane: HostMembrane, memoryLimitBytes: number): Promise<void> {
+    this.#membrane = membrane;
+    this.#hold(true);
+    try {
+      await this.ready;
+      const opened = new Promise<void>((resolve, reject) => {
+        this.#opening = { resolve, reject };
+      });
+      this.#send({ type: "open", session: 1, setup, memoryLimitBytes });
+      await opened;
+    } finally {
+      this.#opening = undefined;
+      this.#hold(false);
+    }
+  }
+
+  run(request: SandboxRunRequest): Promise<SandboxRunResult> {
+    return new Promise<SandboxRunResult>((resolve) => {
+      const limits = request.limits;
+      const timer = setTimeout(() => {
+        this.#stderrTail += `\n(no answer ${limits.wallTimeMs + this.#graceMs} ms into a run)`;
+        this.kill("timeout");
+      }, limits.wallTimeMs + this.#graceMs);
+      this.#run = { resolve, timer, limits };
+      this.#hold(true);
+      this.#send({ type: "run", session: 1, request });
+    });
+  }
+
+  #send(message: ParentMessage): void {
     if (!this.#exited) this.#channel.send(message);
   }
 
-  /** Kills the process; its sessions end with kind `crash` through the exit handler. */
-  kill(): void {
-    if (!this.#exited) this.process.kill("SIGKILL");
-  }
-
-  /** Asks the process to exit (its pipe closes) and waits; kills it if it lingers. */
-  async stop(): Promise<void> {
-    if (this.#exited) return;
-    const exited = new Promise<void>((resolve) => this.process.once("exit", () => resolve()));
-    this.#channel.end();
-    const timer = setTimeout(() => this.kill(), 2_000);
-    await exited;
-    clearTimeout(timer);
-  }
-
-  watch(session: ChildSession, limits: ExecutionLimits, resolve: (result: SandboxRunResult) => void): void {
-    const timer = setTimeout(() => {
-      this.#stderrTail += `\n(no answer ${limits.wallTimeMs + this.#graceMs} ms into a run)`;
-      this.kill();
-    }, limits.wallTimeMs + this.#graceMs);
-    timer.unref();
-    session.run = { resolve, timer };
+  /** Counts what is in flight (waiting for ready, an open, a run): the process holds the event loop only then. */
+  #hold(held: boolean): void {
+    this.#holds = Math.max(0, this.#holds + (held ? 1 : -1));
+    const referenced = this.#holds > 0 && !this.#exited;
+    if (referenced === this.#referenced) return;
+    this.#referenced = referenced;
+    for (const stream of this.#streams) {
+      try {
+        if (referenced) stream.ref();
+        else stream.unref();
+      } catch {}
+    }
   }
 
   #handle(message: ChildMessage): void {
     switch (message.type) {
       case "result": {
-        const session = this.sessions.get(message.session);
-        const run = session?.run;
-        if (session === undefined || run === undefined) return;
+        const run = this.#run;
+        if (run === undefined) return;
         clearTimeout(run.timer);
-        session.run = undefined;
-        session.alive = session.alive && message.alive;
-        if (!session.alive) this.sessions.delete(message.session);
+        this.#run = undefined;
+        this.#hold(false);
+        // A session whose isolate died is not reopened in this process: the next open takes a fresh one.
+        if (!message.alive) {
+          this.#sessionDied = true;
+          this.kill("stopped");
+        }
         run.resolve(message.result);
         return;
       }
       case "opened":
-        this.sessions.get(message.session)?.opening?.resolve();
+        this.#opening?.resolve();
         return;
-      case "open-failed": {
-        const session = this.sessions.get(message.session);
-        this.sessions.delete(message.session);
-        session?.opening?.reject(
+      case "open-failed":
+        this.#opening?.reject(
           new MossError("sandbox-failed", `could not open a sandbox session: ${message.message}`),
         );
         return;
-      }
       case "ready":
+        this.#isReady = true;
         this.#onReady();
         return;
     }
   }
 
   #answer(call: HostCall): void {
-    const session = this.sessions.get(call.session);
+    const membrane = this.#membrane;
     const outcome =
-      session === undefined
+      membrane === undefined
         ? { kind: "error" as const, wire: errorWire(new Error("the session is closed")) }
-        : callMembrane(session.membrane, call.operation, call.handle, call.member, call.args);
+        : callMembrane(membrane, call.operation, call.handle, call.member, call.args);
     if (outcome.kind !== "promise") {
       this.#reply(outcome);
       return;
@@ -230,8 +332,8 @@ class SandboxChild {
     const promiseId = this.#nextPromiseId++;
     this.#reply({ kind: "promise", promiseId });
     outcome.settled.then(
-      (settled) => this.send({ type: "settle", promiseId, kind: settled.kind, wire: settled.wire }),
-      (error: unknown) => this.send({ type: "settle", promiseId, kind: "error", wire: errorWire(error) }),
+      (settled) => this.#send({ type: "settle", promiseId, kind: settled.kind, wire: settled.wire }),
+      (error: unknown) => this.#send({ type: "settle", promiseId, kind: "error", wire: errorWire(error) }),
     );
   }
 
@@ -239,41 +341,66 @@ class SandboxChild {
     if (!this.#exited) this.#calls.send(reply);
   }
 
+  /** The result of the run in flight when the process died: named by its cause. */
+  #deathResult(message: string): SandboxRunResult {
+    if (this.#outOfMemory) {
+      const result = crashResult(
+        `the run ran out of memory and V8 aborted its sandbox process (${message})`,
+        "RangeError",
+      );
+      result.error!.kind = "memory";
+      return result;
+    }
+    if (this.#killReason === "timeout") {
+      const limits = this.#run!.limits;
+      const result = crashResult(
+        `the run exceeded its time limit (wall ${limits.wallTimeMs} ms, CPU ${limits.cpuTimeMs} ms) and did not stop when interrupted; its sandbox process was killed`,
+        "TimeoutError",
+      );
+      result.error!.kind = "timeout";
+      return result;
+    }
+    if (this.#killReason === "disposed")
+      return crashResult("the sandbox session was disposed during the run");
+    return crashResult(message, "SandboxCrash");
+  }
+
   #exit(code: number | null, signal: NodeJS.Signals | null): void {
     if (this.#exited) return;
     this.#exited = true;
     const how = signal !== null ? `was killed by ${signal}` : `exited with code ${code}`;
-    const detail = this.#stderrTail.trim().split("\n").slice(-3).join(" | ");
-    const message = `the sandbox process ${how}${detail === "" ? "" : ` (${detail})`}; it is being replaced`;
+    const stderr = this.#stderrTail.trim();
+    const detail = stderr.split("\n").slice(-3).join(" | ");
+    const message = `the sandbox process ${how}${detail === "" ? "" : ` (${detail})`}`;
     this.#onStartFailed(new MossError("sandbox-failed", message));
-    for (const session of this.sessions.values()) {
-      session.alive = false;
-      session.opening?.reject(new MossError("sandbox-failed", message));
-      const run = session.run;
-      if (run !== undefined) {
-        clearTimeout(run.timer);
-        session.run = undefined;
-        run.resolve(crashResult(message, "SandboxCrash"));
-      }
+    this.#opening?.reject(new MossError("sandbox-failed", message));
+    const run = this.#run;
+    if (run !== undefined) {
+      clearTimeout(run.timer);
+      const result = this.#deathResult(message);
+      this.#run = undefined;
+      run.resolve(result);
     }
-    this.sessions.clear();
+    this.#membrane = undefined;
     this.#onExit(this);
   }
 }
 
 /**
- * The default driver: isolates live in a supervised warm pool of sandbox processes, so model code that aborts
- * V8 kills only a sandbox process (the run reports kind `crash`) and never the host. Host calls cross the
- * process boundary to the membrane in this process.
+ * The default driver: every session owns one supervised sandbox process for its whole life, taken from a warm pool
+ * of spare ready processes (each with a primed isolate) that refills in the background. Model code that aborts V8,
+ * spins or stalls ends only its own run; the host never dies. Host calls cross the process boundary to the
+ * membrane in this process.
  */
 export class ProcessDriver implements SandboxDriver {
   readonly name = "process" as const;
   readonly #poolSize: number;
   readonly #graceMs: number;
   readonly #startTimeoutMs: number;
-  readonly #children: SandboxChild[] = [];
-  #nextSession = 1;
+  readonly #spares: SandboxChild[] = [];
+  readonly #owned = new Set<SandboxChild>();
   #closed = false;
+  #refill: NodeJS.Timeout | undefined;
 
   constructor(options: ProcessDriverOptions = {}) {
     this.#poolSize = Math.max(1, options.poolSize ?? 2);
@@ -281,102 +408,108 @@ export class ProcessDriver implements SandboxDriver {
     this.#startTimeoutMs = options.startTimeoutMs ?? 30_000;
   }
 
-  /** Process ids of the running sandbox processes (for supervision and tests). */
+  /** Process ids of the running sandbox processes, spares and owned ones (for supervision and tests). */
   get pids(): number[] {
-    return this.#children.filter((child) => !child.exited).map((child) => child.process.pid!);
+    return [...this.#spares, ...this.#owned]
+      .filter((child) => !child.exited)
+      .map((child) => child.process.pid!);
   }
 
-  /** Starts the pool (done lazily by `open`); resolves when every sandbox process is ready. */
+  /** Process ids of the spare (not yet owned) sandbox processes. */
+  get sparePids(): number[] {
+    return this.#spares.filter((child) => !child.exited).map((child) => child.process.pid!);
+  }
+
+  /** Starts the pool of spares (done lazily by `open`); resolves when every spare is ready. */
   async start(): Promise<void> {
     this.#fill();
-    await Promise.all(this.#children.map((child) => child.ready));
+    await Promise.all(this.#spares.map((child) => child.whenReady()));
   }
 
   async open(setup: SessionSetup, membrane: HostMembrane, limits: ExecutionLimits): Promise<SandboxSession> {
     if (this.#closed) throw new MossError("sandbox-failed", "the process sandbox driver is closed");
     this.#fill();
-    const child = this.#leastBusy();
-    await child.ready;
-    const id = this.#nextSession++;
-    const session: ChildSession = { membrane, alive: true };
-    const opened = new Promise<void>((resolve, reject) => {
-      session.opening = { resolve, reject };
-    });
-    child.sessions.set(id, session);
-    child.send({ type: "open", session: id, setup, memoryLimitBytes: limits.memoryLimitBytes });
+    const index = this.#spares.findIndex((child) => child.isReady);
+    const child = this.#spares.splice(index === -1 ? 0 : index, 1)[0]!;
+    this.#owned.add(child);
+    this.#scheduleRefill();
     try {
-      await opened;
-    } finally {
-      session.opening = undefined;
+      await child.open(setup, membrane, limits.memoryLimitBytes);
+    } catch (error) {
+      await child.stop();
+      throw error;
     }
-    return new ProcessSession(child, id, session);
+    return new ProcessSession(child);
+  }
+
+  /**
+   * Starting a process costs a few hundred ms of CPU: the replacement starts a moment later, so it does not compete
+   * with the session just handed out (its open and first run). An open that finds no spare starts one at once.
+   */
+  #scheduleRefill(): void {
+    if (this.#refill !== undefined || this.#closed) return;
+    this.#refill = setTimeout(() => {
+      this.#refill = undefined;
+      this.#fill();
+    }, REFILL_DELAY_MS);
+    this.#refill.unref();
   }
 
   async close(): Promise<void> {
     this.#closed = true;
-    await Promise.all(this.#children.map((child) => child.stop()));
-    this.#children.length = 0;
+    clearTimeout(this.#refill);
+    const children = [...this.#spares, ...this.#owned];
+    this.#spares.length = 0;
+    this.#owned.clear();
+    await Promise.all(children.map((child) => child.stop("disposed")));
   }
 
   #fill(): void {
-    while (!this.#closed && this.#children.length < this.#poolSize) {
-      this.#children.push(
-        new SandboxChild({
-          graceMs: this.#graceMs,
-          startTimeoutMs: this.#startTimeoutMs,
-          onExit: (child) => {
-            const index = this.#children.indexOf(child);
-            if (index !== -1) this.#children.splice(index, 1);
-            if (!this.#closed) this.#fill();
-          },
-        }),
-      );
+    while (!this.#closed && this.#spares.length < this.#poolSize) {
+      const child: SandboxChild = new SandboxChild({
+        graceMs: this.#graceMs,
+        startTimeoutMs: this.#startTimeoutMs,
+        onExit: () => {
+          this.#owned.delete(child);
+          const index = this.#spares.indexOf(child);
+          if (index === -1) return;
+          this.#spares.splice(index, 1);
+          // A spare that died after starting well is replaced at once; one that never started is replaced on the
+          // next open, so a machine that cannot start sandbox processes does not spawn in a loop.
+          if (child.readyOnce) this.#fill();
+        },
+      });
+      this.#spares.push(child);
     }
-  }
-
-  #leastBusy(): SandboxChild {
-    let best = this.#children[0]!;
-    for (const child of this.#children) if (child.sessions.size < best.sessions.size) best = child;
-    return best;
   }
 }
 
 class ProcessSession implements SandboxSession {
   readonly #child: SandboxChild;
-  readonly #id: number;
-  readonly #session: ChildSession;
   #disposed = false;
 
-  constructor(child: SandboxChild, id: number, session: ChildSession) {
+  constructor(child: SandboxChild) {
     this.#child = child;
-    this.#id = id;
-    this.#session = session;
   }
 
   get alive(): boolean {
-    return !this.#disposed && this.#session.alive && !this.#child.exited;
+    return !this.#disposed && this.#child.usable;
   }
 
   run(request: SandboxRunRequest): Promise<SandboxRunResult> {
-    if (this.#session.run !== undefined) {
+    if (this.#child.running) {
       return Promise.reject(
         new MossError("concurrent-execute", "a run is already in progress in this sandbox session"),
       );
     }
-    if (!this.alive) {
-      return Promise.resolve(crashResult("the sandbox session is no longer alive"));
-    }
-    return new Promise<SandboxRunResult>((resolve) => {
-      this.#child.watch(this.#session, request.limits, resolve);
-      this.#child.send({ type: "run", session: this.#id, request });
-    });
+    if (!this.alive) return Promise.resolve(crashResult("the sandbox session is no longer alive"));
+    return this.#child.run(request);
   }
 
+  /** Ends the session's sandbox process (a run in flight ends with kind `crash`). */
   async dispose(): Promise<void> {
     if (this.#disposed) return;
     this.#disposed = true;
-    this.#session.alive = false;
-    if (this.#session.run === undefined) this.#child.sessions.delete(this.#id);
-    this.#child.send({ type: "dispose", session: this.#id });
+    await this.#child.stop("disposed");
   }
 }

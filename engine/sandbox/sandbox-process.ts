@@ -8,8 +8,9 @@ import type { HostOutcome } from "./sandbox.ts";
 import { WarmIsolates } from "./warm-isolates.ts";
 
 /*
- * Entry of a sandbox process (started by the process driver with --no-node-snapshot --no-harmony-rab-gsab).
- * It holds the isolates of many sessions and runs them on its own thread. Control messages travel as JSON lines
+ * Entry of a sandbox process (started by the process driver with --no-node-snapshot, plus --no-harmony-rab-gsab on
+ * the Node lines that accept it). It holds the isolate of exactly one session (a primed spare until then) and runs
+ * it on its own thread. Control messages travel as JSON lines
  * on fd 3; a host call is a synchronous request/reply on fd 4 (the isolate waits; only one call is ever in
  * flight), and results of host promises come back later on fd 3 as `settle` messages.
  */
@@ -95,6 +96,8 @@ async function open(
 ): Promise<void> {
   try {
     const session = await warm.take(memoryLimitMebibytes(memoryLimitBytes));
+    // One session per process: no successor is warmed here (the driver keeps spare processes instead).
+    void warm.close();
     await session.install(setup, {
       call: (operation, handle, member, args) => callParent(id, operation, handle, member, args),
     });

@@ -64,6 +64,9 @@ export class WarmIsolates {
     const promise = IsolateSession.create({
       memoryLimitBytes: memoryLimit * 1024 * 1024,
       thread: this.#thread,
+    }).then(async (session) => {
+      await session.warmUp();
+      return session;
     });
     promise.catch(() => {});
     return promise;

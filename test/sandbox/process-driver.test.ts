@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { ProcessDriver } from "../../engine/sandbox/process-driver.ts";
+import { acceptsRabGsabFlag, ProcessDriver } from "../../engine/sandbox/process-driver.ts";
 import type { SandboxRunRequest, SandboxSession } from "../../engine/sandbox/sandbox.ts";
 import { decodeWire } from "../../engine/sandbox/wire.ts";
 import { DEFAULT_LIMITS } from "../../engine/types.ts";
@@ -40,9 +40,22 @@ describe("process driver supervision", () => {
       limits,
     } satisfies SandboxRunRequest);
 
-  test("a V8 abort kills only its sandbox process: kind crash, other sessions live on, the pool refills", async () => {
-    const pidsBefore = driver.pids;
-    expect(pidsBefore).toHaveLength(2);
+  test("each session owns its sandbox process, taken from the spares; the spares refill", async () => {
+    const spares = driver.sparePids;
+    expect(spares).toHaveLength(2);
+    const first = await open();
+    const second = await open();
+    await driver.start();
+    expect(driver.sparePids).toHaveLength(2);
+    expect(driver.pids).toHaveLength(4);
+    expect(driver.sparePids.some((pid) => spares.includes(pid))).toBe(false);
+    await first.dispose();
+    await second.dispose();
+    expect(spares.some(isRunning)).toBe(false);
+    expect(driver.pids).toHaveLength(2);
+  });
+
+  test("a V8 out-of-memory abort ends only its own session: kind memory, the other session lives on", async () => {
     const victim = await open();
     const bystander = await open();
     await run(bystander, "var kept = 41; function main() { return kept + 1; }");
@@ -54,39 +67,47 @@ describe("process driver supervision", () => {
       cpuTimeMs: 60_000,
     });
     expect(crashed.ok).toBe(false);
-    expect(crashed.error?.kind).toBe("crash");
+    expect(crashed.error?.kind).toBe("memory");
     expect(victim.alive).toBe(false);
     expect(isRunning(process.pid)).toBe(true);
 
     const survived = await run(bystander, "function main() { return kept + 1; }");
     expect(decodeWire(survived.returns!)).toBe(42);
+    expect(bystander.alive).toBe(true);
 
     const fresh = await open();
     const result = await run(fresh, "function main() { return ball.label; }");
     expect(decodeWire(result.returns!)).toBe("ball");
-    await driver.start();
-    expect(driver.pids).toHaveLength(2);
-    expect(driver.pids.filter((pid) => !pidsBefore.includes(pid))).toHaveLength(1);
     await Promise.all([victim.dispose(), bystander.dispose(), fresh.dispose()]);
   });
 
-  test("a sandbox process that stops answering is killed and replaced: kind crash, never a hang", async () => {
+  test("a sandbox process that stops answering is killed: kind timeout, never a hang", async () => {
     const session = await open();
-    const pidsBefore = driver.pids;
+    const owned = driver.pids.filter((pid) => !driver.sparePids.includes(pid));
+    expect(owned).toHaveLength(1);
     const pending = run(session, "async function main() { await ball.roll(1); while (true) {} }", {
       ...LIMITS,
       wallTimeMs: 300,
       cpuTimeMs: 300,
     });
-    for (const pid of pidsBefore) process.kill(pid, "SIGSTOP");
+    process.kill(owned[0]!, "SIGSTOP");
     const result = await pending;
-    for (const pid of pidsBefore) if (isRunning(pid)) process.kill(pid, "SIGCONT");
-    expect(result.error?.kind).toBe("crash");
-    expect(result.error?.message).toMatch(/no answer/);
+    if (isRunning(owned[0]!)) process.kill(owned[0]!, "SIGCONT");
+    expect(result.error?.kind).toBe("timeout");
+    expect(result.error?.message).toMatch(/did not stop/);
     expect(session.alive).toBe(false);
     const next = await open();
     expect((await run(next, "function main() { return 1; }")).ok).toBe(true);
     await next.dispose();
+  });
+
+  test("dispose ends the session's sandbox process", async () => {
+    const session = await open();
+    const owned = driver.pids.filter((pid) => !driver.sparePids.includes(pid));
+    expect(owned).toHaveLength(1);
+    await session.dispose();
+    expect(isRunning(owned[0]!)).toBe(false);
+    expect(session.alive).toBe(false);
   });
 
   test("close ends every sandbox process", async () => {
@@ -105,5 +126,14 @@ describe("process driver supervision", () => {
     await expect(
       own.open(new TestMembrane().setup({}, {}, {}), new TestMembrane(), LIMITS),
     ).rejects.toMatchObject({ code: "sandbox-failed" });
+  });
+});
+
+describe("sandbox process flags", () => {
+  test("--no-harmony-rab-gsab goes only to Node lines that accept it (Node 22+ exits 9 on it)", () => {
+    expect(acceptsRabGsabFlag("20.20.2")).toBe(true);
+    expect(acceptsRabGsabFlag("22.12.0")).toBe(false);
+    expect(acceptsRabGsabFlag("24.1.0")).toBe(false);
+    expect(acceptsRabGsabFlag("26.0.0")).toBe(false);
   });
 });
