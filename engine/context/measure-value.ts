@@ -71,29 +71,35 @@ export function measureValue(value: unknown, maxBytes: number): number {
     let total = 2;
     let low = Number.POSITIVE_INFINITY;
     let height = 0;
-    const add = (child: unknown, extra: number) => {
-      total += extra + size(child, depth + 1);
+    // Folds the child just sized into this object's total, lowest back edge and height.
+    const fold = (childSize: number, extra: number) => {
+      total += extra + childSize;
       if (reached < low) low = reached;
       if (lastHeight + 1 > height) height = lastHeight + 1;
       if (total > maxBytes) throw tooLarge();
     };
-    // A proxy is never inspected here (its traps are host code, and it is refused as data anyway).
-    const tag = types.isProxy(object) ? "proxy" : Object.prototype.toString.call(object);
-    if (tag === "proxy") {
+    const prototype = types.isProxy(object) ? undefined : Object.getPrototypeOf(object);
+    if (prototype === undefined) {
+      // A proxy is never inspected here (its traps are host code, and it is refused as data anyway).
       total = 16;
     } else if (Array.isArray(object)) {
-      for (let index = 0; index < object.length; index++) add(object[index], 1);
+      for (let index = 0; index < object.length; index++) fold(size(object[index], depth + 1), 1);
+    } else if (prototype === Object.prototype || prototype === null) {
+      const record = object as Record<string, unknown>;
+      for (const key in record) {
+        if (Object.hasOwn(record, key)) fold(size(record[key], depth + 1), key.length + 4);
+      }
     } else if (ArrayBuffer.isView(object)) {
       total = object.byteLength + 16;
-    } else if (BINARY_TAGS.has(tag)) {
+    } else if (BINARY_TAGS.has(Object.prototype.toString.call(object))) {
       total = (object as ArrayBuffer).byteLength + 16;
     } else if (object instanceof Map) {
       for (const [key, entry] of object) {
-        add(key, 2);
-        add(entry, 0);
+        fold(size(key, depth + 1), 2);
+        fold(size(entry, depth + 1), 0);
       }
     } else if (object instanceof Set) {
-      for (const entry of object) add(entry, 1);
+      for (const entry of object) fold(size(entry, depth + 1), 1);
     } else if (object instanceof Date) {
       total = 26;
     } else if (object instanceof RegExp) {
@@ -102,15 +108,7 @@ export function measureValue(value: unknown, maxBytes: number): number {
       total = object.href.length + 2;
     } else if (object instanceof Error) {
       total = String(object.name).length + String(object.message).length + 24;
-    } else {
-      const prototype = Object.getPrototypeOf(object);
-      if (prototype === Object.prototype || prototype === null) {
-        for (const key of Object.keys(object)) {
-          const descriptor = Object.getOwnPropertyDescriptor(object, key);
-          add(descriptor && "value" in descriptor ? descriptor.value : undefined, key.length + 4);
-        }
-      } else total = 16;
-    }
+    } else total = 16;
     depthOfStack--;
     positions.delete(object);
     if (total > maxBytes) throw tooLarge();

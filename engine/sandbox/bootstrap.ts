@@ -808,10 +808,13 @@ function sandboxBootstrap(
     const envelope: SandboxEnvelope = { __proto__: null, ok, warnings } as any;
     let budget = maxResultBytes;
     let resultError: any;
+    // The text shares one bound too: the snapshot's text is taken from what the return value may use.
+    let textBudget = WIRE_SLACK * maxResultBytes;
     if (moss !== undefined) {
       const snapshot = snapshotData(warnings, budget);
       envelope.mossData = snapshot.text;
       budget -= snapshot.expanded;
+      textBudget -= snapshot.text.length;
     }
     if (ok) {
       try {
@@ -821,7 +824,7 @@ function sandboxBootstrap(
           knownHandle,
           onUnsupported: (unsupported: { path: string; description: string }) =>
             append(warnings, `${unsupported.path} is ${unsupported.description} and was not returned`),
-          maxLength: WIRE_SLACK * budget,
+          maxLength: textBudget,
           maxExpanded: budget,
         } as any);
       } catch (caught) {

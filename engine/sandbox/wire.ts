@@ -97,6 +97,8 @@ export function createWireCodec(): WireCodec {
   const ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
   const ArrayPrototype = Array.prototype;
   const Uint8ArrayCtor = Uint8Array;
+  const Uint16ArrayCtor = Uint16Array;
+  const Float64ArrayCtor = Float64Array;
   const ArrayBufferCtor = ArrayBuffer;
   const ArrayIsArray = Array.isArray;
   const JSONStringify = JSON.stringify;
@@ -400,12 +402,33 @@ export function createWireCodec(): WireCodec {
    * MAX_DEPTH, and a TypeError for a malformed node; nodes that were being sized when it threw are refused for good.
    */
   function createMeasurer(table: unknown[]) {
-    const state = nullArray() as number[]; // undefined: new · 1: being sized · 2: sized · 3: refused
-    const sizes = nullArray() as number[];
-    const heights = nullArray() as number[];
-    const refusals = nullArray() as Error[];
+    // Per node, grown with the table (the encoder's table grows while it is measured field by field).
+    let capacity = 0;
+    let state = new Uint8ArrayCtor(0); // 0: new · 1: being sized · 2: sized · 3: refused
+    let sizes = new Float64ArrayCtor(0);
+    let heights = new Uint16ArrayCtor(0);
+    let positions = new Uint16ArrayCtor(0);
+    const refusals = new MapCtor<number, Error>();
     const stack = nullArray() as number[];
-    const positions = nullArray() as number[];
+
+    function grow(): void {
+      if (table.length <= capacity) return;
+      capacity = table.length * 2;
+      const grownState = new Uint8ArrayCtor(capacity);
+      const grownSizes = new Float64ArrayCtor(capacity);
+      const grownHeights = new Uint16ArrayCtor(capacity);
+      const grownPositions = new Uint16ArrayCtor(capacity);
+      for (let i = 0; i < state.length; i++) {
+        grownState[i] = state[i]!;
+        grownSizes[i] = sizes[i]!;
+        grownHeights[i] = heights[i]!;
+        grownPositions[i] = positions[i]!;
+      }
+      state = grownState;
+      sizes = grownSizes;
+      heights = grownHeights;
+      positions = grownPositions;
+    }
     let budget = 0;
     // The lowest stack position a back edge in the last sized subtree reached (Infinity: none, the size is final).
     let reached = Infinity;
@@ -458,7 +481,7 @@ export function createWireCodec(): WireCodec {
         reached = positions[index]!;
         return 8;
       }
-      if (known === 3) throw refusals[index]!;
+      if (known === 3) throw ReflectApply(MapGet, refusals, [index]) as Error;
       if (depth > MAX_DEPTH) throw tooDeep();
       const node = table[index];
       let total: number;
@@ -549,7 +572,7 @@ export function createWireCodec(): WireCodec {
         lastHeight = nodeHeight;
         if (nodeLow < position) {
           // Part of a cycle through a node above it: its size holds for this path only.
-          state[index] = undefined as unknown as number;
+          state[index] = 0;
           reached = nodeLow;
           return total;
         }
@@ -565,12 +588,13 @@ export function createWireCodec(): WireCodec {
       /** Expanded size of node `index` reached at `depth`, within `limit`. */
       measure(index: number, depth: number, limit: number): number {
         budget = limit;
+        grow();
         try {
           return size(index, depth);
         } catch (error) {
           for (let i = 0; i < stack.length; i++) {
             state[stack[i]!] = 3;
-            refusals[stack[i]!] = error as Error;
+            ReflectApply(MapSet, refusals, [stack[i], error]);
           }
           stack.length = 0;
           low = Infinity;
@@ -580,7 +604,7 @@ export function createWireCodec(): WireCodec {
       },
       /** Forgets nodes from `start` on (the encoder took them back). */
       forget(start: number): void {
-        if (state.length > start) state.length = start;
+        for (let i = start; i < capacity; i++) state[i] = 0;
       },
     };
   }

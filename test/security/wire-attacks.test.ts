@@ -5,6 +5,7 @@ import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
 import { createContext, encodeProperties } from "../../engine/context/index.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
+import type { SandboxDriver, SandboxRunResult, SandboxSession } from "../../engine/sandbox/sandbox.ts";
 import type { Execution, ExecutionLimits, MossContext } from "../../engine/types.ts";
 import { ByteStore, bytesProbe } from "../fixtures/security/bytes.ts";
 
@@ -146,6 +147,15 @@ describe.each(["process", "in-process"] as const)("wire attacks (%s driver)", (d
       const { maxBlockMs, value } = await watched(async () => renderObservation(execution));
       expect(value).toContain("output-limit");
       expect(maxBlockMs).toBeLessThan(MAX_HOST_BLOCK_MS);
+    });
+
+    test("an exponential argument to a host method is refused before the host builds it", async () => {
+      const execution = await run(`function main(moss: Moss) {
+  ${exponential(30)}
+  try { return moss.bytes.accept(v); } catch (error) { return (error as Error).message; }
+}`);
+      expect(execution.returns).toMatch(/larger than the limit of \d+ bytes once expanded/);
+      expect(bytesProbe.received).toEqual([]);
     });
 
     test("a huge bigint in a data field is refused by name and costs later executes nothing", async () => {
@@ -358,5 +368,56 @@ describe.each(["process", "in-process"] as const)("wire attacks (%s driver)", (d
         await restored.close();
       }
     });
+  });
+});
+
+describe("class 3: the host bounds what a compromised sandbox sends back", () => {
+  /** A driver whose sandbox answers every run with the given result text (as a subverted isolate could). */
+  function hostileDriver(result: Partial<SandboxRunResult>): SandboxDriver {
+    return {
+      name: "in-process",
+      async open(): Promise<SandboxSession> {
+        return {
+          alive: true,
+          async run(): Promise<SandboxRunResult> {
+            return { ok: true, stdout: "", warnings: [], hostCalls: 0, cpuTimeMs: 0, ...result };
+          },
+          async dispose() {},
+        };
+      },
+      async close() {},
+    };
+  }
+
+  /** Wire text of `[v, v]` nested `levels` times: a few hundred bytes, 2^levels leaves once expanded. */
+  function exponentialWire(levels: number, root?: (index: number) => unknown[]): string {
+    const nodes: unknown[] = [];
+    const offset = root ? 1 : 0;
+    for (let i = 0; i < levels; i++) nodes.push(["A", offset + i + 1, offset + i + 1]);
+    nodes.push(1);
+    return JSON.stringify(root ? [root(1), ...nodes] : nodes);
+  }
+
+  test("an exponential return value and data field are refused by the host, which never expands them", async () => {
+    const runtime = await new MossCompiler({
+      sandbox: hostileDriver({
+        returns: exponentialWire(40),
+        mossData: exponentialWire(40, (index) => ["O", "stash", index]),
+      }),
+      limits: LIMITS,
+    })
+      .bind(ByteStore, new ByteStore())
+      .compile(MODULE);
+    try {
+      const { value: execution, maxBlockMs } = await watched(() =>
+        runtime.execute({ code: "function main() { return 1; }", typeCheck: "off" }),
+      );
+      expect(maxBlockMs).toBeLessThan(MAX_HOST_BLOCK_MS);
+      expectOutputLimit(execution);
+      expect(execution.warnings.join("\n")).toMatch(/moss\.stash is larger than the limit/);
+      expect(execution.context.properties.stash).toEqual(encodeProperties({ stash: null }).properties.stash);
+    } finally {
+      await runtime.close();
+    }
   });
 });
