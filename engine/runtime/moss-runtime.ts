@@ -288,7 +288,7 @@ export class MossRuntime {
         ? {
             kind: "output-limit",
             name: "RangeError",
-            message: `the result exceeds the limit of ${limits.maxResultBytes} bytes: ${error.message}`,
+            message: `the return value cannot be sent back: ${error.message}`,
           }
         : {
             kind: "runtime",

@@ -840,7 +840,7 @@ function sandboxBootstrap(
               __proto__: null,
               kind: "output-limit",
               name: "RangeError",
-              message: `the result (return value plus moss data) exceeds the limit of ${maxResultBytes} bytes: ${resultError.message}`,
+              message: `the return value cannot be sent back: ${resultError.message} (the result limit of ${maxResultBytes} bytes counts the moss data too)`,
             } as any)
           : ({ __proto__: null, kind: "runtime", ...resultError } as any);
     } else if (limitHit !== null) {

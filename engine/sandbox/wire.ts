@@ -625,9 +625,16 @@ export function createWireCodec(): WireCodec {
     const segments = nullArray();
     let length = 2;
 
+    // The encoded text is a first, cheap bound: with an expanded-size budget its slack is wide enough that text past
+    // it always stands for a value past the budget, so it is reported as such.
+    const tooLong =
+      options.maxExpanded === undefined
+        ? `exceeds the limit of ${maxLength} characters once encoded`
+        : `is larger than the limit of ${options.maxExpanded} bytes once expanded`;
+
     function charge(amount: number): void {
       length += amount;
-      if (length > maxLength) throw limitError(`exceeds the limit of ${maxLength} characters once encoded`);
+      if (length > maxLength) throw limitError(tooLong);
     }
 
     function currentPath(): string {
@@ -843,14 +850,14 @@ export function createWireCodec(): WireCodec {
 
   function encode(root: unknown, options: WireEncodeOptions = {}): string {
     const encoder = createEncoder(options);
-    if (encoder.visit(root) === -1) encoder.push(nullArray("U"));
     const maxExpanded = options.maxExpanded;
-    if (maxExpanded !== undefined) {
-      try {
-        createMeasurer(encoder.nodes).measure(0, 0, maxExpanded);
-      } catch (error) {
-        throw limitError(`${options.rootPath ?? "value"} ${messageOf(error)}`);
-      }
+    try {
+      if (encoder.visit(root) === -1) encoder.push(nullArray("U"));
+      if (maxExpanded !== undefined) createMeasurer(encoder.nodes).measure(0, 0, maxExpanded);
+    } catch (error) {
+      // A bound names the value it refused: "returns is nested deeper than 1000 levels".
+      if (isLimit(error)) throw limitError(`${options.rootPath ?? "value"} ${messageOf(error)}`);
+      throw error;
     }
     return JSONStringify(encoder.nodes);
   }
@@ -869,6 +876,7 @@ export function createWireCodec(): WireCodec {
       knownHandle: options.knownHandle,
       handleOf: options.handleOf,
       maxLength: options.maxLength,
+      maxExpanded: options.maxExpanded,
       rootPath,
       onUnsupported: (unsupported: WireUnsupported) => {
         if (onUnsupported === undefined) {
