@@ -609,6 +609,7 @@ function sandboxBootstrap(
     const valueKeys = ObjectKeys(values);
     for (let i = 0; i < valueKeys.length; i++) {
       const name = valueKeys[i]!;
+      ReflectApply(MapSet, knownFields, [name, true]);
       ReflectDefineProperty(moss, name, {
         __proto__: null,
         value: values[name],
@@ -645,11 +646,16 @@ function sandboxBootstrap(
     else dropped.count++;
   }
 
+  // Data fields that have lived on `moss` (installed, or set by the code since). One that was never there (refused
+  // when installed) is left out of the snapshot while it stays absent: the host keeps its saved value.
+  const knownFields = new MapCtor<string, true>();
+
   function presentFields(): string[] {
     const present: string[] = [];
     for (let i = 0; i < dataFields.length; i++) {
       const field = dataFields[i]!;
-      if (ObjectHasOwn(moss, field)) append(present, field);
+      if (ObjectHasOwn(moss, field)) ReflectApply(MapSet, knownFields, [field, true]);
+      if (ReflectApply(MapGet, knownFields, [field]) === true) append(present, field);
     }
     return present;
   }
@@ -714,7 +720,11 @@ function sandboxBootstrap(
             enumerable: true,
             configurable: true,
           } as PropertyDescriptor);
-        } else ReflectDeleteProperty(moss, field);
+        } else {
+          // No saved value inside: the field goes back to absent, and the host keeps whatever it holds.
+          ReflectDeleteProperty(moss, field);
+          ReflectApply(MapDelete, knownFields, [field]);
+        }
       } catch {}
     }
   }

@@ -341,8 +341,18 @@ describe.each(["process", "in-process"] as const)("wire attacks (%s driver)", (d
         expect(read.warnings.join("\n")).toMatch(
           /moss\.stash is an instance of URL, which has no plain-data form/,
         );
-        // The saved value is kept on the host and in the context.
+        // The saved value is kept on the host and in the context, until the code sets the field itself.
         expect(read.context.properties.stash).toEqual(properties.stash);
+        const again = await run(`function main(moss: Moss) { return moss.stash; }`, restored);
+        expect(again.returns).toBeUndefined();
+        expect(again.context.properties.stash).toEqual(properties.stash);
+        const replaced = await run(
+          `function main(moss: Moss) { moss.stash = "https://example.com/"; }`,
+          restored,
+        );
+        expect(replaced.context.properties.stash).toEqual(
+          encodeProperties({ stash: "https://example.com/" }).properties.stash,
+        );
       } finally {
         await restored.close();
       }
