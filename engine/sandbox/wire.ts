@@ -268,18 +268,18 @@ export function createWireCodec(): WireCodec {
   }
 
   // ---- binary data: always a copy of exactly the bytes the view shows ------------------------------------------
-  /** `[kind, bytes]` for a typed array, ArrayBuffer or DataView (a fresh copy of its bytes), else undefined. */
+  /** `[kind, bytes]` for a typed array, ArrayBuffer or DataView (a view of exactly its bytes), else undefined. */
   function binaryOf(object: object, tag: string): [string, Uint8Array] | undefined {
     const kind = ReflectApply(TypedArrayKind, object, []) as string | undefined;
     if (typeof kind === "string") {
       const buffer = ReflectApply(TypedArrayBuffer, object, []) as ArrayBuffer;
       const offset = ReflectApply(TypedArrayByteOffset, object, []) as number;
       const length = ReflectApply(TypedArrayByteLength, object, []) as number;
-      return [kind, copyBytes(buffer, offset, length)];
+      return [kind, bytesOf(buffer, offset, length)];
     }
     if (tag === "[object ArrayBuffer]" && hasBrand(ArrayBufferByteLength, object)) {
       const length = ReflectApply(ArrayBufferByteLength, object, []) as number;
-      return ["ArrayBuffer", copyBytes(object as ArrayBuffer, 0, length)];
+      return ["ArrayBuffer", bytesOf(object as ArrayBuffer, 0, length)];
     }
     if (
       tag === "[object SharedArrayBuffer]" &&
@@ -287,23 +287,21 @@ export function createWireCodec(): WireCodec {
       hasBrand(SharedArrayBufferByteLength, object)
     ) {
       const length = ReflectApply(SharedArrayBufferByteLength, object, []) as number;
-      return ["ArrayBuffer", copyBytes(object as ArrayBuffer, 0, length)];
+      return ["ArrayBuffer", bytesOf(object as ArrayBuffer, 0, length)];
     }
     if (tag === "[object DataView]" && hasBrand(DataViewByteLength, object)) {
       const buffer = ReflectApply(DataViewBuffer, object, []) as ArrayBuffer;
       const offset = ReflectApply(DataViewByteOffset, object, []) as number;
       const length = ReflectApply(DataViewByteLength, object, []) as number;
-      return ["DataView", copyBytes(buffer, offset, length)];
+      return ["DataView", bytesOf(buffer, offset, length)];
     }
     return undefined;
   }
 
-  function copyBytes(buffer: ArrayBuffer, offset: number, length: number): Uint8Array {
-    const copy = new Uint8ArrayCtor(length);
-    if (length === 0) return copy;
-    const source = new Uint8ArrayCtor(buffer, offset, length);
-    for (let i = 0; i < length; i++) copy[i] = source[i]!;
-    return copy;
+  /** A byte view of exactly the bytes shown (never the rest of the buffer); it is read once, into base64. */
+  function bytesOf(buffer: ArrayBuffer, offset: number, length: number): Uint8Array {
+    if (length === 0) return new Uint8ArrayCtor(0);
+    return new Uint8ArrayCtor(buffer, offset, length);
   }
 
   function toBase64(bytes: Uint8Array): string {
