@@ -1,4 +1,5 @@
 import { types } from "node:util";
+import { MossError } from "../errors.ts";
 import { WIRE_MAX_BIGINT_DIGITS, WIRE_MAX_DEPTH } from "../sandbox/wire.ts";
 
 /*
@@ -13,7 +14,7 @@ const BINARY_TAGS = new Set(["[object ArrayBuffer]", "[object SharedArrayBuffer]
 /** Why a value is over a bound ("is larger than …", "is nested deeper than …"), or undefined when it fits. */
 export function expandedSizeProblem(value: unknown, maxBytes: number): string | undefined {
   try {
-    measureValue(value, maxBytes);
+    measure(value, maxBytes);
     return undefined;
   } catch (error) {
     if (error instanceof BoundExceeded) return error.message;
@@ -23,8 +24,20 @@ export function expandedSizeProblem(value: unknown, maxBytes: number): string | 
 
 class BoundExceeded extends Error {}
 
-/** The expanded size of `value`; throws past `maxBytes`, past the wire's depth bound or for an oversized bigint. */
+/**
+ * The expanded size of `value`; throws MossError `wire-limit` past `maxBytes`, past the wire's depth bound or for
+ * an oversized bigint.
+ */
 export function measureValue(value: unknown, maxBytes: number): number {
+  try {
+    return measure(value, maxBytes);
+  } catch (error) {
+    if (error instanceof BoundExceeded) throw new MossError("wire-limit", `value ${error.message}`, {});
+    throw error;
+  }
+}
+
+function measure(value: unknown, maxBytes: number): number {
   const sizes = new Map<object, number>();
   const heights = new Map<object, number>();
   const positions = new Map<object, number>();
