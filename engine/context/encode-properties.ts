@@ -154,7 +154,7 @@ export function decodeProperties(
       });
     }
     try {
-      values[key] = serializer.deserialize(structuredClone(encoded) as never);
+      values[key] = serializer.deserialize(withoutNaNIdentities(structuredClone(encoded)) as never);
     } catch (error) {
       if (MossError.is(error)) throw error;
       throw new MossError(
@@ -172,6 +172,37 @@ export function decodeProperties(
     }
   }
   return values;
+}
+
+/**
+ * superjson gives NaN an identity (its isPrimitive excludes NaN), so two NaNs in one value are written as a
+ * "referential equality", and applying it on decode drops Map entries keyed by NaN. A NaN is a number, never a
+ * shared object: equalities whose source is annotated as a number are removed before decoding.
+ */
+function withoutNaNIdentities(encoded: unknown): unknown {
+  const meta = (encoded as { meta?: { values?: unknown; referentialEqualities?: unknown } }).meta;
+  const equalities = meta?.referentialEqualities;
+  if (typeof equalities !== "object" || equalities === null || Array.isArray(equalities)) return encoded;
+  for (const source of Object.keys(equalities)) {
+    if (annotationAt(meta!.values, source) === "number")
+      delete (equalities as Record<string, unknown>)[source];
+  }
+  return encoded;
+}
+
+/** The type annotation superjson's `meta.values` tree holds for an (escaped, dotted) path, if any. */
+function annotationAt(tree: unknown, path: string): unknown {
+  if (Array.isArray(tree)) return path === "" ? tree[0] : annotationAt(tree[1], path);
+  if (typeof tree !== "object" || tree === null) return undefined;
+  for (const [key, child] of Object.entries(tree)) {
+    if (!Array.isArray(child)) continue;
+    if (key === path) return child[0];
+    if (path.startsWith(`${key}.`)) {
+      const found = annotationAt(child[1], path.slice(key.length + 1));
+      if (found !== undefined) return found;
+    }
+  }
+  return undefined;
 }
 
 /**
