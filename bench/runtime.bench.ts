@@ -7,11 +7,12 @@ import { fileURLToPath } from "node:url";
 import { transformSync } from "esbuild";
 import { MossCompiler } from "../engine/compiler/moss-compiler.ts";
 import { encodeProperties } from "../engine/context/index.ts";
+import { measureValue } from "../engine/context/measure-value.ts";
 import type { MossRuntime } from "../engine/runtime/moss-runtime.ts";
 import { prepareSnippet } from "../engine/runtime/prepare-snippet.ts";
 import { sharedSandboxDriver } from "../engine/runtime/shared-sandbox.ts";
 import { ProcessDriver } from "../engine/sandbox/process-driver.ts";
-import { decodeWire, encodeWire } from "../engine/sandbox/wire.ts";
+import { createWireCodec, decodeWire, encodeWire, measureWire } from "../engine/sandbox/wire.ts";
 import type { ExecutionLimits, TypeCheckMode } from "../engine/types.ts";
 import { type BaselineEngine, createQuickJsEngine, createVmEngine, loadQuickJs } from "./baseline-engines.ts";
 import { reportToParent, runChild } from "./child-process.ts";
@@ -483,7 +484,59 @@ async function hotSpots(): Promise<string[][]> {
     "~1 MB field: encodeProperties (superjson, persist)",
     formatMs((await sample(3, () => encodeProperties({ records }), 1)).median),
   ]);
+  rows.push(...(await sizePassRows(records, wire)));
   await runtime.close();
+  return rows;
+}
+
+/**
+ * What bounding the expanded size costs (issue 8): the size pass alone, and the codec and persistence with and
+ * without it, on the ~1 MB field and on the small result of a warm execute.
+ */
+async function sizePassRows(records: unknown[], wire: string): Promise<string[][]> {
+  const codec = createWireCodec();
+  const small = { count: 3, notes: ["a", "b"], when: new Date(0) };
+  const smallWire = encodeWire(small);
+  const median = async (runs: number, action: () => unknown) => (await sample(runs, action, 2)).median;
+  const rows: string[][] = [];
+  const measured = await median(5, () => measureWire(wire, Number.POSITIVE_INFINITY));
+  const decodeBounded = await median(5, () => decodeWire(wire));
+  const decodeUnbounded = await median(5, () => codec.decode(wire));
+  const encodeBounded = await median(5, () =>
+    codec.encodeFields({ records }, ["records"], { maxExpanded: 8 * 1024 * 1024, onRefused: () => {} }),
+  );
+  const encodeUnbounded = await median(5, () => codec.encode({ records }));
+  const persistBounded = await median(3, () => encodeProperties({ records }));
+  const persistPass = await median(5, () => measureValue(records, Number.POSITIVE_INFINITY));
+  const smallMeasure = await median(2_000, () => measureWire(smallWire));
+  const smallSnapshot = await median(2_000, () =>
+    codec.encodeFields(small, ["count", "notes", "when"], {
+      maxExpanded: 8 * 1024 * 1024,
+      onRefused: () => {},
+    }),
+  );
+  const smallPlain = await median(2_000, () => codec.encode(small));
+  rows.push(["-", "~1 MB field: size pass alone (measureWire, host)", formatMs(measured)]);
+  rows.push([
+    "-",
+    "~1 MB field: decodeWire with the size pass / without",
+    `${formatMs(decodeBounded)} / ${formatMs(decodeUnbounded)} (${formatRatio(decodeBounded, decodeUnbounded)})`,
+  ]);
+  rows.push([
+    "-",
+    "~1 MB field: snapshot encode with the size pass (encodeFields) / plain encode",
+    `${formatMs(encodeBounded)} / ${formatMs(encodeUnbounded)} (${formatRatio(encodeBounded, encodeUnbounded)})`,
+  ]);
+  rows.push([
+    "-",
+    "~1 MB field: encodeProperties (with its size pass) / the size pass alone (measureValue)",
+    `${formatMs(persistBounded)} / ${formatMs(persistPass)}`,
+  ]);
+  rows.push([
+    "-",
+    "warm execute's small result: size pass (host) · snapshot with it / plain encode",
+    `${formatMs(smallMeasure)} · ${formatMs(smallSnapshot)} / ${formatMs(smallPlain)}`,
+  ]);
   return rows;
 }
 

@@ -19,7 +19,9 @@ export type MossErrorCode =
   | "model-auth"
   | "model-not-found"
   | "model-connection"
-  | "invalid-argument";
+  | "invalid-argument"
+  | "wire-invalid"
+  | "wire-limit";
 
 const BRAND = Symbol.for("moss-ts.MossError");
 

@@ -5,7 +5,7 @@ import { decodeProperties } from "../context/index.ts";
 import { locatedMessage, MossError } from "../errors.ts";
 import { Moss as MossBase } from "../moss.ts";
 import { MossRuntime, type MossRuntimeOptions } from "../runtime/moss-runtime.ts";
-import type { ExecutionLimits, MossContext, TypeCheckMode } from "../types.ts";
+import { DEFAULT_LIMITS, type ExecutionLimits, type MossContext, type TypeCheckMode } from "../types.ts";
 import type { CompiledModule } from "./compiled-module.ts";
 import { loadModule } from "./load-module.ts";
 import {
@@ -162,7 +162,10 @@ export class MossCompiler {
     const data: Record<string, unknown> = {};
     for (const field of fields)
       if (field.kind === "data" && field.name in instance) data[field.name] = instance[field.name];
-    const restored = this.#context ? decodeProperties(this.#context.properties) : {};
+    // Bounded by the larger of the default and the configured result limit: a field saved under a larger limit
+    // still loads, and the runtime then refuses it by name if it is over the limit in force.
+    const maxBytes = Math.max(DEFAULT_LIMITS.maxResultBytes, this.#options.limits?.maxResultBytes ?? 0);
+    const restored = this.#context ? decodeProperties(this.#context.properties, { maxBytes }) : {};
     const known = new Set(fields.map((field) => field.name));
     for (const [name, value] of Object.entries(restored)) if (known.has(name)) data[name] = value;
     for (const [name, value] of Object.entries(this.#injections)) {

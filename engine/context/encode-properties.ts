@@ -1,24 +1,77 @@
 import { types } from "node:util";
 import SuperJSON from "superjson";
 import { MossError } from "../errors.ts";
+import { WIRE_MAX_BIGINT_DIGITS } from "../sandbox/wire.ts";
+import { DEFAULT_LIMITS } from "../types.ts";
+import { expandedSizeProblem } from "./measure-value.ts";
 
 // A private instance, so classes or symbols registered on superjson's global instance elsewhere change nothing here.
 const serializer = new SuperJSON();
 
-const FAITHFUL_PROTOTYPES = new Set<object>([
-  Date.prototype,
-  RegExp.prototype,
-  URL.prototype,
-  Int8Array.prototype,
-  Uint8Array.prototype,
-  Uint8ClampedArray.prototype,
-  Int16Array.prototype,
-  Uint16Array.prototype,
-  Int32Array.prototype,
-  Uint32Array.prototype,
-  Float32Array.prototype,
-  Float64Array.prototype,
-]);
+const BINARY_KINDS: Record<string, new (buffer: ArrayBuffer) => ArrayBufferView> = {
+  Int8Array,
+  Uint8Array,
+  Uint8ClampedArray,
+  Int16Array,
+  Uint16Array,
+  Int32Array,
+  Uint32Array,
+  Float32Array,
+  Float64Array,
+  BigInt64Array,
+  BigUint64Array,
+  DataView,
+};
+
+/** Typed arrays (all kinds, a Node Buffer as its own bytes), ArrayBuffer and DataView, stored as base64. */
+serializer.registerCustom<ArrayBuffer | ArrayBufferView, { kind: string; base64: string }>(
+  {
+    isApplicable: (value): value is ArrayBuffer | ArrayBufferView => binaryKind(value) !== undefined,
+    serialize: (value) => {
+      const kind = binaryKind(value)!;
+      const bytes = ArrayBuffer.isView(value)
+        ? Buffer.from(value.buffer, value.byteOffset, value.byteLength)
+        : Buffer.from(value);
+      return { kind, base64: bytes.toString("base64") };
+    },
+    deserialize: (encoded) => {
+      const kind = encoded?.kind;
+      const base64 = encoded?.base64;
+      if (typeof kind !== "string" || typeof base64 !== "string" || !/^[A-Za-z0-9+/]*={0,2}$/.test(base64)) {
+        throw new Error("malformed binary data");
+      }
+      const bytes = Buffer.from(base64, "base64");
+      const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+      if (kind === "ArrayBuffer") return buffer;
+      const ctor = Object.hasOwn(BINARY_KINDS, kind) ? BINARY_KINDS[kind] : undefined;
+      const unit = (ctor as { BYTES_PER_ELEMENT?: number } | undefined)?.BYTES_PER_ELEMENT ?? 1;
+      if (ctor === undefined || buffer.byteLength % unit !== 0)
+        throw new Error(`unknown binary kind ${kind}`);
+      return new ctor(buffer);
+    },
+  },
+  "binary",
+);
+
+/** The kind of binary data ("Uint8Array" for a Buffer too, "ArrayBuffer", "DataView"), or undefined. */
+function binaryKind(value: unknown): string | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  if (types.isTypedArray(value)) return typedArrayKind(value);
+  if (types.isArrayBuffer(value)) return "ArrayBuffer";
+  if (types.isDataView(value)) return "DataView";
+  return undefined;
+}
+
+const typedArrayTag = Object.getOwnPropertyDescriptor(
+  Object.getPrototypeOf(Uint8Array.prototype),
+  Symbol.toStringTag,
+)!.get!;
+
+function typedArrayKind(value: object): string {
+  return typedArrayTag.call(value) as string;
+}
+
+const FAITHFUL_PROTOTYPES = new Set<object>([Date.prototype, RegExp.prototype, URL.prototype]);
 
 /** Options of `encodeProperties`. */
 export interface EncodePropertiesOptions {
@@ -26,6 +79,8 @@ export interface EncodePropertiesOptions {
   previous?: Record<string, unknown>;
   /** Prefix of field paths in warnings. Default `moss`. */
   pathPrefix?: string;
+  /** Bound of each field's expanded size (shared references counted at every use). Default: the result limit. */
+  maxBytes?: number;
 }
 
 /** Encoded properties and one warning per field that could not be persisted. */
@@ -50,7 +105,10 @@ export function encodeProperties(
   const warnings: string[] = [];
   for (const [key, value] of Object.entries(values)) {
     const path = `${prefix}${propertyAccess(key)}`;
-    let problem = findUnpersistable(value, path, new Set());
+    // Bounded first: superjson writes every use of a shared object in full, and converts bigints to decimal.
+    const oversized = expandedSizeProblem(value, options.maxBytes ?? DEFAULT_LIMITS.maxResultBytes);
+    let problem =
+      oversized === undefined ? findUnpersistable(value, path, new Set()) : `${path} ${oversized}`;
     let encoded: unknown;
     if (problem === undefined) {
       try {
@@ -73,19 +131,32 @@ export function encodeProperties(
   return { properties, warnings };
 }
 
-/** Decodes the properties of a MossContext back into values; a malformed entry throws MossError `context-invalid`. */
-export function decodeProperties(properties: Record<string, unknown>): Record<string, unknown> {
+/** Options of `decodeProperties`. */
+export interface DecodePropertiesOptions {
+  /** Bound of each field's expanded size once decoded. Default: the result limit. */
+  maxBytes?: number;
+}
+
+/**
+ * Decodes the properties of a MossContext back into values; a malformed entry, or one over the bounds (expanded
+ * size, nesting, bigint digits), throws MossError `context-invalid` naming the property.
+ */
+export function decodeProperties(
+  properties: Record<string, unknown>,
+  options: DecodePropertiesOptions = {},
+): Record<string, unknown> {
   const values: Record<string, unknown> = {};
   for (const [key, encoded] of Object.entries(properties)) {
-    const problem = encodedValueProblem(encoded);
+    const problem = encodedValueProblem(encoded) ?? oversizedBigintProblem(encoded);
     if (problem !== undefined) {
       throw new MossError("context-invalid", `properties${propertyAccess(key)} ${problem}`, {
         property: key,
       });
     }
     try {
-      values[key] = serializer.deserialize(structuredClone(encoded) as never);
+      values[key] = serializer.deserialize(withoutNaNIdentities(structuredClone(encoded)) as never);
     } catch (error) {
+      if (MossError.is(error)) throw error;
       throw new MossError(
         "context-invalid",
         `properties${propertyAccess(key)} cannot be decoded: ${error instanceof Error ? error.message : String(error)}`,
@@ -93,8 +164,66 @@ export function decodeProperties(properties: Record<string, unknown>): Record<st
         { cause: error },
       );
     }
+    const oversized = expandedSizeProblem(values[key], options.maxBytes ?? DEFAULT_LIMITS.maxResultBytes);
+    if (oversized !== undefined) {
+      throw new MossError("context-invalid", `properties${propertyAccess(key)} ${oversized}`, {
+        property: key,
+      });
+    }
   }
   return values;
+}
+
+/**
+ * superjson gives NaN an identity (its isPrimitive excludes NaN), so two NaNs in one value are written as a
+ * "referential equality", and applying it on decode drops Map entries keyed by NaN. A NaN is a number, never a
+ * shared object: equalities whose source is annotated as a number are removed before decoding.
+ */
+function withoutNaNIdentities(encoded: unknown): unknown {
+  const meta = (encoded as { meta?: { values?: unknown; referentialEqualities?: unknown } }).meta;
+  const equalities = meta?.referentialEqualities;
+  if (typeof equalities !== "object" || equalities === null || Array.isArray(equalities)) return encoded;
+  for (const source of Object.keys(equalities)) {
+    if (annotationAt(meta!.values, source) === "number")
+      delete (equalities as Record<string, unknown>)[source];
+  }
+  return encoded;
+}
+
+/** The type annotation superjson's `meta.values` tree holds for an (escaped, dotted) path, if any. */
+function annotationAt(tree: unknown, path: string): unknown {
+  if (Array.isArray(tree)) return path === "" ? tree[0] : annotationAt(tree[1], path);
+  if (typeof tree !== "object" || tree === null) return undefined;
+  for (const [key, child] of Object.entries(tree)) {
+    if (!Array.isArray(child)) continue;
+    if (key === path) return child[0];
+    if (path.startsWith(`${key}.`)) {
+      const found = annotationAt(child[1], path.slice(key.length + 1));
+      if (found !== undefined) return found;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * A bigint is rebuilt from decimal text, which is quadratic: an encoded value annotating a bigint is refused when
+ * its JSON holds a decimal string over the digit bound (checked before superjson parses anything).
+ */
+function oversizedBigintProblem(encoded: unknown): string | undefined {
+  const meta = (encoded as { meta?: unknown }).meta;
+  if (meta === undefined || !JSON.stringify(meta).includes('"bigint"')) return undefined;
+  const pending: unknown[] = [(encoded as { json: unknown }).json];
+  while (pending.length > 0) {
+    const item = pending.pop();
+    if (typeof item === "string") {
+      if (item.length > WIRE_MAX_BIGINT_DIGITS + 1 && /^-?\d+$/.test(item)) {
+        return `holds a bigint of more than ${WIRE_MAX_BIGINT_DIGITS} digits`;
+      }
+    } else if (typeof item === "object" && item !== null) {
+      for (const child of Object.values(item)) pending.push(child);
+    }
+  }
+  return undefined;
 }
 
 /** Why a value is not a superjson document `{ json, meta? }`, or undefined when it is one. */
@@ -122,6 +251,7 @@ function findUnpersistable(value: unknown, path: string, seen: Set<object>): str
     return `${path} is an invalid Date (superjson would restore it as null)`;
   }
   if (prototype !== null && FAITHFUL_PROTOTYPES.has(prototype)) return undefined;
+  if (binaryKind(value) !== undefined) return undefined;
   if (prototype === Array.prototype) {
     const array = value as unknown[];
     for (let index = 0; index < array.length; index++) {

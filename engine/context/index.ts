@@ -9,10 +9,12 @@ export {
 export type { ContextStore } from "./context-store.ts";
 export { createContext, joinContexts } from "./create-context.ts";
 export {
+  type DecodePropertiesOptions,
   decodeProperties,
   type EncodedProperties,
   type EncodePropertiesOptions,
   encodeProperties,
 } from "./encode-properties.ts";
 export { FileContextStore, type LockOwner } from "./file-context-store.ts";
+export { expandedSizeProblem, measureValue } from "./measure-value.ts";
 export { validateContext } from "./validate-context.ts";

@@ -63,9 +63,15 @@ export class HostMembrane implements HostMembraneContract {
     return encodeWire(value, { rootPath, onHostObject: (object) => this.#shapeOf(object) });
   }
 
-  /** Decodes wire text from the isolate; handles resolve to the host objects they stand for. */
-  decode(text: string): unknown {
-    return decodeWire(text, { onHandle: (shape) => this.#entries.get(shape.id)?.value });
+  /**
+   * Decodes wire text from the isolate; handles resolve to the host objects they stand for. The expanded value is
+   * bounded by `maxExpandedBytes` (default: the default result limit) before anything is built.
+   */
+  decode(text: string, maxExpandedBytes?: number): unknown {
+    return decodeWire(text, {
+      onHandle: (shape) => this.#entries.get(shape.id)?.value,
+      ...(maxExpandedBytes === undefined ? {} : { maxExpandedBytes }),
+    });
   }
 
   call(handle: number, member: string | null, args: string): HostOutcome {

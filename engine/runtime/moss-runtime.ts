@@ -6,6 +6,7 @@ import { codeFrame, MossError } from "../errors.ts";
 import type { Injection } from "../moss.ts";
 import { MossPrompter } from "../prompter/moss-prompter.ts";
 import type { SandboxDriver, SandboxSession } from "../sandbox/sandbox.ts";
+import { decodeWire, encodeWireFields } from "../sandbox/wire.ts";
 import {
   DEFAULT_LIMITS,
   type Diagnostic,
@@ -70,6 +71,8 @@ export class MossRuntime {
   #membrane: HostMembrane | undefined;
   #session: SandboxSession | undefined;
   #stdout: string[] = [];
+  /** Data fields refused when the session was installed, reported with the next execution. */
+  readonly #installWarnings: string[] = [];
   #stdoutBytes = 0;
   #busy = false;
   #closed = false;
@@ -265,7 +268,7 @@ export class MossRuntime {
       args,
       limits,
     });
-    warnings.push(...result.warnings);
+    warnings.push(...this.#installWarnings.splice(0), ...result.warnings);
     if (result.mossData === undefined && session.alive) {
       // The isolate holds data that could not be snapshotted (too large, say): keeping it would fail every later
       // execute, so the next one starts a fresh isolate from the last persisted context.
@@ -277,15 +280,31 @@ export class MossRuntime {
     if (!session.alive) this.#session = undefined;
     let returns: unknown;
     let decodeError: ExecutionError | undefined;
+    // The isolate bounded these already; the host checks again before it builds anything (the isolate is untrusted).
     try {
-      if (result.mossData !== undefined)
-        this.#data = { ...this.#data, ...(membrane.decode(result.mossData) as object) };
-      if (result.ok && result.returns !== undefined) returns = membrane.decode(result.returns);
+      if (result.mossData !== undefined) {
+        const data = decodeWire(result.mossData, {
+          maxExpandedBytes: limits.maxResultBytes,
+          onRefused: (field, reason) => warnings.push(refusedFieldWarning(field, reason)),
+        });
+        this.#data = { ...this.#data, ...(data as object) };
+      }
+      if (result.ok && result.returns !== undefined)
+        returns = membrane.decode(result.returns, limits.maxResultBytes);
     } catch (error) {
-      const message = `the sandbox returned a malformed result: ${(error as Error).message}`;
-      decodeError = { kind: "runtime", name: "TypeError", message };
+      decodeError = MossError.is(error, "wire-limit")
+        ? {
+            kind: "output-limit",
+            name: "RangeError",
+            message: `the return value cannot be sent back: ${error.message}`,
+          }
+        : {
+            kind: "runtime",
+            name: "TypeError",
+            message: `the sandbox returned a malformed result: ${(error as Error).message}`,
+          };
     }
-    this.#persist(warnings);
+    this.#persist(warnings, limits.maxResultBytes);
     if (result.error?.kind !== "syntax") this.#acceptDefinitions(code);
 
     const stdout = result.stdout;
@@ -320,7 +339,14 @@ export class MossRuntime {
     this.#session = await driver.open(
       {
         globals: membrane.encode(globals),
-        mossData: membrane.encode(this.#data),
+        // Plain data only: a value with no plain-data form is refused by name, never turned into a handle.
+        mossData: encodeWireFields(this.#data, Object.keys(this.#data), {
+          maxExpandedBytes: limits.maxResultBytes,
+          onRefused: (field, reason) =>
+            this.#installWarnings.push(
+              `moss.${field} ${reason}; it is not available inside the sandbox and keeps its saved value`,
+            ),
+        }),
         mossServices: membrane.encode(services),
         dataFields: this.#dataFields(),
       },
@@ -336,8 +362,8 @@ export class MossRuntime {
       .map((field) => field.name);
   }
 
-  #persist(warnings: string[]): void {
-    const encoded = encodeProperties(this.#data, { previous: this.#context.properties });
+  #persist(warnings: string[], maxBytes = this.#limits.maxResultBytes): void {
+    const encoded = encodeProperties(this.#data, { previous: this.#context.properties, maxBytes });
     warnings.push(...encoded.warnings);
     this.#context = { ...this.#context, properties: encoded.properties };
   }
@@ -375,6 +401,10 @@ export class MossRuntime {
     if (this.#closed)
       throw new MossError("runtime-closed", `this MossRuntime (${this.modulePath}) is closed`, {});
   }
+}
+
+function refusedFieldWarning(field: string, reason: string): string {
+  return `moss.${field} ${reason}; it was not persisted and keeps its last saved value`;
 }
 
 /**

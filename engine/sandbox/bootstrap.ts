@@ -62,6 +62,7 @@ function sandboxBootstrap(
   const ObjectCreate = Object.create;
   const ObjectFreeze = Object.freeze;
   const ObjectKeys = Object.keys;
+  const ObjectHasOwn = Object.hasOwn;
   const ObjectPrototype = Object.prototype;
   const ObjectIs = Object.is;
   const ArrayIsArray = Array.isArray;
@@ -633,6 +634,7 @@ function sandboxBootstrap(
     const valueKeys = ObjectKeys(values);
     for (let i = 0; i < valueKeys.length; i++) {
       const name = valueKeys[i]!;
+      ReflectApply(MapSet, knownFields, [name, true]);
       ReflectDefineProperty(moss, name, {
         __proto__: null,
         value: values[name],
@@ -651,6 +653,105 @@ function sandboxBootstrap(
     ReflectDefineProperty(global, "moss", data(moss, false));
     const parsed = JSONParse(fields);
     dataFields = ArrayIsArray(parsed) ? parsed : [];
+    lastSnapshot = mossData;
+  }
+
+  // ---- data snapshot -----------------------------------------------------------------------------------------
+  // The wire text holding the last saved value of every data field (the installed data, then each snapshot).
+  let lastSnapshot = "";
+  // Encoded text may be this many times longer than the expanded-size budget (indices, tags): a first, cheap bound.
+  const WIRE_SLACK = 4;
+
+  // Warnings about values left out of a snapshot are capped below the host's own cap (model code decides how many
+  // there are), so the refusals, listed first, and the count of the rest always reach the host.
+  const MAX_SNAPSHOT_WARNINGS = 30;
+
+  function warn(warnings: string[], text: string, dropped: { count: number }): void {
+    if (warnings.length < MAX_SNAPSHOT_WARNINGS) append(warnings, text);
+    else dropped.count++;
+  }
+
+  // Data fields that have lived on `moss` (installed, or set by the code since). One that was never there (refused
+  // when installed) is left out of the snapshot while it stays absent: the host keeps its saved value.
+  const knownFields = new MapCtor<string, true>();
+
+  function presentFields(): string[] {
+    const present: string[] = [];
+    for (let i = 0; i < dataFields.length; i++) {
+      const field = dataFields[i]!;
+      if (ObjectHasOwn(moss, field)) ReflectApply(MapSet, knownFields, [field, true]);
+      if (ReflectApply(MapGet, knownFields, [field]) === true) append(present, field);
+    }
+    return present;
+  }
+
+  /**
+   * Encodes the data fields present on `moss`, each bounded on its own (its expanded size against what is left of
+   * the result budget, its depth, its bigints). A refused field is named in a warning and set back to its last
+   * saved value, so the isolate and the persisted context agree; a field deleted by the code is left as it was.
+   */
+  function snapshotData(warnings: string[], budget: number): { text: string; expanded: number } {
+    const refused: string[] = [];
+    const refusals: string[] = [];
+    const leftOut: string[] = [];
+    const dropped = { __proto__: null, count: 0 };
+    const options = {
+      __proto__: null,
+      rootPath: "moss",
+      knownHandle: (value: object) => (knownHandle(value) === undefined ? undefined : null),
+      onUnsupported: (unsupported: { path: string; description: string }) =>
+        warn(leftOut, `${unsupported.path} is ${unsupported.description} and was not persisted`, dropped),
+      onRefused: (field: string, reason: string) => {
+        append(refused, field);
+        append(refusals, `moss.${field} ${reason}; it was not persisted and keeps its last saved value`);
+      },
+      maxLength: WIRE_SLACK * budget,
+      maxExpanded: budget,
+    };
+    let snapshot = codec.encodeFields(moss, presentFields(), options as any);
+    if (refused.length > 0) {
+      restoreFields(refused);
+      const quiet = {
+        __proto__: null,
+        rootPath: "moss",
+        knownHandle: options.knownHandle,
+        onUnsupported: () => {},
+        onRefused: () => {},
+        maxLength: options.maxLength,
+        maxExpanded: options.maxExpanded,
+      };
+      snapshot = codec.encodeFields(moss, presentFields(), quiet as any);
+    }
+    for (let i = 0; i < refusals.length; i++) append(warnings, refusals[i]);
+    for (let i = 0; i < leftOut.length; i++) append(warnings, leftOut[i]);
+    if (dropped.count > 0) append(warnings, `… and ${dropped.count} more values that were not persisted`);
+    lastSnapshot = snapshot.text;
+    return snapshot;
+  }
+
+  function restoreFields(fields: string[]): void {
+    let saved: any = ObjectCreate(null);
+    try {
+      if (lastSnapshot !== "") saved = codec.decode(lastSnapshot, decodeOptions);
+    } catch {}
+    for (let i = 0; i < fields.length; i++) {
+      const field = fields[i]!;
+      try {
+        if (ObjectHasOwn(saved, field)) {
+          ReflectDefineProperty(moss, field, {
+            __proto__: null,
+            value: saved[field],
+            writable: true,
+            enumerable: true,
+            configurable: true,
+          } as PropertyDescriptor);
+        } else {
+          // No saved value inside: the field goes back to absent, and the host keeps whatever it holds.
+          ReflectDeleteProperty(moss, field);
+          ReflectApply(MapDelete, knownFields, [field]);
+        }
+      } catch {}
+    }
   }
 
   // ---- run -----------------------------------------------------------------------------------------------
@@ -741,42 +842,16 @@ function sandboxBootstrap(
     ReflectSetPrototypeOf(warnings, null);
     const envelope: SandboxEnvelope = { __proto__: null, ok, warnings } as any;
     let budget = maxResultBytes;
-    const snapshot = ObjectCreate(null);
-    if (moss !== undefined) {
-      for (let i = 0; i < dataFields.length; i++) {
-        const field = dataFields[i]!;
-        try {
-          ReflectDefineProperty(snapshot, field, {
-            __proto__: null,
-            value: moss[field],
-            writable: true,
-            enumerable: true,
-            configurable: true,
-          } as PropertyDescriptor);
-        } catch (caught) {
-          append(
-            warnings,
-            `moss.${field} could not be read (${describeError(caught).message}) and was not persisted`,
-          );
-        }
-      }
-    }
     let resultError: any;
-    try {
-      const text = codec.encode(snapshot, {
-        __proto__: null,
-        rootPath: "moss",
-        knownHandle: (value: object) => (knownHandle(value) === undefined ? undefined : null),
-        onUnsupported: (unsupported: { path: string; description: string }) =>
-          append(warnings, `${unsupported.path} is ${unsupported.description} and was not persisted`),
-        maxLength: budget,
-      } as any);
-      envelope.mossData = text;
-      budget -= text.length;
-    } catch (caught) {
-      resultError = describeError(caught);
+    // The text shares one bound too: the snapshot's text is taken from what the return value may use.
+    let textBudget = WIRE_SLACK * maxResultBytes;
+    if (moss !== undefined) {
+      const snapshot = snapshotData(warnings, budget);
+      envelope.mossData = snapshot.text;
+      budget -= snapshot.expanded;
+      textBudget -= snapshot.text.length;
     }
-    if (ok && resultError === undefined) {
+    if (ok) {
       try {
         envelope.returns = codec.encode(returned, {
           __proto__: null,
@@ -784,7 +859,8 @@ function sandboxBootstrap(
           knownHandle,
           onUnsupported: (unsupported: { path: string; description: string }) =>
             append(warnings, `${unsupported.path} is ${unsupported.description} and was not returned`),
-          maxLength: budget,
+          maxLength: textBudget,
+          maxExpanded: budget,
         } as any);
       } catch (caught) {
         resultError = describeError(caught);
@@ -799,7 +875,7 @@ function sandboxBootstrap(
               __proto__: null,
               kind: "output-limit",
               name: "RangeError",
-              message: `the result (return value plus moss data) exceeds the limit of ${maxResultBytes} bytes`,
+              message: `the return value cannot be sent back: ${resultError.message} (the result limit of ${maxResultBytes} bytes counts the moss data too)`,
             } as any)
           : ({ __proto__: null, kind: "runtime", ...resultError } as any);
     } else if (limitHit !== null) {

@@ -17,11 +17,17 @@ export type {
 } from "./sandbox.ts";
 export {
   createWireCodec,
+  DEFAULT_MAX_EXPANDED_BYTES,
   type DecodeWireOptions,
   decodeWire,
   describeUnsupported,
+  type EncodeWireFieldsOptions,
   type EncodeWireOptions,
   encodeWire,
+  encodeWireFields,
+  measureWire,
+  WIRE_MAX_BIGINT_DIGITS,
+  WIRE_MAX_DEPTH,
   type WireUnsupported,
 } from "./wire.ts";
 

@@ -326,12 +326,15 @@ export class IsolateSession {
           : undefined;
       if (filtered !== undefined) result.error.stack = filtered;
     }
-    const returnsBytes = result.returns === undefined ? 0 : Buffer.byteLength(result.returns);
-    const dataBytes = result.mossData === undefined ? 0 : Buffer.byteLength(result.mossData);
-    if (returnsBytes + dataBytes > run.limits.maxResultBytes) {
+    // The isolate bounds the expanded value and the runtime checks it again before decoding; here only the text
+    // in transit is bounded (wire text runs up to WIRE_TEXT_SLACK times the expanded size: indices, tags, base64).
+    const returnsBytes = result.returns === undefined ? 0 : result.returns.length;
+    const dataBytes = result.mossData === undefined ? 0 : result.mossData.length;
+    const maxTextLength = WIRE_TEXT_SLACK * run.limits.maxResultBytes;
+    if (returnsBytes + dataBytes > maxTextLength) {
       result.ok = false;
       delete result.returns;
-      if (dataBytes > run.limits.maxResultBytes) delete result.mossData;
+      if (dataBytes > maxTextLength) delete result.mossData;
       result.error = {
         kind: "output-limit",
         name: "RangeError",
@@ -542,6 +545,11 @@ function timeoutFailure(message: string): Failure {
   return { kind: "timeout", name: "TimeoutError", message };
 }
 
+/**
+ * Wire text may be this many times longer than the expanded size it stands for: the isolate's slack of 4 for
+ * indices and tags, times 4/3 for binary data counted by its bytes but sent as base64.
+ */
+const WIRE_TEXT_SLACK = 6;
 const MAX_ERROR_NAME = 200;
 const MAX_ERROR_MESSAGE = 8 * 1024;
 const MAX_ERROR_STACK = 16 * 1024;

@@ -202,3 +202,37 @@ describe("decodeProperties errors", () => {
     ).toThrow(/properties\.bytes cannot be decoded/);
   });
 });
+
+describe("binary data and bounds (issue 8)", () => {
+  const roundTrip = (values: Record<string, unknown>) =>
+    decodeProperties(JSON.parse(JSON.stringify(encodeProperties(values).properties)));
+
+  it("persists every kind of binary data, a Buffer as a Uint8Array of its own bytes", () => {
+    const back = roundTrip({
+      bytes: Buffer.from("abc"),
+      wide: new BigInt64Array([-5n]),
+      raw: new Uint8Array([1, 2]).buffer,
+      view: new DataView(new Uint8Array([3, 4, 5]).buffer, 1, 2),
+    });
+    expect(Object.getPrototypeOf(back.bytes)).toBe(Uint8Array.prototype);
+    expect([...(back.bytes as Uint8Array)]).toEqual([97, 98, 99]);
+    expect((back.bytes as Uint8Array).buffer.byteLength).toBe(3);
+    expect([...(back.wide as BigInt64Array)]).toEqual([-5n]);
+    expect([...new Uint8Array(back.raw as ArrayBuffer)]).toEqual([1, 2]);
+    expect((back.view as DataView).getUint8(0)).toBe(4);
+  });
+
+  it("keeps a Map entry keyed by NaN when the value holds another NaN (superjson gives NaN an identity)", () => {
+    const back = roundTrip({ maps: [new Map([[1, Number.NaN]]), new Map([[Number.NaN, "kept"]])] });
+    expect((back.maps as Array<Map<unknown, unknown>>)[1]!.get(Number.NaN)).toBe("kept");
+  });
+
+  it("refuses a field whose expanded value is over the bound, naming it and keeping the previous value", () => {
+    let shared: unknown = [1];
+    for (let i = 0; i < 40; i++) shared = [shared, shared];
+    const previous = encodeProperties({ big: "old" }).properties;
+    const { properties, warnings } = encodeProperties({ big: shared }, { previous, maxBytes: 1_000 });
+    expect(properties.big).toEqual(previous.big);
+    expect(warnings.join("\n")).toMatch(/moss\.big is larger than the limit of 1000 bytes once expanded/);
+  });
+});

@@ -1,7 +1,15 @@
 import vm from "node:vm";
 import { describe, expect, test } from "vitest";
+import { measureValue } from "../../engine/context/measure-value.ts";
 import type { HandleShape } from "../../engine/sandbox/sandbox.ts";
-import { createWireCodec, decodeWire, encodeWire, wireCodecSource } from "../../engine/sandbox/wire.ts";
+import {
+  createWireCodec,
+  decodeWire,
+  encodeWire,
+  measureWire,
+  WIRE_MAX_BIGINT_DIGITS,
+  wireCodecSource,
+} from "../../engine/sandbox/wire.ts";
 
 const roundTrip = (value: unknown) => decodeWire(encodeWire(value));
 
@@ -147,5 +155,48 @@ describe("wire codec", () => {
     expect(back.set.has(1n)).toBe(true);
     expect(Object.is(back.map.get("a"), -0)).toBe(true);
     expect(codec.decode(encodeWire({ list: [1, 2] })).list).toHaveLength(2);
+  });
+
+  test("binary data crosses as a copy of exactly its bytes: a Buffer never brings its pool", () => {
+    const pooled = Buffer.from("abc");
+    expect(pooled.buffer.byteLength).toBeGreaterThan(3);
+    const back = roundTrip({ pooled, view: new DataView(new Uint8Array([1, 2, 3]).buffer, 1, 1) }) as {
+      pooled: Uint8Array;
+      view: DataView;
+    };
+    expect(Object.getPrototypeOf(back.pooled)).toBe(Uint8Array.prototype);
+    expect([...back.pooled]).toEqual([97, 98, 99]);
+    expect(back.pooled.buffer.byteLength).toBe(3);
+    back.pooled[0] = 0;
+    expect(pooled.toString()).toBe("abc");
+    expect(back.view.byteLength).toBe(1);
+    expect(back.view.getUint8(0)).toBe(2);
+  });
+
+  test("shared references are measured as expanded before anything is built", () => {
+    // [v, v] nested 60 times: 61 nodes on the wire, 2^60 leaves once expanded.
+    const nodes: unknown[] = Array.from({ length: 60 }, (_, index) => ["A", index + 1, index + 1]);
+    nodes.push(1);
+    const text = JSON.stringify(nodes);
+    expect(() => decodeWire(text)).toThrow(expect.objectContaining({ code: "wire-limit" }));
+    expect(() => measureWire(text, 1_000)).toThrow(/larger than the limit of 1000 bytes once expanded/);
+    // A smaller one fits, and the host value it decodes to measures the same.
+    const small = JSON.stringify([
+      ...Array.from({ length: 10 }, (_, index) => ["A", index + 1, index + 1]),
+      1,
+    ]);
+    expect(measureWire(small)).toBe(measureValue(decodeWire(small), Number.POSITIVE_INFINITY));
+  });
+
+  test("bigints are capped at WIRE_MAX_BIGINT_DIGITS digits on both ends", () => {
+    const limit = 10n ** BigInt(WIRE_MAX_BIGINT_DIGITS);
+    expect(roundTrip(limit - 1n)).toBe(limit - 1n);
+    expect(() => encodeWire(limit)).toThrow(expect.objectContaining({ code: "wire-limit" }));
+    expect(() => decodeWire(JSON.stringify([["B", "9".repeat(WIRE_MAX_BIGINT_DIGITS + 1)]]))).toThrow(
+      /bigint/,
+    );
+    expect(() => decodeWire(JSON.stringify([["B", "0x10"]]))).toThrow(
+      expect.objectContaining({ code: "wire-invalid" }),
+    );
   });
 });
