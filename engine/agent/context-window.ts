@@ -94,7 +94,8 @@ export function fitContext(
   const lastAnswer = work.findLastIndex((entry) => entry.message.role === "assistant");
   const latestStart = Math.max(lastAnswer === -1 ? work.length : lastAnswer, taskIndex + 1);
   const keep = () => work.filter((entry) => !entry.dropped);
-  const fits = () => requestTokens([system, ...wellFormed(keep().map((entry) => entry.message))]) <= budgetTokens;
+  const fits = () =>
+    requestTokens([system, ...wellFormed(keep().map((entry) => entry.message))]) <= budgetTokens;
 
   for (let index = 0; index < latestStart && !fits(); index++) {
     const entry = work[index]!;
@@ -105,7 +106,9 @@ export function fitContext(
   }
   // Leave out whole steps, oldest first: an answer goes together with the observations that follow it.
   while (!fits()) {
-    const candidate = work.findIndex((entry, index) => index < latestStart && index !== taskIndex && !entry.dropped);
+    const candidate = work.findIndex(
+      (entry, index) => index < latestStart && index !== taskIndex && !entry.dropped,
+    );
     if (candidate === -1) break;
     let end = candidate + 1;
     if (work[candidate]!.message.role === "assistant") {
@@ -126,9 +129,11 @@ export function fitContext(
     // Cut the latest step's longest texts until the rest fits.
     const latest = work.slice(latestStart).filter((entry) => !entry.dropped);
     for (let round = 0; round < 8 && !fits(); round++) {
-      const over = requestTokens([system, ...wellFormed(keep().map((entry) => entry.message))]) - budgetTokens;
+      const over =
+        requestTokens([system, ...wellFormed(keep().map((entry) => entry.message))]) - budgetTokens;
       const longest = latest.reduce<(typeof latest)[number] | undefined>(
-        (best, entry) => (best === undefined || entry.message.content.length > best.message.content.length ? entry : best),
+        (best, entry) =>
+          best === undefined || entry.message.content.length > best.message.content.length ? entry : best,
         undefined,
       );
       if (longest === undefined || longest.message.content.length < 200) break;
@@ -170,7 +175,8 @@ export function wellFormed(messages: ChatMessage[]): ChatMessage[] {
     if (message.role === "system") {
       out.push(message);
     } else if (message.role === "user") {
-      if (last?.role === "user") out[out.length - 1] = { role: "user", content: `${last.content}\n\n${message.content}` };
+      if (last?.role === "user")
+        out[out.length - 1] = { role: "user", content: `${last.content}\n\n${message.content}` };
       else out.push(message);
     } else {
       if (out.every((entry) => entry.role === "system")) continue;

@@ -254,7 +254,10 @@ export interface TextToolCall {
 }
 
 /** What {@link extractTextToolCalls} found: the calls, or why a tool-call block could not be read. */
-export type TextToolCalls = { kind: "calls"; calls: TextToolCall[] } | { kind: "none" } | { kind: "invalid"; reason: string };
+export type TextToolCalls =
+  | { kind: "calls"; calls: TextToolCall[] }
+  | { kind: "none" }
+  | { kind: "invalid"; reason: string };
 
 /** A tag that opens a tool-call payload, and what may close it (undefined: the payload runs to the end). */
 interface CallMarker {
@@ -291,7 +294,12 @@ export function extractTextToolCalls(content: string): TextToolCalls {
   }
   if (calls.length === 0 && failures.length === 0) {
     const trimmed = content.trim();
-    const candidates = [trimmed, ...fencedBlocks(content).filter((block) => block.closed && ["json", ""].includes(block.language)).map((block) => block.body.trim())];
+    const candidates = [
+      trimmed,
+      ...fencedBlocks(content)
+        .filter((block) => block.closed && ["json", ""].includes(block.language))
+        .map((block) => block.body.trim()),
+    ];
     for (const candidate of candidates) {
       if (!/^[[{]/.test(candidate)) continue;
       const value = parseJsonish(candidate);
@@ -333,11 +341,13 @@ function readPayload(payload: string, label: string): TextToolCall[] | string {
   }
   const unfenced = /^(```|~~~)/.test(payload) ? stripFences(payload) : undefined;
   const text = unfenced?.kind === "code" ? unfenced.code : payload;
-  if (text === "") return `The ${label} block was empty; write {"name": "moss", "arguments": {"code": "<TypeScript>"}} in it.`;
+  if (text === "")
+    return `The ${label} block was empty; write {"name": "moss", "arguments": {"code": "<TypeScript>"}} in it.`;
   const value = parseJsonish(text);
   if (value === undefined) {
     // `<|python_tag|>` may be followed by plain code (Llama's built-in code interpreter call).
-    if (label === "<|python_tag|>" && !text.startsWith("{")) return [{ name: "moss", arguments: JSON.stringify({ code: text }) }];
+    if (label === "<|python_tag|>" && !text.startsWith("{"))
+      return [{ name: "moss", arguments: JSON.stringify({ code: text }) }];
     return `The ${label} block was not valid JSON; write {"name": "moss", "arguments": {"code": "<TypeScript>"}} in it, with the code as one JSON string.`;
   }
   const calls = toCalls(value);
@@ -356,12 +366,20 @@ function toCalls(value: unknown): TextToolCall[] {
   const name = [record.name, record.tool, record.tool_name, record.function, record.recipient_name].find(
     (entry): entry is string => typeof entry === "string" && entry !== "",
   );
-  const args = [record.arguments, record.parameters, record.args, record.input].find((entry) => entry !== undefined);
+  const args = [record.arguments, record.parameters, record.args, record.input].find(
+    (entry) => entry !== undefined,
+  );
   if (name !== undefined) {
-    return [{ name: name.replace(/^functions\./, ""), arguments: args === undefined ? "" : typeof args === "string" ? args : JSON.stringify(args) }];
+    return [
+      {
+        name: name.replace(/^functions\./, ""),
+        arguments: args === undefined ? "" : typeof args === "string" ? args : JSON.stringify(args),
+      },
+    ];
   }
   // `{"code": "..."}` alone: the moss tool's arguments without the envelope.
-  if (typeof record.code === "string") return [{ name: "moss", arguments: JSON.stringify({ code: record.code }) }];
+  if (typeof record.code === "string")
+    return [{ name: "moss", arguments: JSON.stringify({ code: record.code }) }];
   return [];
 }
 

@@ -1,12 +1,7 @@
 import type { Container } from "../../container/index.ts";
 import { MossError } from "../errors.ts";
 import type { ExecuteRequest, Execution, MossContext } from "../types.ts";
-import {
-  buildSystemPrompt,
-  cutOffNotice,
-  MOSS_TOOL,
-  unclearAnswerNotice,
-} from "./agent-prompt.ts";
+import { buildSystemPrompt, cutOffNotice, MOSS_TOOL, unclearAnswerNotice } from "./agent-prompt.ts";
 import {
   type ContextTrim,
   DEFAULT_CONTEXT_TOKENS,
@@ -17,6 +12,7 @@ import {
 } from "./context-window.ts";
 import { Conversation, type ConversationMessage } from "./conversation.ts";
 import type { ConversationStore } from "./conversation-store.ts";
+import type { CodeSource } from "./extract-code.ts";
 import {
   type ExtractedCode,
   extractProseCode,
@@ -24,7 +20,6 @@ import {
   extractToolCode,
 } from "./extract-code.ts";
 import type {
-  ChatMessage,
   LanguageModel,
   LanguageModelResponse,
   PartialResponse,
@@ -32,7 +27,6 @@ import type {
 } from "./language-model.ts";
 import { compileModuleRuntime, type ModuleRuntimeOptions } from "./module-runtime.ts";
 import { type ObservationLimits, renderObservation } from "./observation.ts";
-import type { CodeSource } from "./extract-code.ts";
 
 /** What the agent needs of a MossRuntime (MossRuntime satisfies it). */
 export interface AgentRuntime {
@@ -120,7 +114,8 @@ export const STOP_REASONS: Readonly<Record<StopReason, string>> = Object.freeze(
   "max-steps": "the step limit (--max-steps) was reached before the model answered",
   "max-consecutive-errors": "too many steps in a row failed (--max-errors)",
   truncated: "the model's answers kept being cut off at the output limit (--max-tokens)",
-  "unclear-answer": "the model answered without code and without a clear final answer, also after being told so",
+  "unclear-answer":
+    "the model answered without code and without a clear final answer, also after being told so",
   error: "the model server or the runtime failed (the error is printed)",
   aborted: "the run was aborted",
 });
@@ -196,9 +191,12 @@ interface RunWindow {
   contextTokens: number;
   maxTokens: number;
   budgetTokens: number;
+  /** Our token count ÷ the server's, learnt from a context overflow (1 until then). */
+  scale: number;
 }
 
-const ANNOUNCES_MORE = /^(?:let me|let's|let us|i will|i'll|i am going to|i'm going to|now,? i|next,? i|first,? i)\b/i;
+const ANNOUNCES_MORE =
+  /^(?:let me|let's|let us|i will|i'll|i am going to|i'm going to|now,? i|next,? i|first,? i)\b/i;
 
 /**
  * Why an answer without code is not a clear final answer, or undefined when it is one: an empty answer, one
@@ -222,7 +220,8 @@ export function unclearAnswer(content: string): string | undefined {
 /** The one-line summary of a context trim, for the `context-trimmed` event. */
 function describeTrim(trim: ContextTrim, contextTokens: number): string {
   const parts: string[] = [];
-  if (trim.shortenedObservations > 0) parts.push(`shortened ${trim.shortenedObservations} old observation(s)`);
+  if (trim.shortenedObservations > 0)
+    parts.push(`shortened ${trim.shortenedObservations} old observation(s)`);
   if (trim.droppedMessages > 0) parts.push(`left out ${trim.droppedMessages} old message(s)`);
   if (trim.shortenedLatest) parts.push("cut the latest step");
   return `The conversation (${trim.tokensBefore} tokens) does not fit the context of ${contextTokens} tokens (${trim.budgetTokens} for the prompt): ${parts.join(", ") || "nothing could be shortened"}; ${trim.tokensAfter} tokens sent. The session keeps every message.`;
@@ -485,7 +484,12 @@ export class MossAgent {
           const notice = cutOffNotice(window.maxTokens);
           emit({ type: "notice", step: steps, kind: "cut-off", message: notice });
           if (response.toolCalls.length > 0) this.#answerToolCalls(emit, response.toolCalls, notice, runtime);
-          else this.#append(emit, "user", notice, { kind: "notice", notice: "cut-off", context: runtime.dumpContext() });
+          else
+            this.#append(emit, "user", notice, {
+              kind: "notice",
+              notice: "cut-off",
+              context: runtime.dumpContext(),
+            });
           await this.#persist(runtime);
           continue;
         }
@@ -508,7 +512,11 @@ export class MossAgent {
           toldUnclear = true;
           const notice = unclearAnswerNotice(unclear, this.#tools);
           emit({ type: "notice", step: steps, kind: "unclear-answer", message: notice });
-          this.#append(emit, "user", notice, { kind: "notice", notice: "unclear-answer", context: runtime.dumpContext() });
+          this.#append(emit, "user", notice, {
+            kind: "notice",
+            notice: "unclear-answer",
+            context: runtime.dumpContext(),
+          });
           await this.#persist(runtime);
           continue;
         }
@@ -547,21 +555,26 @@ export class MossAgent {
 
   /** The output limit and the prompt budget of this run: the context size from the options, the server or the default. */
   async #window(): Promise<RunWindow> {
-    const explicitMaxTokens = this.#options.maxTokens;
     const contextTokens =
       this.#options.contextTokens ??
       (await this.#options.model.contextWindow?.().catch(() => undefined)) ??
       DEFAULT_CONTEXT_TOKENS;
-    // A default output limit never takes more than a quarter of a small context.
-    const maxTokens = explicitMaxTokens ?? Math.min(DEFAULT_MAX_TOKENS, Math.floor(contextTokens / 4));
-    const budgetTokens = promptBudget(contextTokens, maxTokens);
-    if (budgetTokens < 1) {
+    const window: RunWindow = { contextTokens, maxTokens: 0, budgetTokens: 0, scale: 1 };
+    this.#resize(window, contextTokens);
+    return window;
+  }
+
+  /** Sets the context size; a default output limit never takes more than a quarter of a small context. */
+  #resize(window: RunWindow, contextTokens: number): void {
+    window.contextTokens = contextTokens;
+    window.maxTokens = this.#options.maxTokens ?? Math.min(DEFAULT_MAX_TOKENS, Math.floor(contextTokens / 4));
+    window.budgetTokens = Math.floor(promptBudget(contextTokens, window.maxTokens) * window.scale);
+    if (window.budgetTokens < 1) {
       throw new MossError(
         "invalid-argument",
-        `maxTokens (${maxTokens}) leaves no room for the prompt in a context of ${contextTokens} tokens.`,
+        `maxTokens (${window.maxTokens}) leaves no room for the prompt in a context of ${contextTokens} tokens.`,
       );
     }
-    return { contextTokens, maxTokens, budgetTokens };
   }
 
   /** Appends the task, unless the head is the same task still unanswered; a different unanswered task is replaced by a sibling. */
@@ -602,8 +615,16 @@ export class MossAgent {
     emit: (event: AgentEvent) => void,
   ): Promise<LanguageModelResponse> {
     let budget = window.budgetTokens;
+    let overflow: unknown;
     for (let attempt = 0; ; attempt++) {
-      const { messages, trim } = fitContext({ role: "system", content: system }, this.#windowEntries(), budget);
+      let fitted: ReturnType<typeof fitContext>;
+      try {
+        fitted = fitContext({ role: "system", content: system }, this.#windowEntries(), budget);
+      } catch (error) {
+        // Shortening after the server's overflow cannot help: its own words are the clearer error.
+        throw overflow ?? error;
+      }
+      const { messages, trim } = fitted;
       if (trim !== undefined) {
         emit({
           type: "context-trimmed",
@@ -622,21 +643,29 @@ export class MossAgent {
       };
       try {
         if (this.#options.stream === false) return await this.#options.model.generate(request);
-        return await this.#options.model.stream(request, (delta) => emit({ type: "text-delta", step, delta }));
+        return await this.#options.model.stream(request, (delta) =>
+          emit({ type: "text-delta", step, delta }),
+        );
       } catch (error) {
         if (MossError.is(error) && error.details.reason === "stream-cut") {
           this.#abandon(error.details.partial as PartialResponse | undefined, step);
           await this.#saveConversation().catch(() => undefined);
         }
         if (attempt > 0 || !MossError.is(error) || error.details.reason !== "context-overflow") throw error;
-        // The server counts more tokens than we do: shorten harder, once, and ask again.
+        // The server counts more tokens than we do, or its context is smaller than we were told: adopt what it
+        // says for the rest of the run, shorten harder than what failed, and ask once more.
+        overflow = error;
         const sent = requestTokens(messages);
         const theirs = error.details.promptTokens;
         const theirContext = error.details.contextTokens;
-        const ratio = typeof theirs === "number" && theirs > sent ? sent / theirs : 0.5;
-        const limit =
-          typeof theirContext === "number" ? promptBudget(theirContext, window.maxTokens) : budget;
-        budget = Math.max(1, Math.floor(Math.min(budget, limit, sent) * ratio * 0.8));
+        window.scale *= typeof theirs === "number" && theirs > sent ? sent / theirs : 0.7;
+        this.#resize(
+          window,
+          typeof theirContext === "number" && theirContext < window.contextTokens
+            ? theirContext
+            : window.contextTokens,
+        );
+        budget = Math.max(1, Math.min(window.budgetTokens, Math.floor(sent * 0.8)));
         emit({
           type: "notice",
           step,
@@ -766,7 +795,10 @@ export class MossAgent {
         case "user":
           entries.push({
             message: { role: "user", content: message.content },
-            kind: message.metadata.kind === "task" || message.metadata.kind === undefined ? "task" : "observation",
+            kind:
+              message.metadata.kind === "task" || message.metadata.kind === undefined
+                ? "task"
+                : "observation",
           });
           break;
         case "assistant": {
@@ -782,7 +814,11 @@ export class MossAgent {
         }
         case "tool":
           entries.push({
-            message: { role: "tool", content: message.content, toolCallId: String(message.metadata.toolCallId) },
+            message: {
+              role: "tool",
+              content: message.content,
+              toolCallId: String(message.metadata.toolCallId),
+            },
             kind: "observation",
           });
           break;

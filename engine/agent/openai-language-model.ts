@@ -130,7 +130,12 @@ export class OpenAILanguageModel implements LanguageModel {
       );
     }
     const choice = choices[0] as ChatCompletion.Choice;
-    if (choice === null || typeof choice !== "object" || choice.message === null || typeof choice.message !== "object") {
+    if (
+      choice === null ||
+      typeof choice !== "object" ||
+      choice.message === null ||
+      typeof choice.message !== "object"
+    ) {
       throw this.#invalid("its first choice has no message");
     }
     if (typeof choice.finish_reason !== "string" || (choice.finish_reason as string) === "") {

@@ -1,7 +1,7 @@
 import { join, resolve } from "node:path";
+import { DEFAULT_CONTEXT_TOKENS } from "../agent/context-window.ts";
 import { FileConversationStore } from "../agent/conversation-store.ts";
 import type { LanguageModel } from "../agent/language-model.ts";
-import { DEFAULT_CONTEXT_TOKENS } from "../agent/context-window.ts";
 import {
   type AgentEvent,
   DEFAULT_MAX_TOKENS,

@@ -88,7 +88,9 @@ describe("moss agent", () => {
     expect(out).toContain("── result · ok");
     expect(out).toContain("<stdout>\nadded\n</stdout>");
     expect(out).toContain("Added 'call mum'.");
-    expect(out).toMatch(/── answer: the model answered in plain text \(no code\): the task is done or cannot be done · 2 step\(s\) · 2500 input \+ 48 output tokens · \$0\.0004\d* ──/);
+    expect(out).toMatch(
+      /── answer: the model answered in plain text \(no code\): the task is done or cannot be done · 2 step\(s\) · 2500 input \+ 48 output tokens · \$0\.0004\d* ──/,
+    );
     expect(out).not.toContain("\x1b[");
     expect(server.requests[0]!.body.messages.at(-1)).toEqual({ role: "user", content: "Add call mum" });
     expect(JSON.parse(await readFile(join(sessions, "cli1.json"), "utf8")).module).toContain("context.ts");

@@ -18,7 +18,10 @@ export type FakeReply =
       /** Leaves `finish_reason` null in every chunk or in the completion. */
       noFinishReason?: boolean;
     }
-  | { status: number; error: { message: string; type?: string; code?: string | number; [key: string]: unknown } }
+  | {
+      status: number;
+      error: { message: string; type?: string; code?: string | number; [key: string]: unknown };
+    }
   | { raw: string; contentType?: string };
 
 /** What the fake server saw of one request. */
@@ -101,6 +104,12 @@ export async function startFakeOpenAIServer(
         code: "model_not_found",
       });
     }
+    // Like llama-server: a prompt longer than the context is refused before anything is generated.
+    const promptTokens = Math.ceil(JSON.stringify(body.messages ?? []).length / 4);
+    if (options.contextTokens !== undefined && promptTokens > options.contextTokens) {
+      const overflow = contextOverflowError(promptTokens, options.contextTokens);
+      return sendError(response, overflow.status, overflow.error);
+    }
     const reply = replies[next++];
     if (reply === undefined) {
       return sendError(response, 500, {
@@ -113,11 +122,6 @@ export async function startFakeOpenAIServer(
       response.writeHead(200, { "content-type": reply.contentType ?? "text/html" });
       response.end(reply.raw);
       return;
-    }
-    const promptTokens = Math.ceil(JSON.stringify(body.messages ?? []).length / 4);
-    if (options.contextTokens !== undefined && promptTokens > options.contextTokens) {
-      const overflow = contextOverflowError(promptTokens, options.contextTokens);
-      return sendError(response, overflow.status, overflow.error);
     }
     let content = reply.content ?? "";
     let finishReason: string | null | undefined = reply.finishReason;
@@ -168,7 +172,9 @@ export async function startFakeOpenAIServer(
       return;
     }
     response.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
-    const deltas: Array<[Record<string, unknown>, string | null]> = [[{ role: "assistant", content: "" }, null]];
+    const deltas: Array<[Record<string, unknown>, string | null]> = [
+      [{ role: "assistant", content: "" }, null],
+    ];
     for (const piece of pieces(content, chunkChars)) deltas.push([{ content: piece }, null]);
     toolCalls.forEach((call, index) => {
       deltas.push([
