@@ -16,7 +16,7 @@ import { MossError } from "../errors.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { parseOptions } from "./parse-options.ts";
 
-/** The exit code of each stop reason: 0 done, 1 failed, 3 a step limit, 4 cut off, 5 no usable answer (2 is a usage error). */
+/** The exit code of each stop reason: 0 done, 1 failed, 3 a step limit, 4 cut off, 5 no usable answer. */
 export const EXIT_CODES: Readonly<Record<StopReason, number>> = Object.freeze({
   answer: 0,
   error: 1,
@@ -46,7 +46,7 @@ Lets a model do the task by writing code against the context module, streaming w
                           at most a quarter of the context)
   --context-tokens <n>    the model's context size; older steps are shortened to fit (default $MOSS_CONTEXT_TOKENS,
                           then the server's n_ctx when it reports one (llama-server), then ${DEFAULT_CONTEXT_TOKENS})
-The run stops for one of these reasons (exit code in parentheses; 2 is a usage error):
+The run stops for one of these reasons, printed on its last line (exit code in parentheses):
 ${STOP_REASON_HELP}`;
 
 /** `moss agent <module.ts> "<task>"`: runs a MossAgent, printing model text, code and results as they happen. */
