@@ -247,6 +247,14 @@ function skipTemplate(text: string, start: number): number {
   return text.length;
 }
 
+/**
+ * The answer without the reasoning some models write before it (`<think>…</think>`, `<thinking>…</thinking>`,
+ * `<reasoning>…</reasoning>`): drafts of code in there must not run. An unclosed block hides the rest.
+ */
+export function stripReasoning(content: string): string {
+  return content.replace(/<(think|thinking|reasoning)>[\s\S]*?(?:<\/\1>|$)/gi, "").trim();
+}
+
 /** A tool call the model wrote as text in its answer (`arguments` is JSON text, like a structured call's). */
 export interface TextToolCall {
   name: string;

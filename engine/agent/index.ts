@@ -40,6 +40,7 @@ export {
   extractToolCode,
   parseJsonish,
   stripFences,
+  stripReasoning,
   type TextToolCall,
   type TextToolCalls,
 } from "./extract-code.ts";

@@ -18,13 +18,9 @@ import {
   extractProseCode,
   extractTextToolCalls,
   extractToolCode,
+  stripReasoning,
 } from "./extract-code.ts";
-import type {
-  LanguageModel,
-  LanguageModelResponse,
-  PartialResponse,
-  ToolCall,
-} from "./language-model.ts";
+import type { LanguageModel, LanguageModelResponse, PartialResponse, ToolCall } from "./language-model.ts";
 import { compileModuleRuntime, type ModuleRuntimeOptions } from "./module-runtime.ts";
 import { type ObservationLimits, renderObservation } from "./observation.ts";
 
@@ -196,7 +192,7 @@ interface RunWindow {
 }
 
 const ANNOUNCES_MORE =
-  /^(?:let me|let's|let us|i will|i'll|i am going to|i'm going to|now,? i|next,? i|first,? i)\b/i;
+  /^(?:let me(?! know)|let's|let us|i will|i'll|i am going to|i'm going to|now,? i|next,? i|first,? i)\b/i;
 
 /**
  * Why an answer without code is not a clear final answer, or undefined when it is one: an empty answer, one
@@ -495,7 +491,7 @@ export class MossAgent {
         }
         cutOffs = 0;
         if (actions.length === 0) {
-          const unclear = unclearAnswer(response.content);
+          const unclear = unclearAnswer(stripReasoning(response.content));
           if (unclear === undefined) {
             await this.#persist(runtime);
             stopReason = "answer";
@@ -703,7 +699,8 @@ export class MossAgent {
       }));
     }
     // Servers that do not parse tool calls pass them through as text; models also answer with fences in tool mode.
-    const text = extractTextToolCalls(response.content);
+    const content = stripReasoning(response.content);
+    const text = extractTextToolCalls(content);
     if (text.kind === "invalid") return [{ extracted: text }];
     if (text.kind === "calls") {
       return text.calls.map((call) => {
@@ -719,7 +716,7 @@ export class MossAgent {
         return { extracted: extracted.kind === "code" ? { ...extracted, source: "tool-text" } : extracted };
       });
     }
-    const extracted = extractProseCode(response.content);
+    const extracted = extractProseCode(content);
     return extracted.kind === "none" ? [] : [{ extracted }];
   }
 

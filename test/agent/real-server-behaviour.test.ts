@@ -118,6 +118,21 @@ describe("code in text runs in both modes", () => {
     expect(requests[1]!.body.messages.at(-1).content).toContain("call the `moss` tool");
   });
 
+  it("reads what a model answers after its <think> block, never a draft inside it", async () => {
+    const draft = "```typescript\nasync function main(moss: Moss) {\n  draft();\n}\n```";
+    const { runtime, result } = await runAgainst(
+      [
+        {
+          content: `<think>\nMaybe:\n${draft}\nNo, better to print.\n</think>\n\n\`\`\`typescript\n${MAIN}\n\`\`\``,
+        },
+        { content: `<think>${draft}</think>\nLet me know if you need more: it printed hi.` },
+      ],
+      { outcomes: [{ ok: true }] },
+    );
+    expect(runtime.requests.map((request) => request.code)).toEqual([MAIN]);
+    expect(result.stopReason).toBe("answer");
+  });
+
   it("accepts the clear answer that follows the notice", async () => {
     const { result } = await runAgainst([{ content: "" }, { content: "Nothing to do: the list is empty." }]);
     expect(result).toMatchObject({ stopReason: "answer", answer: "Nothing to do: the list is empty." });
