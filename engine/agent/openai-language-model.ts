@@ -233,7 +233,7 @@ export class OpenAILanguageModel implements LanguageModel {
     const why = cause instanceof Error ? ` (${describeCause(cause) || cause.message})` : "";
     return new MossError(
       "model-connection",
-      `The model server at ${this.baseUrl} closed the stream after ${partial.chunks} chunk${partial.chunks === 1 ? "" : "s"}${why}, before the answer was finished; the partial answer (${partial.content.length} characters${partial.toolCalls.length > 0 ? `, ${partial.toolCalls.length} tool call(s)` : ""}) was not used.`,
+      `The model server at ${this.baseUrl} ${cause === undefined ? "ended" : "closed"} the stream after ${partial.chunks} chunk${partial.chunks === 1 ? "" : "s"}${cause === undefined ? " without a finish reason" : why}, before the answer was finished; the partial answer (${partial.content.length} characters${partial.toolCalls.length > 0 ? `, ${partial.toolCalls.length} tool call(s)` : ""}) was not used.`,
       { baseUrl: this.baseUrl, model: this.model, reason: "stream-cut", partial },
       cause === undefined ? undefined : { cause },
     );
