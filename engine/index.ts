@@ -7,6 +7,8 @@ export {
   type ChatMessage,
   Conversation,
   type ConversationMessage,
+  DEFAULT_CONTEXT_TOKENS,
+  DEFAULT_MAX_TOKENS,
   FileConversationStore,
   type LanguageModel,
   type LanguageModelRequest,
@@ -16,6 +18,8 @@ export {
   OpenAILanguageModel,
   type OpenAILanguageModelOptions,
   ScriptedLanguageModel,
+  STOP_REASONS,
+  type StopReason,
 } from "./agent/index.ts";
 export { MossTestSuite } from "./agent/moss-test-suite.ts";
 export { ModuleChecker, renderDiagnostics } from "./check/index.ts";

@@ -43,6 +43,26 @@ export const STOP_INSTRUCTIONS = [
   "shown to the user. Keep it short and say what was done.",
 ].join("\n");
 
+/** Told to the model when its answer was cut off at the output limit and held no code that could run. */
+export function cutOffNotice(maxTokens: number): string {
+  return [
+    `Your last answer was cut off at the output limit of ${maxTokens} tokens, so nothing ran.`,
+    "Do not continue it: if you were writing code, send the whole code again, shorter; if it was your final answer,",
+    "give it again in a few sentences.",
+  ].join("\n");
+}
+
+/** Told to the model (once per run) when an answer held no code and no clear final answer; `why` completes "Your answer …". */
+export function unclearAnswerNotice(why: string, tools: boolean): string {
+  return [
+    `Your answer ${why}, so nothing ran and the task is not finished.`,
+    tools
+      ? 'To act, call the `moss` tool with {"code": "<TypeScript defining async function main(moss: Moss)>"}.'
+      : "To act, answer with one fenced ```typescript block defining `async function main(moss: Moss) { ... }`.",
+    "If the task is done or cannot be done, answer in plain text, without code, saying what was done.",
+  ].join("\n");
+}
+
 /** Heading of the module section. */
 export const MODULE_HEADING = "# The context module";
 

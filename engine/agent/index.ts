@@ -3,13 +3,24 @@ export {
   AGENT_ROLE,
   buildSystemPrompt,
   CODE_RULES,
+  cutOffNotice,
   FENCE_MODE_INSTRUCTIONS,
   MODULE_HEADING,
   MOSS_TOOL,
   OBSERVATION_INSTRUCTIONS,
   STOP_INSTRUCTIONS,
   TOOL_MODE_INSTRUCTIONS,
+  unclearAnswerNotice,
 } from "./agent-prompt.ts";
+export {
+  type ContextTrim,
+  countTokens,
+  DEFAULT_CONTEXT_TOKENS,
+  fitContext,
+  promptBudget,
+  type WindowEntry,
+  wellFormed,
+} from "./context-window.ts";
 export {
   Conversation,
   type ConversationJson,
@@ -21,7 +32,18 @@ export {
   FileConversationStore,
   MemoryConversationStore,
 } from "./conversation-store.ts";
-export { type ExtractedCode, extractProseCode, extractToolCode, stripFences } from "./extract-code.ts";
+export {
+  type CodeSource,
+  type ExtractedCode,
+  extractProseCode,
+  extractTextToolCalls,
+  extractToolCode,
+  parseJsonish,
+  stripFences,
+  stripReasoning,
+  type TextToolCall,
+  type TextToolCalls,
+} from "./extract-code.ts";
 export {
   type ChatMessage,
   computeCost,
@@ -31,6 +53,7 @@ export {
   type LanguageModelRequest,
   type LanguageModelResponse,
   type ModelPrice,
+  type PartialResponse,
   type PriceTable,
   type ToolCall,
   type ToolSpec,
@@ -43,9 +66,12 @@ export {
   type AgentRuntime,
   type AgentUsage,
   type CreateRuntime,
+  DEFAULT_MAX_TOKENS,
   MossAgent,
   type MossAgentOptions,
+  STOP_REASONS,
   type StopReason,
+  unclearAnswer,
 } from "./moss-agent.ts";
 export {
   DEFAULT_OBSERVATION_LIMITS,

@@ -51,6 +51,15 @@ export interface LanguageModel {
   generate(request: LanguageModelRequest): Promise<LanguageModelResponse>;
   /** The same answer, with each piece of text passed to `onTextDelta` as it arrives. */
   stream(request: LanguageModelRequest, onTextDelta: (delta: string) => void): Promise<LanguageModelResponse>;
+  /** The context size (tokens) the server reports for this model, when it says so cheaply; else undefined. */
+  contextWindow?(): Promise<number | undefined>;
+}
+
+/** What a model server sent of an answer before the stream was cut (on a MossError's `details.partial`). */
+export interface PartialResponse {
+  content: string;
+  toolCalls: ToolCall[];
+  chunks: number;
 }
 
 /** Price of one model in US dollars per million tokens. */

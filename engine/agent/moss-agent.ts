@@ -1,11 +1,26 @@
 import type { Container } from "../../container/index.ts";
 import { MossError } from "../errors.ts";
 import type { ExecuteRequest, Execution, MossContext } from "../types.ts";
-import { buildSystemPrompt, MOSS_TOOL } from "./agent-prompt.ts";
+import { buildSystemPrompt, cutOffNotice, MOSS_TOOL, unclearAnswerNotice } from "./agent-prompt.ts";
+import {
+  type ContextTrim,
+  DEFAULT_CONTEXT_TOKENS,
+  fitContext,
+  promptBudget,
+  requestTokens,
+  type WindowEntry,
+} from "./context-window.ts";
 import { Conversation, type ConversationMessage } from "./conversation.ts";
 import type { ConversationStore } from "./conversation-store.ts";
-import { type ExtractedCode, extractProseCode, extractToolCode } from "./extract-code.ts";
-import type { ChatMessage, LanguageModel, LanguageModelResponse, ToolCall } from "./language-model.ts";
+import type { CodeSource } from "./extract-code.ts";
+import {
+  type ExtractedCode,
+  extractProseCode,
+  extractTextToolCalls,
+  extractToolCode,
+  stripReasoning,
+} from "./extract-code.ts";
+import type { LanguageModel, LanguageModelResponse, PartialResponse, ToolCall } from "./language-model.ts";
 import { compileModuleRuntime, type ModuleRuntimeOptions } from "./module-runtime.ts";
 import { type ObservationLimits, renderObservation } from "./observation.ts";
 
@@ -53,7 +68,15 @@ export interface MossAgentOptions {
   maxSteps?: number;
   /** Failed steps in a row before the run stops with `max-consecutive-errors`. Default 3. */
   maxConsecutiveErrors?: number;
+  /** Output tokens per model call, sent as `max_tokens` (some servers default to unlimited). Default {@link DEFAULT_MAX_TOKENS}. */
   maxTokens?: number;
+  /**
+   * The model's context size in tokens; the conversation sent is shortened to fit it. Default: what the model
+   * server reports (llama-server's `n_ctx`), else {@link DEFAULT_CONTEXT_TOKENS}.
+   */
+  contextTokens?: number;
+  /** Answers cut off at `maxTokens` in a row (without code that could run) before the run stops with `truncated`. Default 2. */
+  maxContinuations?: number;
   temperature?: number;
   /** Extra instructions placed between the fixed instructions and the module prompt. */
   instructions?: string;
@@ -63,8 +86,35 @@ export interface MossAgentOptions {
   execute?: Omit<ExecuteRequest, "code">;
 }
 
-/** Why a run ended. */
-export type StopReason = "answer" | "max-steps" | "max-consecutive-errors" | "error" | "aborted";
+/** Output tokens per model call when the options do not say. */
+export const DEFAULT_MAX_TOKENS = 2_048;
+
+/**
+ * Why a run ended: `answer` (the model answered in plain text), `max-steps`, `max-consecutive-errors`,
+ * `truncated` (answers kept being cut off at the output limit), `unclear-answer` (the model answered without
+ * code and without a clear final answer, also after being told so once), `error` (the model server or the
+ * runtime failed), `aborted` (the caller's signal).
+ */
+export type StopReason =
+  | "answer"
+  | "max-steps"
+  | "max-consecutive-errors"
+  | "truncated"
+  | "unclear-answer"
+  | "error"
+  | "aborted";
+
+/** Every stop reason with one sentence saying what it means (the CLI's help and summary line use these). */
+export const STOP_REASONS: Readonly<Record<StopReason, string>> = Object.freeze({
+  answer: "the model answered in plain text (no code): the task is done or cannot be done",
+  "max-steps": "the step limit (--max-steps) was reached before the model answered",
+  "max-consecutive-errors": "too many steps in a row failed (--max-errors)",
+  truncated: "the model's answers kept being cut off at the output limit (--max-tokens)",
+  "unclear-answer":
+    "the model answered without code and without a clear final answer, also after being told so",
+  error: "the model server or the runtime failed (the error is printed)",
+  aborted: "the run was aborted",
+});
 
 /** Token and cost totals of a run. */
 export interface AgentUsage {
@@ -80,12 +130,29 @@ export type AgentEvent =
   | { type: "run-start"; sessionId: string | undefined; task: string | undefined; model: string }
   | { type: "text-delta"; step: number; delta: string }
   | { type: "message"; message: ConversationMessage }
-  | { type: "code"; step: number; code: string; source: "tool" | "fence" | "bare"; toolCallId?: string }
+  | { type: "code"; step: number; code: string; source: CodeSource; toolCallId?: string }
   | { type: "execution"; step: number; execution: Execution; observation: string }
+  | {
+      /** What was sent to the model was shortened to fit its context (the conversation itself keeps everything). */
+      type: "context-trimmed";
+      step: number;
+      trim: ContextTrim;
+      contextTokens: number;
+      message: string;
+    }
+  | {
+      /** Something the model did wrong that the agent told it about (`cut-off`, `unclear-answer`), or a retry. */
+      type: "notice";
+      step: number;
+      kind: "cut-off" | "unclear-answer" | "context-overflow";
+      message: string;
+    }
   | { type: "error"; error: unknown; message: string }
   | {
       type: "run-end";
       stopReason: StopReason;
+      /** One sentence saying why the run stopped. */
+      reason: string;
       answer: string | undefined;
       steps: number;
       usage: AgentUsage;
@@ -94,6 +161,8 @@ export type AgentEvent =
 /** What a run returns once finished (the same facts as its `run-end` event). */
 export interface AgentRunResult {
   stopReason: StopReason;
+  /** One sentence saying why the run stopped. */
+  reason: string;
   /** The model's final text when it stopped by answering without code. */
   answer: string | undefined;
   steps: number;
@@ -108,13 +177,50 @@ export interface AgentRunOptions {
   onEvent?: (event: AgentEvent) => void;
 }
 
-/** Answers a tool call whose run was interrupted (an error ended the run before it executed). */
-const INTERRUPTED_OBSERVATION =
-  '<execution ok="false">\n<error kind="interrupted">\nThe run was interrupted before this code ran.\n</error>\n</execution>';
-
 interface Action {
   toolCall?: ToolCall;
   extracted: ExtractedCode;
+}
+
+/** The output limit and the prompt budget of one run. */
+interface RunWindow {
+  contextTokens: number;
+  maxTokens: number;
+  budgetTokens: number;
+  /** Our token count ÷ the server's, learnt from a context overflow (1 until then). */
+  scale: number;
+}
+
+const ANNOUNCES_MORE =
+  /^(?:let me(?! know)|let's|let us|i will|i'll|i am going to|i'm going to|now,? i|next,? i|first,? i)\b/i;
+
+/**
+ * Why an answer without code is not a clear final answer, or undefined when it is one: an empty answer, one
+ * with code blocks in another language, or one that announces a next step (ends with a colon, or its last line
+ * starts "Let me", "I'll", …) did not finish the task.
+ */
+export function unclearAnswer(content: string): string | undefined {
+  const text = content.trim();
+  if (text === "") return "was empty";
+  const fence = /^\s*(?:```|~~~)\s*([\w+-]*)/m.exec(text);
+  if (fence !== null) {
+    return `held a ${fence[1] ? `\`${fence[1]}\` ` : ""}code block but no TypeScript \`main(moss)\` that could run`;
+  }
+  const lastLine = text.split("\n").at(-1)!.trim();
+  if (/[:：]$/.test(text) || /(?:\.\.\.|…)$/.test(text) || ANNOUNCES_MORE.test(lastLine)) {
+    return "announced a next step but held no code to run";
+  }
+  return undefined;
+}
+
+/** The one-line summary of a context trim, for the `context-trimmed` event. */
+function describeTrim(trim: ContextTrim, contextTokens: number): string {
+  const parts: string[] = [];
+  if (trim.shortenedObservations > 0)
+    parts.push(`shortened ${trim.shortenedObservations} old observation(s)`);
+  if (trim.droppedMessages > 0) parts.push(`left out ${trim.droppedMessages} old message(s)`);
+  if (trim.shortenedLatest) parts.push("cut the latest step");
+  return `The conversation (${trim.tokensBefore} tokens) does not fit the context of ${contextTokens} tokens (${trim.budgetTokens} for the prompt): ${parts.join(", ") || "nothing could be shortened"}; ${trim.tokensAfter} tokens sent. The session keeps every message.`;
 }
 
 /**
@@ -144,7 +250,32 @@ export class MossAgent {
         `maxConsecutiveErrors must be a positive integer, got ${maxErrors}.`,
       );
     }
-    this.#options = { ...options, maxSteps, maxConsecutiveErrors: maxErrors };
+    for (const [name, value] of [
+      ["maxTokens", options.maxTokens],
+      ["contextTokens", options.contextTokens],
+    ] as const) {
+      if (value !== undefined && (!Number.isInteger(value) || value < 1)) {
+        throw new MossError("invalid-argument", `${name} must be a positive integer, got ${value}.`);
+      }
+    }
+    const maxContinuations = options.maxContinuations ?? 2;
+    if (!Number.isInteger(maxContinuations) || maxContinuations < 0) {
+      throw new MossError(
+        "invalid-argument",
+        `maxContinuations must be a non-negative integer, got ${maxContinuations}.`,
+      );
+    }
+    if (
+      options.maxTokens !== undefined &&
+      options.contextTokens !== undefined &&
+      promptBudget(options.contextTokens, options.maxTokens) < 1
+    ) {
+      throw new MossError(
+        "invalid-argument",
+        `maxTokens (${options.maxTokens}) leaves no room for the prompt in a context of ${options.contextTokens} tokens.`,
+      );
+    }
+    this.#options = { ...options, maxSteps, maxConsecutiveErrors: maxErrors, maxContinuations };
     const { modulePath } = options;
     if (options.createRuntime !== undefined) {
       this.#createRuntime = options.createRuntime;
@@ -281,10 +412,12 @@ export class MossAgent {
     const { model, sessionId } = this.#options;
     const maxSteps = this.#options.maxSteps!;
     const maxErrors = this.#options.maxConsecutiveErrors!;
+    const maxContinuations = this.#options.maxContinuations!;
     const usage: AgentUsage = { modelCalls: 0, inputTokens: 0, outputTokens: 0, cost: 0 };
     const emit = (event: AgentEvent) => options.onEvent?.(event);
     let steps = 0;
     let stopReason: StopReason = "max-steps";
+    let reason: string | undefined;
     let answer: string | undefined;
     let failure: unknown;
 
@@ -297,12 +430,15 @@ export class MossAgent {
         tools: this.#tools,
         ...(this.#options.instructions === undefined ? {} : { instructions: this.#options.instructions }),
       });
+      const window = await this.#window();
       if (retryOf !== undefined) await this.#persist(runtime);
       if (task !== undefined) {
-        this.#append(emit, "user", task, { kind: "task", context: runtime.dumpContext() });
+        this.#appendTask(emit, task, runtime.dumpContext());
         await this.#persist(runtime);
       }
       let consecutiveErrors = 0;
+      let cutOffs = 0;
+      let toldUnclear = false;
       while (true) {
         if (options.signal?.aborted) {
           stopReason = "aborted";
@@ -310,10 +446,11 @@ export class MossAgent {
         }
         if (steps >= maxSteps) {
           stopReason = "max-steps";
+          reason = `the step limit of ${maxSteps} model call(s) was reached before the model answered`;
           break;
         }
         steps += 1;
-        const response = await this.#ask(system, steps, options.signal, emit);
+        const response = await this.#ask(system, window, steps, options.signal, emit);
         usage.modelCalls += 1;
         usage.inputTokens += response.inputTokens;
         usage.outputTokens += response.outputTokens;
@@ -327,22 +464,68 @@ export class MossAgent {
           cost: response.cost,
           step: steps,
         });
+        const cutOff = response.finishReason === "length";
         const actions = this.#actions(response);
-        if (actions.length === 0) {
+        const runnable = actions.some((action) => action.extracted.kind === "code");
+        if (cutOff && !runnable) {
+          // A cut-off answer is never final and its incomplete code never runs: ask again, a bounded number of times.
+          cutOffs += 1;
+          if (cutOffs > maxContinuations) {
+            this.#answerToolCalls(emit, response.toolCalls, cutOffNotice(window.maxTokens), runtime);
+            await this.#persist(runtime);
+            stopReason = "truncated";
+            reason = `the model's answer was cut off at the output limit of ${window.maxTokens} tokens ${cutOffs} time(s) in a row (raise --max-tokens)`;
+            break;
+          }
+          const notice = cutOffNotice(window.maxTokens);
+          emit({ type: "notice", step: steps, kind: "cut-off", message: notice });
+          if (response.toolCalls.length > 0) this.#answerToolCalls(emit, response.toolCalls, notice, runtime);
+          else
+            this.#append(emit, "user", notice, {
+              kind: "notice",
+              notice: "cut-off",
+              context: runtime.dumpContext(),
+            });
           await this.#persist(runtime);
-          stopReason = "answer";
-          answer = response.content;
-          break;
+          continue;
+        }
+        cutOffs = 0;
+        if (actions.length === 0) {
+          const unclear = unclearAnswer(stripReasoning(response.content));
+          if (unclear === undefined) {
+            await this.#persist(runtime);
+            stopReason = "answer";
+            answer = response.content;
+            break;
+          }
+          if (toldUnclear) {
+            await this.#persist(runtime);
+            stopReason = "unclear-answer";
+            reason = `the model's answer ${unclear}, also after being told once`;
+            answer = response.content;
+            break;
+          }
+          toldUnclear = true;
+          const notice = unclearAnswerNotice(unclear, this.#tools);
+          emit({ type: "notice", step: steps, kind: "unclear-answer", message: notice });
+          this.#append(emit, "user", notice, {
+            kind: "notice",
+            notice: "unclear-answer",
+            context: runtime.dumpContext(),
+          });
+          await this.#persist(runtime);
+          continue;
         }
         let stepFailed = false;
         for (const action of actions) {
-          const ok = await this.#act(runtime, action, steps, emit);
+          const ok = await this.#act(runtime, action, steps, emit, cutOff ? window.maxTokens : undefined);
           if (!ok) stepFailed = true;
         }
         await this.#persist(runtime);
         consecutiveErrors = stepFailed ? consecutiveErrors + 1 : 0;
         if (consecutiveErrors >= maxErrors) {
           stopReason = "max-consecutive-errors";
+          reason = `${consecutiveErrors} steps in a row failed (the limit is ${maxErrors})`;
           break;
         }
       }
@@ -350,32 +533,160 @@ export class MossAgent {
       stopReason = options.signal?.aborted ? "aborted" : "error";
       failure = error;
       const text = error instanceof Error ? error.message : String(error);
+      reason = stopReason === "aborted" ? undefined : text;
       emit({ type: "error", error, message: text });
       await this.#saveConversation().catch(() => undefined);
     }
-    emit({ type: "run-end", stopReason, answer, steps, usage });
-    return { stopReason, answer, steps, usage, ...(failure === undefined ? {} : { error: failure }) };
+    const why = reason ?? STOP_REASONS[stopReason];
+    emit({ type: "run-end", stopReason, reason: why, answer, steps, usage });
+    return {
+      stopReason,
+      reason: why,
+      answer,
+      steps,
+      usage,
+      ...(failure === undefined ? {} : { error: failure }),
+    };
+  }
+
+  /** The output limit and the prompt budget of this run: the context size from the options, the server or the default. */
+  async #window(): Promise<RunWindow> {
+    const contextTokens =
+      this.#options.contextTokens ??
+      (await this.#options.model.contextWindow?.().catch(() => undefined)) ??
+      DEFAULT_CONTEXT_TOKENS;
+    const window: RunWindow = { contextTokens, maxTokens: 0, budgetTokens: 0, scale: 1 };
+    this.#resize(window, contextTokens);
+    return window;
+  }
+
+  /** Sets the context size; a default output limit never takes more than a quarter of a small context. */
+  #resize(window: RunWindow, contextTokens: number): void {
+    window.contextTokens = contextTokens;
+    window.maxTokens = this.#options.maxTokens ?? Math.min(DEFAULT_MAX_TOKENS, Math.floor(contextTokens / 4));
+    window.budgetTokens = Math.floor(promptBudget(contextTokens, window.maxTokens) * window.scale);
+    if (window.budgetTokens < 1) {
+      throw new MossError(
+        "invalid-argument",
+        `maxTokens (${window.maxTokens}) leaves no room for the prompt in a context of ${contextTokens} tokens.`,
+      );
+    }
+  }
+
+  /** Appends the task, unless the head is the same task still unanswered; a different unanswered task is replaced by a sibling. */
+  #appendTask(emit: (event: AgentEvent) => void, task: string, context: MossContext): void {
+    const head = this.#conversation.head;
+    if (head?.role === "user" && head.metadata.kind === "task") {
+      if (head.content === task) return;
+      const message = this.#conversation.attach(head.parentId, "user", task, { kind: "task", context });
+      emit({ type: "message", message });
+      return;
+    }
+    this.#append(emit, "user", task, { kind: "task", context });
+  }
+
+  /** Answers each tool call of a message that will not run with `content` (tool messages keep the chat well-formed). */
+  #answerToolCalls(
+    emit: (event: AgentEvent) => void,
+    toolCalls: ToolCall[],
+    content: string,
+    runtime: AgentRuntime,
+  ): void {
+    for (const call of toolCalls) {
+      this.#append(emit, "tool", content, {
+        kind: "observation",
+        ok: false,
+        errorKind: "cut-off",
+        toolCallId: call.id,
+        context: runtime.dumpContext(),
+      });
+    }
   }
 
   async #ask(
     system: string,
+    window: RunWindow,
     step: number,
     signal: AbortSignal | undefined,
     emit: (event: AgentEvent) => void,
   ): Promise<LanguageModelResponse> {
-    const request = {
-      messages: [{ role: "system", content: system } as ChatMessage, ...this.#chatMessages()],
-      ...(this.#tools ? { tools: [MOSS_TOOL] } : {}),
-      ...(this.#options.maxTokens === undefined ? {} : { maxTokens: this.#options.maxTokens }),
-      ...(this.#options.temperature === undefined ? {} : { temperature: this.#options.temperature }),
-      ...(signal === undefined ? {} : { signal }),
-    };
-    if (this.#options.stream === false) return this.#options.model.generate(request);
-    return this.#options.model.stream(request, (delta) => emit({ type: "text-delta", step, delta }));
+    let budget = window.budgetTokens;
+    let overflow: unknown;
+    for (let attempt = 0; ; attempt++) {
+      let fitted: ReturnType<typeof fitContext>;
+      try {
+        fitted = fitContext({ role: "system", content: system }, this.#windowEntries(), budget);
+      } catch (error) {
+        // Shortening after the server's overflow cannot help: its own words are the clearer error.
+        throw overflow ?? error;
+      }
+      const { messages, trim } = fitted;
+      if (trim !== undefined) {
+        emit({
+          type: "context-trimmed",
+          step,
+          trim,
+          contextTokens: window.contextTokens,
+          message: describeTrim(trim, window.contextTokens),
+        });
+      }
+      const request = {
+        messages,
+        ...(this.#tools ? { tools: [MOSS_TOOL] } : {}),
+        maxTokens: window.maxTokens,
+        ...(this.#options.temperature === undefined ? {} : { temperature: this.#options.temperature }),
+        ...(signal === undefined ? {} : { signal }),
+      };
+      try {
+        if (this.#options.stream === false) return await this.#options.model.generate(request);
+        return await this.#options.model.stream(request, (delta) =>
+          emit({ type: "text-delta", step, delta }),
+        );
+      } catch (error) {
+        if (MossError.is(error) && error.details.reason === "stream-cut") {
+          this.#abandon(error.details.partial as PartialResponse | undefined, step);
+          await this.#saveConversation().catch(() => undefined);
+        }
+        if (attempt > 0 || !MossError.is(error) || error.details.reason !== "context-overflow") throw error;
+        // The server counts more tokens than we do, or its context is smaller than we were told: adopt what it
+        // says for the rest of the run, shorten harder than what failed, and ask once more.
+        overflow = error;
+        const sent = requestTokens(messages);
+        const theirs = error.details.promptTokens;
+        const theirContext = error.details.contextTokens;
+        window.scale *= typeof theirs === "number" && theirs > sent ? sent / theirs : 0.7;
+        this.#resize(
+          window,
+          typeof theirContext === "number" && theirContext < window.contextTokens
+            ? theirContext
+            : window.contextTokens,
+        );
+        budget = Math.max(1, Math.min(window.budgetTokens, Math.floor(sent * 0.8)));
+        emit({
+          type: "notice",
+          step,
+          kind: "context-overflow",
+          message: `The model server said the prompt (${sent} tokens by our count${typeof theirs === "number" ? `, ${theirs} by its own` : ""}) does not fit its context${typeof theirContext === "number" ? ` of ${theirContext} tokens` : ""}; shortening to ${budget} tokens and asking again.`,
+        });
+      }
+    }
+  }
+
+  /** Keeps a partial answer (a cut stream) as an abandoned branch: the head stays where it was, so a retry starts clean. */
+  #abandon(partial: PartialResponse | undefined, step: number): void {
+    if (partial === undefined) return;
+    const head = this.#conversation.head;
+    this.#conversation.attach(head?.id, "assistant", partial.content, {
+      abandoned: "stream-cut",
+      toolCalls: partial.toolCalls,
+      chunks: partial.chunks,
+      step,
+    });
+    this.#conversation.checkout(head?.id);
   }
 
   #actions(response: LanguageModelResponse): Action[] {
-    if (this.#tools) {
+    if (response.toolCalls.length > 0) {
       return response.toolCalls.map((toolCall) => ({
         toolCall,
         extracted:
@@ -387,7 +698,25 @@ export class MossAgent {
               },
       }));
     }
-    const extracted = extractProseCode(response.content);
+    // Servers that do not parse tool calls pass them through as text; models also answer with fences in tool mode.
+    const content = stripReasoning(response.content);
+    const text = extractTextToolCalls(content);
+    if (text.kind === "invalid") return [{ extracted: text }];
+    if (text.kind === "calls") {
+      return text.calls.map((call) => {
+        if (call.name !== MOSS_TOOL.name) {
+          return {
+            extracted: {
+              kind: "invalid",
+              reason: `There is no tool named "${call.name}"; the only tool is "${MOSS_TOOL.name}".`,
+            },
+          };
+        }
+        const extracted = extractToolCode(call.arguments);
+        return { extracted: extracted.kind === "code" ? { ...extracted, source: "tool-text" } : extracted };
+      });
+    }
+    const extracted = extractProseCode(content);
     return extracted.kind === "none" ? [] : [{ extracted }];
   }
 
@@ -397,6 +726,7 @@ export class MossAgent {
     action: Action,
     step: number,
     emit: (event: AgentEvent) => void,
+    cutOffAt: number | undefined,
   ): Promise<boolean> {
     const { extracted, toolCall } = action;
     let observation: string;
@@ -422,7 +752,13 @@ export class MossAgent {
         context: execution.context,
       };
     } else {
-      observation = `<execution ok="false">\n<error kind="no-code">\n${extracted.kind === "invalid" ? extracted.reason : "No code was found."}\n</error>\n</execution>`;
+      const why =
+        cutOffAt !== undefined
+          ? `Your answer was cut off at the output limit of ${cutOffAt} tokens before this call was complete.`
+          : extracted.kind === "invalid"
+            ? extracted.reason
+            : "No code was found.";
+      observation = `<execution ok="false">\n<error kind="no-code">\n${why}\n</error>\n</execution>`;
       ok = false;
       metadata = { kind: "observation", ok, errorKind: "no-code", context: runtime.dumpContext() };
     }
@@ -445,47 +781,47 @@ export class MossAgent {
     return message;
   }
 
-  #chatMessages(): ChatMessage[] {
-    const messages: ChatMessage[] = [];
-    let unanswered: ToolCall[] = [];
-    const closeUnanswered = () => {
-      for (const call of unanswered) {
-        messages.push({ role: "tool", content: INTERRUPTED_OBSERVATION, toolCallId: call.id });
-      }
-      unanswered = [];
-    };
+  /** The current thread as chat messages, each marked for the context window (abandoned branches are not on it). */
+  #windowEntries(): WindowEntry[] {
+    const entries: WindowEntry[] = [];
     for (const message of this.#conversation.thread()) {
-      if (message.role === "tool") {
-        unanswered = unanswered.filter((call) => call.id !== message.metadata.toolCallId);
-      } else {
-        closeUnanswered();
-      }
       switch (message.role) {
         case "system":
+          entries.push({ message: { role: "system", content: message.content }, kind: "turn" });
+          break;
         case "user":
-          messages.push({ role: message.role, content: message.content });
+          entries.push({
+            message: { role: "user", content: message.content },
+            kind:
+              message.metadata.kind === "task" || message.metadata.kind === undefined
+                ? "task"
+                : "observation",
+          });
           break;
         case "assistant": {
           const toolCalls = message.metadata.toolCalls as ToolCall[] | undefined;
-          unanswered = [...(toolCalls ?? [])];
-          messages.push(
-            toolCalls !== undefined && toolCalls.length > 0
-              ? { role: "assistant", content: message.content, toolCalls }
-              : { role: "assistant", content: message.content },
-          );
+          entries.push({
+            message:
+              toolCalls !== undefined && toolCalls.length > 0
+                ? { role: "assistant", content: message.content, toolCalls }
+                : { role: "assistant", content: message.content },
+            kind: "turn",
+          });
           break;
         }
         case "tool":
-          messages.push({
-            role: "tool",
-            content: message.content,
-            toolCallId: String(message.metadata.toolCallId),
+          entries.push({
+            message: {
+              role: "tool",
+              content: message.content,
+              toolCallId: String(message.metadata.toolCallId),
+            },
+            kind: "observation",
           });
           break;
       }
     }
-    closeUnanswered();
-    return messages;
+    return entries;
   }
 
   /** Moves the head to the parent of `assistant` and rebuilds the runtime from the context saved at that point. */

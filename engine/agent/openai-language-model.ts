@@ -1,5 +1,6 @@
 import OpenAI from "openai";
 import type {
+  ChatCompletion,
   ChatCompletionChunk,
   ChatCompletionCreateParamsBase,
   ChatCompletionMessageParam,
@@ -13,6 +14,7 @@ import {
   type LanguageModel,
   type LanguageModelRequest,
   type LanguageModelResponse,
+  type PartialResponse,
   type PriceTable,
   type ToolCall,
 } from "./language-model.ts";
@@ -67,77 +69,155 @@ export class OpenAILanguageModel implements LanguageModel {
 
   async generate(request: LanguageModelRequest): Promise<LanguageModelResponse> {
     try {
-      const completion = await this.#client.chat.completions.create(
-        { ...this.#body(request), stream: false },
-        { signal: request.signal },
-      );
-      const choice = completion.choices[0];
+      const { data, response } = await this.#client.chat.completions
+        .create({ ...this.#body(request), stream: false }, { signal: request.signal })
+        .withResponse();
+      const completion = data as unknown;
+      const choice = this.#validChoice(completion, response.headers.get("content-type"));
+      const usage = (completion as { usage?: { prompt_tokens?: number; completion_tokens?: number } }).usage;
       const toolCalls: ToolCall[] = [];
-      for (const call of choice?.message.tool_calls ?? []) {
+      for (const call of choice.message.tool_calls ?? []) {
         if (call.type === "function") {
           toolCalls.push({ id: call.id, name: call.function.name, arguments: call.function.arguments });
         }
       }
       return this.#response({
-        content: choice?.message.content ?? "",
+        content: choice.message.content ?? "",
         toolCalls,
-        inputTokens: completion.usage?.prompt_tokens ?? 0,
-        outputTokens: completion.usage?.completion_tokens ?? 0,
-        model: completion.model || this.model,
-        finishReason: choice?.finish_reason,
+        inputTokens: usage?.prompt_tokens ?? 0,
+        outputTokens: usage?.completion_tokens ?? 0,
+        model: (completion as { model?: string }).model || this.model,
+        finishReason: choice.finish_reason,
       });
     } catch (error) {
       throw this.#mapError(error);
     }
   }
 
+  /** The server's `n_ctx` from llama-server's `GET /props` (other servers: undefined). Never throws. */
+  async contextWindow(): Promise<number | undefined> {
+    if (this.baseUrl === DEFAULT_BASE_URL) return undefined;
+    try {
+      const url = new URL("../props", `${this.baseUrl.replace(/\/+$/, "")}/`);
+      const response = await fetch(url, { signal: AbortSignal.timeout(2_000) });
+      if (!response.ok) return undefined;
+      const props = (await response.json()) as {
+        n_ctx?: unknown;
+        default_generation_settings?: { n_ctx?: unknown };
+      };
+      const size = props.default_generation_settings?.n_ctx ?? props.n_ctx;
+      return typeof size === "number" && Number.isInteger(size) && size > 0 ? size : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** The first choice of a 200 response, or a model-request error saying what the body lacked. */
+  #validChoice(completion: unknown, contentType: string | null): ChatCompletion.Choice {
+    if (completion === null || typeof completion !== "object") {
+      const text = typeof completion === "string" ? completion : String(completion);
+      throw this.#invalid(
+        `its body is not JSON (content-type ${contentType ?? "none"}): ${JSON.stringify(text.slice(0, 200))}`,
+      );
+    }
+    const choices = (completion as { choices?: unknown }).choices;
+    if (!Array.isArray(choices) || choices.length === 0) {
+      const error = (completion as { error?: { message?: unknown } }).error;
+      throw this.#invalid(
+        error !== undefined
+          ? `it has no choices but an error: ${typeof error?.message === "string" ? error.message : JSON.stringify(error)}`
+          : `it has no choices (${JSON.stringify(completion).slice(0, 200)})`,
+      );
+    }
+    const choice = choices[0] as ChatCompletion.Choice;
+    if (
+      choice === null ||
+      typeof choice !== "object" ||
+      choice.message === null ||
+      typeof choice.message !== "object"
+    ) {
+      throw this.#invalid("its first choice has no message");
+    }
+    if (typeof choice.finish_reason !== "string" || (choice.finish_reason as string) === "") {
+      throw this.#invalid("its first choice has no finish_reason (the answer may be incomplete)");
+    }
+    return choice;
+  }
+
+  #invalid(what: string, extra: Record<string, unknown> = {}): MossError {
+    return new MossError(
+      "model-request",
+      `The model server at ${this.baseUrl} answered 200 but not with a chat completion: ${what}.`,
+      { baseUrl: this.baseUrl, model: this.model, reason: "invalid-response", ...extra },
+    );
+  }
+
   async stream(
     request: LanguageModelRequest,
     onTextDelta: (delta: string) => void,
   ): Promise<LanguageModelResponse> {
+    let chunkCount = 0;
+    let content = "";
+    const calls = new Map<number, ToolCall>();
+    const toolCallList = () =>
+      [...calls.entries()]
+        .sort(([a], [b]) => a - b)
+        .map(([index, call]) => ({ ...call, id: call.id || `call_${index}` }));
     try {
-      const chunks = await this.#client.chat.completions.create(
-        {
-          ...this.#body(request),
-          stream: true,
-          ...(this.#streamUsage ? { stream_options: { include_usage: true } } : {}),
-        },
-        { signal: request.signal },
-      );
-      let content = "";
+      const { data: chunks, response } = await this.#client.chat.completions
+        .create(
+          {
+            ...this.#body(request),
+            stream: true,
+            ...(this.#streamUsage ? { stream_options: { include_usage: true } } : {}),
+          },
+          { signal: request.signal },
+        )
+        .withResponse();
       let model = "";
       let finishReason: string | null | undefined;
       let inputTokens = 0;
       let outputTokens = 0;
-      const calls = new Map<number, ToolCall>();
-      for await (const chunk of chunks as AsyncIterable<ChatCompletionChunk>) {
-        if (chunk.model) model = chunk.model;
-        if (chunk.usage) {
-          inputTokens = chunk.usage.prompt_tokens ?? inputTokens;
-          outputTokens = chunk.usage.completion_tokens ?? outputTokens;
+      let choiceCount = 0;
+      try {
+        for await (const chunk of chunks as AsyncIterable<ChatCompletionChunk>) {
+          chunkCount += 1;
+          if (chunk.model) model = chunk.model;
+          if (chunk.usage) {
+            inputTokens = chunk.usage.prompt_tokens ?? inputTokens;
+            outputTokens = chunk.usage.completion_tokens ?? outputTokens;
+          }
+          const choice = chunk.choices?.[0];
+          if (choice === undefined) continue;
+          choiceCount += 1;
+          if (choice.finish_reason) finishReason = choice.finish_reason;
+          const text = choice.delta?.content;
+          if (text) {
+            content += text;
+            onTextDelta(text);
+          }
+          for (const part of choice.delta?.tool_calls ?? []) {
+            const call = calls.get(part.index) ?? { id: "", name: "", arguments: "" };
+            if (part.id) call.id = part.id;
+            if (part.function?.name) call.name += part.function.name;
+            if (part.function?.arguments) call.arguments += part.function.arguments;
+            calls.set(part.index, call);
+          }
         }
-        const choice = chunk.choices?.[0];
-        if (choice === undefined) continue;
-        if (choice.finish_reason) finishReason = choice.finish_reason;
-        const text = choice.delta?.content;
-        if (text) {
-          content += text;
-          onTextDelta(text);
-        }
-        for (const part of choice.delta?.tool_calls ?? []) {
-          const call = calls.get(part.index) ?? { id: "", name: "", arguments: "" };
-          if (part.id) call.id = part.id;
-          if (part.function?.name) call.name += part.function.name;
-          if (part.function?.arguments) call.arguments += part.function.arguments;
-          calls.set(part.index, call);
-        }
+      } catch (error) {
+        if (request.signal?.aborted || chunkCount === 0) throw error;
+        throw this.#streamCut({ content, toolCalls: toolCallList(), chunks: chunkCount }, error);
       }
-      const toolCalls = [...calls.entries()]
-        .sort(([a], [b]) => a - b)
-        .map(([index, call]) => ({ ...call, id: call.id || `call_${index}` }));
+      if (chunkCount === 0) {
+        throw this.#invalid(
+          `the stream held no chunks (content-type ${response.headers.get("content-type") ?? "none"})`,
+        );
+      }
+      if (choiceCount === 0) throw this.#invalid(`none of its ${chunkCount} stream chunks had a choice`);
+      if (!finishReason) throw this.#streamCut({ content, toolCalls: toolCallList(), chunks: chunkCount });
       return this.#response({
         content,
-        toolCalls,
+        toolCalls: toolCallList(),
         inputTokens,
         outputTokens,
         model: model || this.model,
@@ -146,6 +226,17 @@ export class OpenAILanguageModel implements LanguageModel {
     } catch (error) {
       throw this.#mapError(error);
     }
+  }
+
+  /** The stream ended (or broke) before a finish reason: the partial answer travels on `details.partial`. */
+  #streamCut(partial: PartialResponse, cause?: unknown): MossError {
+    const why = cause instanceof Error ? ` (${describeCause(cause) || cause.message})` : "";
+    return new MossError(
+      "model-connection",
+      `The model server at ${this.baseUrl} ${cause === undefined ? "ended" : "closed"} the stream after ${partial.chunks} chunk${partial.chunks === 1 ? "" : "s"}${cause === undefined ? " without a finish reason" : why}, before the answer was finished; the partial answer (${partial.content.length} characters${partial.toolCalls.length > 0 ? `, ${partial.toolCalls.length} tool call(s)` : ""}) was not used.`,
+      { baseUrl: this.baseUrl, model: this.model, reason: "stream-cut", partial },
+      cause === undefined ? undefined : { cause },
+    );
   }
 
   #body(request: LanguageModelRequest): ChatCompletionCreateParamsBase {
@@ -222,6 +313,24 @@ export class OpenAILanguageModel implements LanguageModel {
         { cause: error },
       );
     }
+    if (error instanceof OpenAI.APIError && isContextOverflow(error)) {
+      const body = (error.error ?? {}) as { n_ctx?: unknown; n_prompt_tokens?: unknown };
+      return new MossError(
+        "model-request",
+        `The model server at ${this.baseUrl} rejected the request because the prompt does not fit the model's context (${error.status}): ${error.message}`,
+        {
+          ...details,
+          status: error.status,
+          reason: "context-overflow",
+          ...(typeof body.n_ctx === "number" ? { contextTokens: body.n_ctx } : {}),
+          ...(typeof body.n_prompt_tokens === "number" ? { promptTokens: body.n_prompt_tokens } : {}),
+        },
+        { cause: error },
+      );
+    }
+    if (error instanceof SyntaxError) {
+      return this.#invalid(`its body is not valid JSON (${error.message})`);
+    }
     if (error instanceof OpenAI.APIError) {
       return new MossError(
         "model-request",
@@ -235,6 +344,16 @@ export class OpenAILanguageModel implements LanguageModel {
       cause: error,
     });
   }
+}
+
+const CONTEXT_OVERFLOW =
+  /exceeds? the available context|context (?:size|length|window)|maximum context length|context_length_exceeded|exceed_context_size|too many tokens|prompt is too long/i;
+
+/** A 400/413 whose text or type says the prompt is longer than the model's context (llama.cpp, OpenAI, vLLM wordings). */
+function isContextOverflow(error: InstanceType<typeof OpenAI.APIError>): boolean {
+  if (error.status !== 400 && error.status !== 413) return false;
+  const body = (error.error ?? {}) as { type?: unknown; code?: unknown };
+  return CONTEXT_OVERFLOW.test(`${error.message} ${String(body.type ?? "")} ${String(body.code ?? "")}`);
 }
 
 function toOpenAIMessage(message: LanguageModelRequest["messages"][number]): ChatCompletionMessageParam {

@@ -1,7 +1,14 @@
 import { join, resolve } from "node:path";
+import { DEFAULT_CONTEXT_TOKENS } from "../agent/context-window.ts";
 import { FileConversationStore } from "../agent/conversation-store.ts";
 import type { LanguageModel } from "../agent/language-model.ts";
-import { type AgentEvent, MossAgent, type StopReason } from "../agent/moss-agent.ts";
+import {
+  type AgentEvent,
+  DEFAULT_MAX_TOKENS,
+  MossAgent,
+  STOP_REASONS,
+  type StopReason,
+} from "../agent/moss-agent.ts";
 import { OpenAILanguageModel } from "../agent/openai-language-model.ts";
 import { ScriptedLanguageModel } from "../agent/scripted-language-model.ts";
 import { FileContextStore } from "../context/index.ts";
@@ -9,26 +16,38 @@ import { MossError } from "../errors.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { parseOptions } from "./parse-options.ts";
 
-const USAGE = `Usage: moss agent <module.ts> "<task>" [options]
-
-Lets a model do the task by writing code against the context module, streaming what happens.
-  --session <id>        keep the session's MossContext and conversation in .moss/sessions and resume it
-  --sessions-dir <dir>  where sessions live (default .moss/sessions)
-  --model <name>        model name (default $MOSS_MODEL, then gpt-4o-mini)
-  --base-url <url>      OpenAI-compatible API root (default $OPENAI_BASE_URL, then the OpenAI API); key from $OPENAI_API_KEY
-  --replay <file.json>  use recorded model responses instead of a server
-  --no-tools            ask for one fenced typescript block per answer instead of the moss tool
-  --max-steps <n>       model calls before stopping (default 10)
-  --max-errors <n>      failed steps in a row before stopping (default 3)
-Exit code: 0 when the model answered, 1 on an error, 3 when a step limit stopped the run.`;
-
-const EXIT_CODES: Record<StopReason, number> = {
+/** The exit code of each stop reason: 0 done, 1 failed, 3 a step limit, 4 cut off, 5 no usable answer. */
+export const EXIT_CODES: Readonly<Record<StopReason, number>> = Object.freeze({
   answer: 0,
   error: 1,
   aborted: 1,
   "max-steps": 3,
   "max-consecutive-errors": 3,
-};
+  truncated: 4,
+  "unclear-answer": 5,
+});
+
+const STOP_REASON_HELP = (Object.keys(STOP_REASONS) as StopReason[])
+  .map((reason) => `  ${`${reason} (${EXIT_CODES[reason]})`.padEnd(28)}${STOP_REASONS[reason]}`)
+  .join("\n");
+
+const USAGE = `Usage: moss agent <module.ts> "<task>" [options]
+
+Lets a model do the task by writing code against the context module, streaming what happens.
+  --session <id>          keep the session's MossContext and conversation in .moss/sessions and resume it
+  --sessions-dir <dir>    where sessions live (default .moss/sessions)
+  --model <name>          model name (default $MOSS_MODEL, then gpt-4o-mini)
+  --base-url <url>        OpenAI-compatible API root (default $OPENAI_BASE_URL, then the OpenAI API); key from $OPENAI_API_KEY
+  --replay <file.json>    use recorded model responses instead of a server
+  --no-tools              ask for one fenced typescript block per answer instead of the moss tool
+  --max-steps <n>         model calls before stopping (default 10)
+  --max-errors <n>        failed steps in a row before stopping (default 3)
+  --max-tokens <n>        output tokens per model call, sent as max_tokens (default $MOSS_MAX_TOKENS, then ${DEFAULT_MAX_TOKENS},
+                          at most a quarter of the context)
+  --context-tokens <n>    the model's context size; older steps are shortened to fit (default $MOSS_CONTEXT_TOKENS,
+                          then the server's n_ctx when it reports one (llama-server), then ${DEFAULT_CONTEXT_TOKENS})
+The run stops for one of these reasons, printed on its last line (exit code in parentheses):
+${STOP_REASON_HELP}`;
 
 /** `moss agent <module.ts> "<task>"`: runs a MossAgent, printing model text, code and results as they happen. */
 export const agentCommand: CliCommand = async (argv, io) => {
@@ -43,6 +62,8 @@ export const agentCommand: CliCommand = async (argv, io) => {
       "no-tools": { type: "boolean" },
       "max-steps": { type: "string" },
       "max-errors": { type: "string" },
+      "max-tokens": { type: "string" },
+      "context-tokens": { type: "string" },
     },
     USAGE,
   );
@@ -69,6 +90,12 @@ export const agentCommand: CliCommand = async (argv, io) => {
     tools: !values["no-tools"],
     maxSteps: positiveInteger(values["max-steps"], "--max-steps", 10),
     maxConsecutiveErrors: positiveInteger(values["max-errors"], "--max-errors", 3),
+    ...optionalInteger(values["max-tokens"] ?? nonEmpty(io.env.MOSS_MAX_TOKENS), "--max-tokens", "maxTokens"),
+    ...optionalInteger(
+      values["context-tokens"] ?? nonEmpty(io.env.MOSS_CONTEXT_TOKENS),
+      "--context-tokens",
+      "contextTokens",
+    ),
     ...(values.session === undefined || store === undefined
       ? {}
       : {
@@ -87,6 +114,19 @@ export const agentCommand: CliCommand = async (argv, io) => {
     await store?.close();
   }
 };
+
+function optionalInteger<Key extends string>(
+  text: string | undefined,
+  option: string,
+  key: Key,
+): { [K in Key]?: number } {
+  if (text === undefined) return {};
+  return { [key]: positiveInteger(text, option, 0) } as { [K in Key]?: number };
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === "" ? undefined : value;
+}
 
 function positiveInteger(text: string | undefined, option: string, fallback: number): number {
   if (text === undefined) return fallback;
@@ -164,8 +204,18 @@ export class EventPrinter {
         );
         break;
       }
+      case "notice":
+        this.stopSpinner();
+        this.#line(this.#paint("yellow", `── ${event.kind} · step ${event.step} ──`));
+        this.#line(event.message);
+        break;
+      case "context-trimmed":
+        this.#line(this.#paint("dim", `── context · ${event.message} ──`));
+        break;
       case "error":
         this.stopSpinner();
+        // The error starts on its own line, also after a partial answer streamed to stdout.
+        if (!this.#atLineStart) this.#write("\n");
         this.#io.stderr.write(
           `${this.#paint("red", `error${MossError.is(event.error) ? `[${event.error.code}]` : ""}:`)} ${event.message}\n`,
         );
@@ -177,7 +227,7 @@ export class EventPrinter {
         this.#line(
           this.#paint(
             "dim",
-            `── ${event.stopReason} · ${event.steps} step(s) · ${usage.inputTokens} input + ${usage.outputTokens} output tokens${cost} ──`,
+            `── ${event.stopReason}: ${firstLine(event.reason)} · ${event.steps} step(s) · ${usage.inputTokens} input + ${usage.outputTokens} output tokens${cost} ──`,
           ),
         );
         break;
@@ -212,9 +262,14 @@ export class EventPrinter {
     this.#atLineStart = text.endsWith("\n");
   }
 
-  #paint(style: "dim" | "cyan" | "green" | "red", text: string): string {
+  #paint(style: "dim" | "cyan" | "green" | "red" | "yellow", text: string): string {
     if (!this.#colour) return text;
-    const codes = { dim: [2, 22], cyan: [36, 39], green: [32, 39], red: [31, 39] }[style];
+    const codes = { dim: [2, 22], cyan: [36, 39], green: [32, 39], red: [31, 39], yellow: [33, 39] }[style];
     return `\x1b[${codes[0]}m${text}\x1b[${codes[1]}m`;
   }
+}
+
+function firstLine(text: string): string {
+  const line = text.split("\n")[0] ?? "";
+  return line.length > 200 ? `${line.slice(0, 199)}…` : line;
 }

@@ -1,11 +1,12 @@
 // `npm run demo`: the sphero example end to end with MossAgent. With OPENAI_BASE_URL or OPENAI_API_KEY set it
-// asks that model; without them it replays recorded responses and says so on its first line.
+// asks that model (MOSS_MODEL, MOSS_MAX_TOKENS and MOSS_CONTEXT_TOKENS apply as for `moss agent`); without them it
+// replays recorded responses and says so on its first line. The exit code is `moss agent`'s for the same stop reason.
 import { fileURLToPath } from "node:url";
 import type { LanguageModel } from "../../engine/agent/language-model.ts";
 import { MossAgent } from "../../engine/agent/moss-agent.ts";
 import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
 import { ScriptedLanguageModel } from "../../engine/agent/scripted-language-model.ts";
-import { EventPrinter } from "../../engine/cli/agent-command.ts";
+import { EventPrinter, EXIT_CODES } from "../../engine/cli/agent-command.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 
 const TASK = "Roll the ball in a square, then show a smile on its face, and remember the square as a shape.";
@@ -23,7 +24,19 @@ const model: LanguageModel = live
   : await ScriptedLanguageModel.fromFile(RECORDING);
 process.stdout.write(`Task: ${TASK}\n\n`);
 
-const agent = new MossAgent({ model, modulePath: MODULE, maxSteps: 8 });
+const positive = (name: string): number | undefined => {
+  const value = Number(process.env[name]);
+  return Number.isInteger(value) && value > 0 ? value : undefined;
+};
+const maxTokens = positive("MOSS_MAX_TOKENS");
+const contextTokens = positive("MOSS_CONTEXT_TOKENS");
+const agent = new MossAgent({
+  model,
+  modulePath: MODULE,
+  maxSteps: 8,
+  ...(maxTokens === undefined ? {} : { maxTokens }),
+  ...(contextTokens === undefined ? {} : { contextTokens }),
+});
 const io = {
   stdout: process.stdout,
   stderr: process.stderr,
@@ -34,7 +47,7 @@ const io = {
 const printer = new EventPrinter(io);
 try {
   const result = await agent.run(TASK, { onEvent: (event) => printer.print(event) });
-  process.exitCode = result.stopReason === "answer" ? 0 : 1;
+  process.exitCode = EXIT_CODES[result.stopReason];
 } finally {
   printer.stopSpinner();
   await agent.close();

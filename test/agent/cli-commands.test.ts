@@ -3,6 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
+import { STOP_REASONS, type StopReason } from "../../engine/agent/moss-agent.ts";
+import { EXIT_CODES } from "../../engine/cli/agent-command.ts";
 import type { CliIo } from "../../engine/cli/cli-io.ts";
 import { main } from "../../engine/cli/main.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
@@ -23,13 +25,22 @@ afterAll(async () => {
   await closeSharedSandboxes();
 });
 
-function io(env: Record<string, string> = {}): CliIo & { out: () => string; err: () => string } {
+function io(
+  env: Record<string, string> = {},
+): CliIo & { out: () => string; err: () => string; all: () => string } {
   const stdout = new PassThrough();
   const stderr = new PassThrough();
   let out = "";
   let err = "";
-  stdout.on("data", (chunk) => (out += chunk));
-  stderr.on("data", (chunk) => (err += chunk));
+  let all = "";
+  stdout.on("data", (chunk) => {
+    out += chunk;
+    all += chunk;
+  });
+  stderr.on("data", (chunk) => {
+    err += chunk;
+    all += chunk;
+  });
   return {
     stdout,
     stderr,
@@ -38,6 +49,7 @@ function io(env: Record<string, string> = {}): CliIo & { out: () => string; err:
     cwd: process.cwd(),
     out: () => out,
     err: () => err,
+    all: () => all,
   };
 }
 
@@ -88,7 +100,9 @@ describe("moss agent", () => {
     expect(out).toContain("── result · ok");
     expect(out).toContain("<stdout>\nadded\n</stdout>");
     expect(out).toContain("Added 'call mum'.");
-    expect(out).toMatch(/── answer · 2 step\(s\) · 2500 input \+ 48 output tokens · \$0\.0004\d* ──/);
+    expect(out).toMatch(
+      /── answer: the model answered in plain text \(no code\): the task is done or cannot be done · 2 step\(s\) · 2500 input \+ 48 output tokens · \$0\.0004\d* ──/,
+    );
     expect(out).not.toContain("\x1b[");
     expect(server.requests[0]!.body.messages.at(-1)).toEqual({ role: "user", content: "Add call mum" });
     expect(JSON.parse(await readFile(join(sessions, "cli1.json"), "utf8")).module).toContain("context.ts");
@@ -112,6 +126,95 @@ describe("moss agent", () => {
     const cli = io();
     expect(await main(["agent", "examples/todo/context.ts", "hi", "--max-steps", "0"], cli)).toBe(1);
     expect(cli.err()).toContain("--max-steps needs a positive integer");
+  });
+});
+
+describe("moss agent against servers that misbehave (issue 9)", () => {
+  const agent = (...extra: string[]) => [
+    "agent",
+    "examples/todo/context.ts",
+    "List my todos",
+    "--base-url",
+    server!.baseUrl,
+    ...extra,
+  ];
+
+  it("--help documents every stop reason with its exit code", async () => {
+    const cli = io();
+    expect(await main(["agent", "--help"], cli)).toBe(0);
+    for (const [reason, exit] of Object.entries(EXIT_CODES)) {
+      expect(cli.out()).toContain(`${reason} (${exit})`);
+      expect(cli.out()).toContain(STOP_REASONS[reason as StopReason]);
+    }
+    expect(new Set(Object.values(EXIT_CODES).filter((exit) => exit !== 1)).size).toBe(4);
+    expect(cli.out()).toContain("--max-tokens");
+    expect(cli.out()).toContain("--context-tokens");
+  });
+
+  it("a model that rambles past --max-tokens stops with truncated, exit 4, and says why on the summary line", async () => {
+    server = await startFakeOpenAIServer([{ ramble: true }, { ramble: true }, { ramble: true }], {
+      contextTokens: 100_000,
+    });
+    const cli = io();
+    const code = await main(agent("--max-tokens", "50", "--context-tokens", "100000"), cli);
+    expect(code).toBe(4);
+    expect(server.requests.map((request) => request.body.max_tokens)).toEqual([50, 50, 50]);
+    expect(cli.out()).toContain("── cut-off · step 1 ──");
+    expect(cli.out()).toMatch(
+      /── truncated: the model's answer was cut off at the output limit of 50 tokens 3 time\(s\) in a row/,
+    );
+  });
+
+  it("MOSS_MAX_TOKENS sets max_tokens when the flag is absent", async () => {
+    server = await startFakeOpenAIServer([{ content: "You have no todos." }]);
+    const cli = io({ MOSS_MAX_TOKENS: "77" });
+    expect(await main(agent(), cli)).toBe(0);
+    expect(server.requests[0]!.body.max_tokens).toBe(77);
+  });
+
+  it("an answer with neither code nor a final answer is told once, then stops with unclear-answer, exit 5", async () => {
+    server = await startFakeOpenAIServer([{ content: "Let me look:" }, { content: "" }]);
+    const cli = io();
+    expect(await main(agent(), cli)).toBe(5);
+    expect(cli.out()).toContain("── unclear-answer · step 1 ──");
+    expect(cli.out()).toContain(
+      "── unclear-answer: the model's answer was empty, also after being told once",
+    );
+  });
+
+  it("a chatml <tool_call> in the text runs in tool mode", async () => {
+    const call = JSON.stringify({
+      name: "moss",
+      arguments: {
+        code: "async function main(moss: Moss) {\n  console.log((await moss.todos.list()).length);\n}",
+      },
+    });
+    server = await startFakeOpenAIServer([
+      { content: `<tool_call>\n${call}\n</tool_call>` },
+      { content: "You have 0 todos." },
+    ]);
+    const cli = io();
+    expect(await main(agent(), cli)).toBe(0);
+    expect(cli.out()).toContain("── code · step 1 ──");
+    expect(cli.out()).toContain("── result · ok");
+  });
+
+  it("a stream cut mid-answer: the error starts on its own line and says after how many chunks", async () => {
+    server = await startFakeOpenAIServer([{ content: "Here is a long answer", cutAfterChunks: 3 }]);
+    const cli = io();
+    expect(await main(agent(), cli)).toBe(1);
+    expect(cli.all()).toContain("Here is a long\nerror[model-connection]: The model server at");
+    expect(cli.err()).toContain("closed the stream after 3 chunks");
+    expect(cli.out()).toMatch(/── error: The model server at .* closed the stream after 3 chunks/);
+  });
+
+  it("a 200 that is not a completion exits 1 with a model-request error naming the server", async () => {
+    server = await startFakeOpenAIServer([{ raw: "<html>upstream timed out</html>" }]);
+    const cli = io();
+    expect(await main(agent("--context-tokens", "8192"), cli)).toBe(1);
+    expect(cli.err()).toContain(
+      `error[model-request]: The model server at ${server.baseUrl} answered 200 but not with a chat completion`,
+    );
   });
 });
 

@@ -1,5 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { extractProseCode, extractToolCode, stripFences } from "../../engine/agent/extract-code.ts";
+import {
+  extractProseCode,
+  extractTextToolCalls,
+  extractToolCode,
+  stripFences,
+} from "../../engine/agent/extract-code.ts";
 
 const MAIN =
   // biome-ignore lint/suspicious/noTemplateCurlyInString: the model's snippet holds a template literal
@@ -136,5 +141,76 @@ describe("stripFences", () => {
     expect(stripFences(`  ${MAIN}\n`)).toMatchObject({ kind: "code", code: MAIN });
     expect(stripFences(`~~~ts\n${MAIN}\n~~~`)).toMatchObject({ kind: "code", code: MAIN });
     expect(stripFences(`\`\`\`\`typescript\n${MAIN}\n\`\`\`\``)).toMatchObject({ kind: "code", code: MAIN });
+  });
+});
+
+describe("extractTextToolCalls: tool calls written as plain text, as servers without a tool parser pass them on", () => {
+  const code = 'async function main(moss: Moss) {\n  console.log("hi");\n}';
+  const object = JSON.stringify({ name: "moss", arguments: { code } });
+  const stringArgs = JSON.stringify({ name: "moss", arguments: JSON.stringify({ code }) });
+  const rawNewlines = `{"name": "moss", "arguments": {"code": "async function main(moss: Moss) {\n  console.log(\\"hi\\");\n}"}}`;
+  const shapes: Array<[string, string]> = [
+    ["Hermes/Qwen <tool_call>", `I'll print it.\n<tool_call>\n${object}\n</tool_call>`],
+    ["<tool_call> with string arguments", `<tool_call>${stringArgs}</tool_call>`],
+    ["<tool_call> with raw newlines in the code", `<tool_call>\n${rawNewlines}\n</tool_call>`],
+    ["unclosed <tool_call> at the end", `<tool_call>\n${object}`],
+    ["<tool_call> holding a ```json block", `<tool_call>\n\`\`\`json\n${object}\n\`\`\`\n</tool_call>`],
+    ["<|tool_call|> (Phi style)", `<|tool_call|>${object}<|/tool_call|>`],
+    [
+      "Llama <|python_tag|> with parameters",
+      `<|python_tag|>${JSON.stringify({ name: "moss", parameters: { code } })}<|eom_id|>`,
+    ],
+    ["Llama <|python_tag|> with bare code", `<|python_tag|>${code}`],
+    ["Llama <function=moss>", `<function=moss>${JSON.stringify({ code })}</function>`],
+    ["Mistral [TOOL_CALLS] list", `[TOOL_CALLS][${object}]`],
+    ["Mistral [TOOL_CALLS]name[ARGS]", `[TOOL_CALLS]moss[ARGS]${JSON.stringify({ code })}`],
+    ["functools[...]", `functools[${object}]`],
+    ["bare JSON call", object],
+    ["JSON call in a ```json block", `Calling the tool:\n\`\`\`json\n${object}\n\`\`\``],
+    [
+      "OpenAI-shaped {function: {...}} text",
+      JSON.stringify({ type: "function", function: { name: "moss", arguments: JSON.stringify({ code }) } }),
+    ],
+    [
+      "{tool_calls: [...]} text",
+      JSON.stringify({ tool_calls: [{ function: { name: "moss", arguments: { code } } }] }),
+    ],
+    ["functions.moss name", JSON.stringify({ name: "functions.moss", arguments: { code } })],
+  ];
+  for (const [label, content] of shapes) {
+    it(`reads ${label}`, () => {
+      const found = extractTextToolCalls(content);
+      expect(found.kind).toBe("calls");
+      if (found.kind !== "calls") return;
+      expect(found.calls).toHaveLength(1);
+      expect(found.calls[0]!.name).toBe("moss");
+      expect(extractToolCode(found.calls[0]!.arguments)).toMatchObject({ kind: "code", code });
+    });
+  }
+
+  it("reads several <tool_call> blocks in order", () => {
+    const second = JSON.stringify({ name: "moss", arguments: { code: "async function main() {}" } });
+    const found = extractTextToolCalls(`<tool_call>${object}</tool_call>\n<tool_call>${second}</tool_call>`);
+    expect(found.kind === "calls" && found.calls.map((call) => JSON.parse(call.arguments).code)).toEqual([
+      code,
+      "async function main() {}",
+    ]);
+  });
+
+  it("reports a <tool_call> block that is not JSON, naming the block", () => {
+    const found = extractTextToolCalls("<tool_call>{name: moss, code</tool_call>");
+    expect(found.kind).toBe("invalid");
+    expect(found.kind === "invalid" && found.reason).toContain("<tool_call>");
+  });
+
+  it("leaves prose, fenced TypeScript and JSON data that is not a call alone", () => {
+    for (const content of [
+      "All done: the ball rolled in a square.",
+      `\`\`\`typescript\n${code}\n\`\`\``,
+      '{"name": "Alice", "age": 3}',
+      "```json\n[1, 2, 3]\n```",
+    ]) {
+      expect(extractTextToolCalls(content)).toEqual({ kind: "none" });
+    }
   });
 });

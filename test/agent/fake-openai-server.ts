@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 
-/** One scripted answer of the fake server: a completion, or an HTTP error. */
+/** One scripted answer of the fake server: a completion, an HTTP error, or a raw body. */
 export type FakeReply =
   | {
       content?: string;
@@ -9,8 +9,20 @@ export type FakeReply =
       finishReason?: "stop" | "length" | "tool_calls";
       promptTokens?: number;
       completionTokens?: number;
+      /** Keeps generating (the content, repeated) until `max_tokens`, or the context when none was sent. */
+      ramble?: boolean;
+      /** Streaming: the server destroys the connection after this many SSE chunks. */
+      cutAfterChunks?: number;
+      /** Leaves `choices` out (an error-shaped or empty 200). */
+      noChoices?: boolean;
+      /** Leaves `finish_reason` null in every chunk or in the completion. */
+      noFinishReason?: boolean;
     }
-  | { status: number; error: { message: string; type?: string; code?: string } };
+  | {
+      status: number;
+      error: { message: string; type?: string; code?: string | number; [key: string]: unknown };
+    }
+  | { raw: string; contentType?: string };
 
 /** What the fake server saw of one request. */
 export interface FakeRequest {
@@ -31,8 +43,28 @@ export interface FakeServerOptions {
   apiKey?: string;
   /** Models the server knows; other names get a 404 `model_not_found` like OpenAI's. */
   models?: string[];
-  /** Characters per streamed content or argument delta. */
+  /** Characters per streamed content or argument delta (one "token" of this server). */
   chunkChars?: number;
+  /**
+   * Like llama-server's `n_ctx`: `GET /props` reports it, a prompt longer than it (counted as characters / 4)
+   * gets llama-server's 400 `exceeds the available context size`, and output is unlimited unless `max_tokens`
+   * is sent (a rambling reply then runs until the context is full).
+   */
+  contextTokens?: number;
+}
+
+/** The 400 body llama-server sends when the prompt does not fit its context. */
+export function contextOverflowError(promptTokens: number, contextTokens: number) {
+  return {
+    status: 400,
+    error: {
+      code: 400,
+      message: "the request exceeds the available context size, try increasing it",
+      type: "exceed_context_size_error",
+      n_prompt_tokens: promptTokens,
+      n_ctx: contextTokens,
+    },
+  } as const;
 }
 
 export async function startFakeOpenAIServer(
@@ -44,6 +76,13 @@ export async function startFakeOpenAIServer(
   let next = 0;
   const server = createServer(async (request, response) => {
     const body = JSON.parse((await readBody(request)) || "{}");
+    if (request.url === "/props" && request.method === "GET") {
+      // llama-server's server properties; `requests` lists chat requests only.
+      if (options.contextTokens === undefined) return sendError(response, 404, { message: "File Not Found" });
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end(JSON.stringify({ default_generation_settings: { n_ctx: options.contextTokens } }));
+      return;
+    }
     requests.push({ path: request.url ?? "", authorization: request.headers.authorization, body });
     if (request.url !== "/v1/chat/completions" || request.method !== "POST") {
       return sendError(response, 404, {
@@ -65,6 +104,12 @@ export async function startFakeOpenAIServer(
         code: "model_not_found",
       });
     }
+    // Like llama-server: a prompt longer than the context is refused before anything is generated.
+    const promptTokens = Math.ceil(JSON.stringify(body.messages ?? []).length / 4);
+    if (options.contextTokens !== undefined && promptTokens > options.contextTokens) {
+      const overflow = contextOverflowError(promptTokens, options.contextTokens);
+      return sendError(response, overflow.status, overflow.error);
+    }
     const reply = replies[next++];
     if (reply === undefined) {
       return sendError(response, 500, {
@@ -73,12 +118,27 @@ export async function startFakeOpenAIServer(
       });
     }
     if ("status" in reply) return sendError(response, reply.status, reply.error);
+    if ("raw" in reply) {
+      response.writeHead(200, { "content-type": reply.contentType ?? "text/html" });
+      response.end(reply.raw);
+      return;
+    }
+    let content = reply.content ?? "";
+    let finishReason: string | null | undefined = reply.finishReason;
+    if (reply.ramble === true) {
+      const room = (options.contextTokens ?? 100_000) - promptTokens;
+      const limit = typeof body.max_tokens === "number" ? Math.min(body.max_tokens, room) : room;
+      const text = content || "and so on ";
+      content = text.repeat(Math.ceil((limit * chunkChars) / text.length) + 1).slice(0, limit * chunkChars);
+      finishReason = "length";
+    }
     const toolCalls = (reply.toolCalls ?? []).map((call, index) => ({
       id: call.id ?? `call_${next}_${index}`,
       type: "function" as const,
       function: { name: call.name, arguments: call.arguments },
     }));
-    const finishReason = reply.finishReason ?? (toolCalls.length > 0 ? "tool_calls" : "stop");
+    finishReason ??= toolCalls.length > 0 ? "tool_calls" : "stop";
+    if (reply.noFinishReason === true) finishReason = null;
     const usage = {
       prompt_tokens: reply.promptTokens ?? 100,
       completion_tokens: reply.completionTokens ?? 20,
@@ -91,40 +151,57 @@ export async function startFakeOpenAIServer(
         JSON.stringify({
           ...base,
           object: "chat.completion",
-          choices: [
-            {
-              index: 0,
-              message: {
-                role: "assistant",
-                content: reply.content ?? null,
-                ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
-              },
-              finish_reason: finishReason,
-            },
-          ],
+          ...(reply.noChoices === true
+            ? {}
+            : {
+                choices: [
+                  {
+                    index: 0,
+                    message: {
+                      role: "assistant",
+                      content: content === "" && toolCalls.length > 0 ? null : content,
+                      ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
+                    },
+                    finish_reason: finishReason,
+                  },
+                ],
+              }),
           usage,
         }),
       );
       return;
     }
     response.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
-    const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
-      response.write(
-        `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`,
-      );
-    chunk({ role: "assistant", content: "" });
-    for (const piece of pieces(reply.content ?? "", chunkChars)) chunk({ content: piece });
+    const deltas: Array<[Record<string, unknown>, string | null]> = [
+      [{ role: "assistant", content: "" }, null],
+    ];
+    for (const piece of pieces(content, chunkChars)) deltas.push([{ content: piece }, null]);
     toolCalls.forEach((call, index) => {
-      chunk({
-        tool_calls: [
-          { index, id: call.id, type: "function", function: { name: call.function.name, arguments: "" } },
-        ],
-      });
+      deltas.push([
+        {
+          tool_calls: [
+            { index, id: call.id, type: "function", function: { name: call.function.name, arguments: "" } },
+          ],
+        },
+        null,
+      ]);
       for (const piece of pieces(call.function.arguments, chunkChars)) {
-        chunk({ tool_calls: [{ index, function: { arguments: piece } }] });
+        deltas.push([{ tool_calls: [{ index, function: { arguments: piece } }] }, null]);
       }
     });
-    chunk({}, finishReason);
+    deltas.push([{}, finishReason]);
+    response.flushHeaders();
+    for (const [sent, [delta, finish]] of deltas.entries()) {
+      if (reply.cutAfterChunks !== undefined && sent >= reply.cutAfterChunks) {
+        // Like a server that crashed or a proxy that timed out: the chunks so far arrived, then the socket closes.
+        await new Promise<void>((resolve) => setTimeout(resolve, 20));
+        response.socket?.destroy();
+        return;
+      }
+      const choices = reply.noChoices === true ? [] : [{ index: 0, delta, finish_reason: finish }];
+      response.write(`data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices })}\n\n`);
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
     if (body.stream_options?.include_usage) {
       response.write(
         `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [], usage })}\n\n`,

@@ -1,57 +1,19 @@
 // The loop's own logic (stop conditions, events, branches, tool-call bookkeeping) over the real `openai`
 // client and a local server; the runtime is a scripted stand-in here, the real one runs in moss-agent.test.ts.
 import { afterEach, describe, expect, it } from "vitest";
-import { type AgentEvent, type AgentRuntime, MossAgent } from "../../engine/agent/moss-agent.ts";
+import { type AgentEvent, MossAgent } from "../../engine/agent/moss-agent.ts";
 import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
 import { ScriptedLanguageModel } from "../../engine/agent/scripted-language-model.ts";
 import { MossError } from "../../engine/errors.ts";
-import type { ExecuteRequest, Execution, MossContext } from "../../engine/types.ts";
+import type { Execution, MossContext } from "../../engine/types.ts";
 import { type FakeOpenAIServer, refusedBaseUrl, startFakeOpenAIServer } from "./fake-openai-server.ts";
+import { ScriptedRuntime } from "./scripted-runtime.ts";
 
 let server: FakeOpenAIServer | undefined;
 afterEach(async () => {
   await server?.close();
   server = undefined;
 });
-
-/** Replays scripted outcomes in order; each execution increments the `runs` property of its context. */
-class ScriptedRuntime implements AgentRuntime {
-  readonly requests: ExecuteRequest[] = [];
-  closed = 0;
-  context: MossContext;
-  constructor(
-    readonly outcomes: Array<Partial<Execution>>,
-    context?: MossContext,
-  ) {
-    this.context = context ?? { version: 1, module: "m.ts", properties: { runs: 0 }, executed: false };
-  }
-  async execute(request: ExecuteRequest): Promise<Execution> {
-    this.requests.push(request);
-    const outcome = this.outcomes.shift() ?? { ok: true };
-    this.context = {
-      ...this.context,
-      properties: { runs: (this.context.properties.runs as number) + 1 },
-    };
-    return {
-      ok: true,
-      returns: undefined,
-      stdout: "",
-      warnings: [],
-      durationMs: 1,
-      ...outcome,
-      context: structuredClone(this.context),
-    };
-  }
-  prompter() {
-    return { dumpModulePrompt: async () => "export class Moss {}" };
-  }
-  dumpContext(): MossContext {
-    return structuredClone(this.context);
-  }
-  async close(): Promise<void> {
-    this.closed += 1;
-  }
-}
 
 const code = (body: string) => JSON.stringify({ code: `async function main(moss: Moss) {\n  ${body}\n}` });
 const failure: Partial<Execution> = {

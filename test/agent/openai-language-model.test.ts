@@ -3,7 +3,12 @@ import { MOSS_TOOL } from "../../engine/agent/agent-prompt.ts";
 import { computeCost } from "../../engine/agent/language-model.ts";
 import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
 import { MossError } from "../../engine/errors.ts";
-import { type FakeOpenAIServer, refusedBaseUrl, startFakeOpenAIServer } from "./fake-openai-server.ts";
+import {
+  contextOverflowError,
+  type FakeOpenAIServer,
+  refusedBaseUrl,
+  startFakeOpenAIServer,
+} from "./fake-openai-server.ts";
 
 let server: FakeOpenAIServer | undefined;
 afterEach(async () => {
@@ -166,6 +171,76 @@ describe("OpenAILanguageModel against a local OpenAI-compatible server", () => {
     });
     expect(fromEnv.model).toBe("env-model");
     expect((await fromEnv.generate({ messages })).content).toBe("ok");
+  });
+});
+
+describe("OpenAILanguageModel against servers that misbehave", () => {
+  it("reads llama-server's n_ctx from /props, and undefined from servers without it", async () => {
+    server = await startFakeOpenAIServer([], { contextTokens: 2048 });
+    expect(await model(server.baseUrl).contextWindow()).toBe(2048);
+    await server.close();
+    server = await startFakeOpenAIServer([]);
+    expect(await model(server.baseUrl).contextWindow()).toBeUndefined();
+    expect(await model(await refusedBaseUrl()).contextWindow()).toBeUndefined();
+  });
+
+  it("a cut stream carries the partial answer and the exact chunk count", async () => {
+    server = await startFakeOpenAIServer([
+      {
+        content: "abcdefg",
+        toolCalls: [{ id: "c1", name: "moss", arguments: '{"code": "async function main() {}"}' }],
+        cutAfterChunks: 4,
+      },
+    ]);
+    const deltas: string[] = [];
+    const error = await model(server.baseUrl)
+      .stream({ messages }, (delta) => deltas.push(delta))
+      .catch((caught: unknown) => caught);
+    expect(MossError.is(error, "model-connection")).toBe(true);
+    const { details, message } = error as MossError;
+    expect(message).toContain(`The model server at ${server.baseUrl} closed the stream after 4 chunks`);
+    // Chunks: role, "abcdefg", the tool call's name, its first 7 characters of arguments.
+    expect(details).toMatchObject({
+      reason: "stream-cut",
+      partial: {
+        content: "abcdefg",
+        chunks: 4,
+        toolCalls: [{ id: "c1", name: "moss", arguments: '{"code"' }],
+      },
+    });
+    expect(deltas.join("")).toBe("abcdefg");
+  });
+
+  it("a stream that ends without a finish reason is cut too", async () => {
+    server = await startFakeOpenAIServer([{ content: "abc", noFinishReason: true }]);
+    const error = await model(server.baseUrl)
+      .stream({ messages }, () => {})
+      .catch((caught: unknown) => caught);
+    expect((error as MossError).details.reason).toBe("stream-cut");
+    // role, "abc", the final chunk (finish_reason null), the usage chunk.
+    expect((error as MossError).message).toContain("ended the stream after 4 chunks without a finish reason");
+  });
+
+  it("maps llama-server's 400 context overflow to model-request with reason, n_ctx and prompt tokens", async () => {
+    server = await startFakeOpenAIServer([contextOverflowError(5000, 4096)]);
+    const error = await model(server.baseUrl)
+      .generate({ messages })
+      .catch((caught: unknown) => caught);
+    expect(MossError.is(error, "model-request")).toBe(true);
+    expect((error as MossError).details).toMatchObject({
+      reason: "context-overflow",
+      contextTokens: 4096,
+      promptTokens: 5000,
+      status: 400,
+    });
+    expect((error as MossError).message).toContain("exceeds the available context size");
+  });
+
+  it("sends max_tokens only when asked, so the caller decides", async () => {
+    server = await startFakeOpenAIServer([{ content: "a" }, { content: "b" }]);
+    await model(server.baseUrl).generate({ messages });
+    await model(server.baseUrl).generate({ messages, maxTokens: 64 });
+    expect(server.requests.map((request) => request.body.max_tokens)).toEqual([undefined, 64]);
   });
 });
 
