@@ -204,12 +204,17 @@ export class MossRuntime {
     const started = performance.now();
     const code = stripFences(request.code);
     const warnings: string[] = [];
-    const finish = (partial: Omit<Execution, "context" | "durationMs" | "warnings">): Execution => ({
-      ...partial,
-      warnings,
-      context: this.dumpContext(),
-      durationMs: performance.now() - started,
-    });
+    // GhostOS parity: the context names the code being run and says whether it returned normally.
+    this.#context = { ...this.#context, executeCode: code, executed: false };
+    const finish = (partial: Omit<Execution, "context" | "durationMs" | "warnings">): Execution => {
+      this.#context = { ...this.#context, executed: partial.ok };
+      return {
+        ...partial,
+        warnings,
+        context: this.dumpContext(),
+        durationMs: performance.now() - started,
+      };
+    };
 
     const mode = request.typeCheck ?? this.#typeCheck;
     if (mode !== "off") {

@@ -140,6 +140,53 @@ describe.each(["in-process", "process"] as const)("MossRuntime.execute (%s sandb
   });
 });
 
+describe("MossRuntime.execute: the context records the code it runs (GhostOS parity)", () => {
+  test("executeCode is the snippet; executed is false during the run, true once it returned normally", async () => {
+    let runtime: MossRuntime | undefined;
+    const seen: Array<{ executeCode?: string; executed: boolean }> = [];
+    runtime = await compile({}, (compiler) => {
+      compiler.withLocals({
+        peek: () => {
+          const context = runtime!.dumpContext();
+          seen.push({ executeCode: context.executeCode, executed: context.executed });
+          return 1;
+        },
+      });
+    });
+    const code = "function main(moss: Moss) { return peek(); }";
+    const execution = await runtime.execute({ code: `\`\`\`ts\n${code}\n\`\`\`` });
+    expect(execution.ok).toBe(true);
+    expect(seen).toEqual([{ executeCode: code, executed: false }]);
+    expect(execution.context).toMatchObject({ executeCode: code, executed: true });
+    expect(runtime.dumpContext()).toMatchObject({ executeCode: code, executed: true });
+  });
+
+  test("a failed run leaves executed false with its code recorded; the next good run sets it again", async () => {
+    const runtime = await compile();
+    const failing = "function main(moss: Moss) { throw new Error('no'); }";
+    const failed = await runtime.execute({ code: failing });
+    expect(failed.ok).toBe(false);
+    expect(runtime.dumpContext()).toMatchObject({ executeCode: failing, executed: false });
+    const typeError = "function main(moss: Moss) { const n: number = 'x'; return n; }";
+    await runtime.execute({ code: typeError });
+    expect(runtime.dumpContext()).toMatchObject({ executeCode: typeError, executed: false });
+    const good = "function main(moss: Moss) { return 2; }";
+    await runtime.execute({ code: good });
+    expect(runtime.dumpContext()).toMatchObject({ executeCode: good, executed: true });
+  });
+
+  test("the recorded fields survive a saved context joined into a new compiler", async () => {
+    const first = await compile();
+    await first.execute({ code: "function main(moss: Moss) { moss.notes.push('a'); }" });
+    const saved = first.dumpContext();
+    const second = await compile({}, (compiler) => compiler.joinContext(saved));
+    expect(second.dumpContext()).toMatchObject({
+      executeCode: "function main(moss: Moss) { moss.notes.push('a'); }",
+      executed: true,
+    });
+  });
+});
+
 describe("MossRuntime.execute: the contract", () => {
   test("target, args and localArgs: a named target gets moss then copied args; a bare target gets nothing", async () => {
     const runtime = await compile();
