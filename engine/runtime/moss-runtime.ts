@@ -1,3 +1,4 @@
+import path from "node:path";
 import { type Container, destroyOnce } from "../../container/index.ts";
 import { ModuleChecker, renderDiagnostics } from "../check/index.ts";
 import { type CompiledModule, hiddenNames, visibleValueNames } from "../compiler/compiled-module.ts";
@@ -5,6 +6,7 @@ import { createContext, encodeProperties } from "../context/index.ts";
 import { codeFrame, MossError } from "../errors.ts";
 import type { Injection } from "../moss.ts";
 import { MossPrompter } from "../prompter/moss-prompter.ts";
+import { addHostRoot } from "../sandbox/host-error.ts";
 import type { SandboxDriver, SandboxSession } from "../sandbox/sandbox.ts";
 import {
   DEFAULT_LIMITS,
@@ -16,7 +18,7 @@ import {
   type MossContext,
   type TypeCheckMode,
 } from "../types.ts";
-import { declaredMembersResolver } from "./declared-members.ts";
+import { type DeclaredType, DeclaredTypes, RUNTIME } from "./declared-members.ts";
 import { HostMembrane } from "./host-membrane.ts";
 import {
   mapStack,
@@ -65,6 +67,7 @@ export class MossRuntime {
   #checker: ModuleChecker | undefined;
   readonly #unchecked: string[] = [];
   #membrane: HostMembrane | undefined;
+  #declaredTypes: DeclaredTypes | undefined;
   #session: SandboxSession | undefined;
   #stdout: string[] = [];
   #stdoutBytes = 0;
@@ -79,6 +82,7 @@ export class MossRuntime {
     this.#typeCheck = options.typeCheck ?? "strict";
     this.#limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.#sandbox = options.sandbox ?? "process";
+    addHostRoot(path.dirname(options.module.path));
     this.#context = {
       ...(options.context ?? createContext(options.module.displayPath)),
       module: options.module.displayPath,
@@ -300,25 +304,42 @@ export class MossRuntime {
     if (this.#session?.alive) return this.#session;
     const driver =
       typeof this.#sandbox === "string" ? await sharedSandboxDriver(this.#sandbox) : this.#sandbox;
-    this.#membrane ??= new HostMembrane({ declaredMembers: declaredMembersResolver(this.#module.project) });
-    const membrane = this.#membrane;
+    this.#declaredTypes ??= new DeclaredTypes(this.#module.project);
+    const declared = this.#declaredTypes;
+    const { names: nameTypes, fields: fieldTypes } = this.#module.analysis.declaredTypes;
     const globals: Record<string, unknown> = {};
-    const membersOf = new Map(this.#module.analysis.names.map((name) => [name.name, name.members]));
+    const globalTypes = new Map<string, DeclaredType>();
+    const visibleClasses = new Map<unknown, DeclaredType>();
     for (const name of visibleValueNames(this.#module)) {
-      globals[name] = membrane.expose(this.#module.locals[name], membersOf.get(name));
+      const value = this.#module.locals[name];
+      globals[name] = value;
+      const type = nameTypes.get(name);
+      if (!type) continue;
+      globalTypes.set(name, declared.of(type));
+      if (typeof value === "function") visibleClasses.set(value, declared.of(type));
     }
-    for (const [name, value] of Object.entries(this.#locals)) globals[name] = membrane.expose(value);
-    const fields = this.#module.analysis.mossClass?.fields ?? [];
+    this.#membrane ??= new HostMembrane({
+      nearestDeclaredClass: declared.nearestDeclaredClass(visibleClasses),
+    });
+    const membrane = this.#membrane;
+    // withLocals values have no static type: the host handed them over as they are.
+    for (const [name, value] of Object.entries(this.#locals)) {
+      globals[name] = value;
+      globalTypes.set(name, RUNTIME);
+    }
     const services: Record<string, unknown> = {};
-    for (const field of fields) {
-      if (field.kind === "service")
-        services[field.name] = membrane.expose(this.#services.get(field.name), field.members);
+    const serviceTypes = new Map<string, DeclaredType>();
+    for (const field of this.#module.analysis.mossClass?.fields ?? []) {
+      if (field.kind !== "service") continue;
+      services[field.name] = this.#services.get(field.name);
+      const type = fieldTypes.get(field.name);
+      if (type) serviceTypes.set(field.name, declared.of(type));
     }
     this.#session = await driver.open(
       {
-        globals: membrane.encode(globals),
+        globals: membrane.encode(globals, "globals", declared.record(globalTypes)),
         mossData: membrane.encode(this.#data),
-        mossServices: membrane.encode(services),
+        mossServices: membrane.encode(services, "moss", declared.record(serviceTypes)),
         dataFields: this.#dataFields(),
       },
       membrane,

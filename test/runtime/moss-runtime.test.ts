@@ -122,7 +122,7 @@ describe.each(["in-process", "process"] as const)("MossRuntime.execute (%s sandb
     const execution = await runtime.execute({
       code: `async function main(moss: Moss) {\n  try { moss.counter.fail("nope"); } catch (error) { return [(error as Error).name, (error as Error).message, error instanceof Error]; }\n}`,
     });
-    expect(execution.returns).toEqual(["RangeError", "nope in counter.ts", true]);
+    expect(execution.returns).toEqual(["RangeError", "nope in <host path>/counter.ts", true]);
   });
 
   test("an infinite loop ends with kind timeout, and the runtime continues from its last persisted context", async () => {
