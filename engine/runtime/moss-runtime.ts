@@ -39,6 +39,8 @@ export interface MossRuntimeOptions {
   limits?: Partial<ExecutionLimits>;
   /** `process` (default): isolates in supervised child processes; `in-process`; or a driver of your own. */
   sandbox?: "process" | "in-process" | SandboxDriver;
+  /** Warnings of the compile that built this runtime (binding conflicts). */
+  compileWarnings?: readonly string[];
 }
 
 type ExecHook = (
@@ -60,6 +62,7 @@ export class MossRuntime {
   readonly #limits: ExecutionLimits;
   readonly #sandbox: "process" | "in-process" | SandboxDriver;
   readonly #services = new Map<string, unknown>();
+  readonly #compileWarnings: readonly string[];
   #data: Record<string, unknown> = {};
   #context: MossContext;
   #hostMoss: Record<string, unknown> | undefined;
@@ -82,6 +85,7 @@ export class MossRuntime {
     this.#typeCheck = options.typeCheck ?? "strict";
     this.#limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.#sandbox = options.sandbox ?? "process";
+    this.#compileWarnings = options.compileWarnings ?? [];
     addHostRoot(path.dirname(options.module.path));
     this.#context = {
       ...(options.context ?? createContext(options.module.displayPath)),
@@ -113,6 +117,14 @@ export class MossRuntime {
     const moss = this.hostMoss();
     for (const field of this.#dataFields()) if (field in moss) this.#data[field] = moss[field];
     this.#persist([]);
+  }
+
+  /**
+   * Warnings of the compile that built this runtime, e.g. a binding of `__moss_compile__` overridden by the host's
+   * binding of the same token (each is also emitted with `process.emitWarning`, code `MOSS_BINDING_CONFLICT`).
+   */
+  compileWarnings(): readonly string[] {
+    return [...this.#compileWarnings];
   }
 
   /** The module this runtime runs. */
