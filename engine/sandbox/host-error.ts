@@ -102,7 +102,7 @@ export function redactHostPaths(text: string, paths: readonly string[] = []): st
       QUOTED_PATTERN,
       (_match, quote: string, inner: string) => `${quote}${replacement(inner)}${quote}`,
     )
-    .replace(rootsPattern(), replacement)
+    .replace(rootsPattern(), (found) => (hostRoots.has(found) ? HOST_PATH_MARKER : replacement(found)))
     .replace(PATH_PATTERN, replacement)
     .trimEnd();
 }
