@@ -5,7 +5,14 @@ import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { Execution } from "../../engine/types.ts";
-import { bodyProbe, ConcreteBody, files, PRIVATE_FOLDER } from "../fixtures/security/membrane-body.ts";
+import {
+  bodyProbe,
+  ConcreteBody,
+  ConcreteMatrix,
+  files,
+  PRIVATE_FOLDER,
+} from "../fixtures/security/membrane-body.ts";
+import { writeModule } from "../helpers/compile-from-text.ts";
 import { LIMITS } from "./security-harness.ts";
 
 /*
@@ -61,7 +68,7 @@ function attempt(value: any, member: string): string {
   try {
     const fn = value?.[member];
     if (typeof fn !== "function") return "blocked: " + typeof fn;
-    return "reached: " + String(fn.call(value));
+    return "reached: " + String(value[member]());
   } catch (error) {
     return "blocked: " + (error as Error).message;
   }
@@ -296,3 +303,54 @@ describe.each(["process", "in-process"] as const)("membrane attacks (%s driver)"
     });
   });
 });
+
+describe.each(["process", "in-process"] as const)(
+  "undeclared results and the classes a module shows (%s driver)",
+  (driver) => {
+    // The module shows ConcreteMatrix itself (a value import), so an `unknown` result that is one offers
+    // ConcreteMatrix's public members; a subclass adds nothing, and an unshown class offers nothing.
+    const SOURCE = `import { Moss as Parent } from "moss-ts";
+import type { Body } from "../security/membrane-body.ts";
+// biome-ignore lint/style/useImportType: shown as a value
+import { ConcreteMatrix } from "../security/membrane-body.ts";
+export class Moss extends Parent { body!: Body; }
+export const shown = ConcreteMatrix;
+`;
+    class Subclass extends ConcreteMatrix {
+      selfDestruct(): string {
+        bodyProbe.wiped += 100;
+        return "boom";
+      }
+    }
+    let runtime: MossRuntime;
+
+    beforeAll(async () => {
+      const body = new ConcreteBody();
+      let next = 0;
+      body.anything = () => (next++ % 2 === 0 ? new ConcreteMatrix() : new Subclass());
+      const file = await writeModule(SOURCE, "shown-class");
+      runtime = await new MossCompiler({ sandbox: driver, limits: LIMITS }).bind("Body", body).compile(file);
+    });
+    afterAll(async () => {
+      await runtime?.close();
+      await closeSharedSandboxes();
+    });
+
+    test("the nearest shown class lends its declared members, never the run-time subclass's", async () => {
+      bodyProbe.wiped = 0;
+      const execution = await runtime.execute({
+        typeCheck: "off",
+        code: `${TRY}
+      function main(moss: Moss) {
+        const plain: any = moss.body.anything();
+        const sub: any = moss.body.anything();
+        return [attempt(plain, "wipe"), attempt(sub, "wipe"), attempt(sub, "selfDestruct")];
+      }`,
+      });
+      expect(execution.error).toBeUndefined();
+      expect(execution.returns).toEqual(["reached: wiped", "reached: wiped", "blocked: undefined"]);
+      expect(bodyProbe.wiped).toBe(2);
+      expectNoHostPath(execution);
+    });
+  },
+);
