@@ -75,7 +75,12 @@ export interface ModuleAnalysis {
    * Declared types (compile-time checker types) of the visible value names and of the `Moss` fields: the membrane
    * exposes a handle only as far as its declared type goes (see `DeclaredTypes`).
    */
-  declaredTypes: { names: Map<string, ts.Type>; fields: Map<string, ts.Type> };
+  declaredTypes: {
+    /** The program and checker these types belong to (a later program would not know them). */
+    program: ts.Program;
+    names: Map<string, ts.Type>;
+    fields: Map<string, ts.Type>;
+  };
 }
 
 const MOSS_CLASS_NAME = "Moss";
@@ -127,7 +132,11 @@ export function analyzeModule(project: Project, modulePath: string, code: string
     }
   }
 
-  const declaredTypes: ModuleAnalysis["declaredTypes"] = { names: new Map(), fields: new Map() };
+  const declaredTypes: ModuleAnalysis["declaredTypes"] = {
+    program: project.getProgram().compilerObject,
+    names: new Map(),
+    fields: new Map(),
+  };
   for (const name of names) {
     if (!name.value || name.hidden) continue;
     const node = sourceFile.getLocal(name.name)?.getDeclarations()[0];

@@ -1,4 +1,4 @@
-import { type Project, ts } from "ts-morph";
+import { ts } from "ts-morph";
 import { isPublicMember } from "../compiler/module-analysis.ts";
 
 /**
@@ -136,9 +136,10 @@ export class DeclaredTypes {
   readonly #program: ts.Program;
   readonly #cache = new Map<ts.Type, DeclaredType>();
 
-  constructor(project: Project) {
-    this.#program = project.getProgram().compilerObject;
-    this.#checker = this.#program.getTypeChecker();
+  /** `program` must be the one the given types come from (the compile-time program of the module). */
+  constructor(program: ts.Program) {
+    this.#program = program;
+    this.#checker = program.getTypeChecker();
   }
 
   /** The declared type standing for a TypeScript type (a service field's, a visible name's). */
@@ -229,7 +230,9 @@ export class DeclaredTypes {
     }
     const index = checker.getIndexInfoOfType(type, ts.IndexKind.String);
     const calls = type.getCallSignatures().map((signature) => this.of(signature.getReturnType()));
-    const constructs = type.getConstructSignatures().map((signature) => this.of(signature.getReturnType()));
+    const constructs = isAbstractClass(type)
+      ? []
+      : type.getConstructSignatures().map((signature) => this.of(signature.getReturnType()));
     return {
       members,
       ...(index ? { rest: this.of(index.type) } : {}),
@@ -251,6 +254,14 @@ export class DeclaredTypes {
     }
     return symbol.getName();
   }
+}
+
+/** `typeof SomeAbstractClass`: model code may not construct it (TypeScript would not let it either). */
+function isAbstractClass(type: ts.Type): boolean {
+  return (type.getSymbol()?.getDeclarations() ?? []).some(
+    (node) =>
+      ts.isClassDeclaration(node) && (ts.getCombinedModifierFlags(node) & ts.ModifierFlags.Abstract) !== 0,
+  );
 }
 
 /** Types the wire copies (their methods never cross as handles). */

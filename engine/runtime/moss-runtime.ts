@@ -70,7 +70,7 @@ export class MossRuntime {
   #checker: ModuleChecker | undefined;
   readonly #unchecked: string[] = [];
   #membrane: HostMembrane | undefined;
-  #declaredTypes: DeclaredTypes | undefined;
+  readonly #declaredTypes: DeclaredTypes;
   #session: SandboxSession | undefined;
   #stdout: string[] = [];
   #stdoutBytes = 0;
@@ -87,6 +87,7 @@ export class MossRuntime {
     this.#sandbox = options.sandbox ?? "process";
     this.#compileWarnings = options.compileWarnings ?? [];
     addHostRoot(path.dirname(options.module.path));
+    this.#declaredTypes = new DeclaredTypes(options.module.analysis.declaredTypes.program);
     this.#context = {
       ...(options.context ?? createContext(options.module.displayPath)),
       module: options.module.displayPath,
@@ -316,7 +317,6 @@ export class MossRuntime {
     if (this.#session?.alive) return this.#session;
     const driver =
       typeof this.#sandbox === "string" ? await sharedSandboxDriver(this.#sandbox) : this.#sandbox;
-    this.#declaredTypes ??= new DeclaredTypes(this.#module.project);
     const declared = this.#declaredTypes;
     const { names: nameTypes, fields: fieldTypes } = this.#module.analysis.declaredTypes;
     const globals: Record<string, unknown> = {};

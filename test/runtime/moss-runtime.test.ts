@@ -161,6 +161,15 @@ describe("MossRuntime.execute: the context records the code it runs (GhostOS par
     expect(runtime.dumpContext()).toMatchObject({ executeCode: code, executed: true });
   });
 
+  test("a visible abstract class cannot be constructed from model code (its declaration forbids it)", async () => {
+    const runtime = await compile();
+    const execution = await runtime.execute({
+      code: "function main(moss: Moss) { try { new (Counter as any)(); return 'constructed'; } catch (error) { return (error as Error).name; } }",
+      typeCheck: "off",
+    });
+    expect(execution.returns).not.toBe("constructed");
+  });
+
   test("a failed run leaves executed false with its code recorded; the next good run sets it again", async () => {
     const runtime = await compile();
     const failing = "function main(moss: Moss) { throw new Error('no'); }";
