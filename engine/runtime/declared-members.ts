@@ -135,6 +135,7 @@ export class DeclaredTypes {
   readonly #checker: ts.TypeChecker;
   readonly #program: ts.Program;
   readonly #cache = new Map<ts.Type, DeclaredType>();
+  readonly #classes = new Map<string, DeclaredType | null>();
 
   /** `program` must be the one the given types come from (the compile-time program of the module). */
   constructor(program: ts.Program) {
@@ -178,6 +179,44 @@ export class DeclaredTypes {
       }
       return undefined;
     };
+  }
+
+  /**
+   * For a value the host handed over without a static type (`withLocals`): the declared type of the nearest class in
+   * its prototype chain declared anywhere in the module's program (by name), so TypeScript-`private` members, which
+   * are ordinary properties at run time, stay out of reach. Undefined when none is declared.
+   */
+  programClass(value: object): DeclaredType | undefined {
+    if (typeof value !== "object") return undefined;
+    for (
+      let prototype = Object.getPrototypeOf(value);
+      prototype && prototype !== Object.prototype;
+      prototype = Object.getPrototypeOf(prototype)
+    ) {
+      const owner = Object.getOwnPropertyDescriptor(prototype, "constructor")?.value as unknown;
+      const name = typeof owner === "function" ? owner.name : "";
+      const type = name ? this.#classNamed(name) : null;
+      if (type) return type;
+    }
+    return undefined;
+  }
+
+  #classNamed(name: string): DeclaredType | null {
+    let type = this.#classes.get(name);
+    if (type !== undefined) return type;
+    type = null;
+    for (const file of this.#program.getSourceFiles()) {
+      if (this.#program.isSourceFileDefaultLibrary(file)) continue;
+      const declaration = file.statements.find(
+        (statement): statement is ts.ClassDeclaration =>
+          ts.isClassDeclaration(statement) && statement.name?.text === name,
+      );
+      if (!declaration?.name) continue;
+      type = this.of(this.#checker.getTypeAtLocation(declaration.name));
+      break;
+    }
+    this.#classes.set(name, type);
+    return type;
   }
 
   #resolve(given: ts.Type): DeclaredType {

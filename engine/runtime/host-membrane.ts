@@ -1,7 +1,7 @@
 import { hostErrorWire, redactErrorValues } from "../sandbox/host-error.ts";
 import type { HandleShape, HostMembrane as HostMembraneContract, HostOutcome } from "../sandbox/sandbox.ts";
 import { decodeWire, encodeWire } from "../sandbox/wire.ts";
-import { type DeclaredType, NOTHING, UNDECLARED } from "./declared-members.ts";
+import { type DeclaredType, NOTHING, RUNTIME, UNDECLARED } from "./declared-members.ts";
 
 const NEVER_EXPOSED = new Set([
   "constructor",
@@ -38,11 +38,18 @@ export class HostMembrane implements HostMembraneContract {
   readonly #entries = new Map<number, HandleEntry>();
   readonly #ids = new WeakMap<object, Map<DeclaredType, number>>();
   readonly #nearestDeclaredClass: NearestDeclaredClass;
+  readonly #programClass: NearestDeclaredClass;
   #nextId = 1;
 
-  /** `nearestDeclaredClass` types objects crossing where the declaration says `any`/`unknown`/`object`. */
-  constructor(options: { nearestDeclaredClass?: NearestDeclaredClass } = {}) {
+  /**
+   * `nearestDeclaredClass` types objects crossing where the declaration says `any`/`unknown`/`object`;
+   * `programClass` types objects the host handed over untyped (`withLocals`) by their class's declaration.
+   */
+  constructor(
+    options: { nearestDeclaredClass?: NearestDeclaredClass; programClass?: NearestDeclaredClass } = {},
+  ) {
     this.#nearestDeclaredClass = options.nearestDeclaredClass ?? (() => undefined);
+    this.#programClass = options.programClass ?? (() => undefined);
   }
 
   /** Encodes a host value for the isolate; host objects in it become handles typed by `type` (its declaration). */
@@ -150,7 +157,12 @@ export class HostMembrane implements HostMembraneContract {
   }
 
   #shapeOf(value: object, position: DeclaredType): HandleShape {
-    const type = position.kind === "undeclared" ? (this.#nearestDeclaredClass(value) ?? NOTHING) : position;
+    const type =
+      position.kind === "undeclared"
+        ? (this.#nearestDeclaredClass(value) ?? NOTHING)
+        : position.kind === "runtime"
+          ? (this.#programClass(value) ?? RUNTIME)
+          : position;
     let ids = this.#ids.get(value);
     const known = ids?.get(type);
     if (known !== undefined) return this.#entries.get(known)!.shape;

@@ -332,6 +332,7 @@ export class MossRuntime {
     }
     this.#membrane ??= new HostMembrane({
       nearestDeclaredClass: declared.nearestDeclaredClass(visibleClasses),
+      programClass: (value) => declared.programClass(value),
     });
     const membrane = this.#membrane;
     // withLocals values have no static type: the host handed them over as they are.

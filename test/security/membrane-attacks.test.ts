@@ -10,6 +10,7 @@ import {
   ConcreteBody,
   ConcreteMatrix,
   files,
+  Gadget,
   PRIVATE_FOLDER,
 } from "../fixtures/security/membrane-body.ts";
 import { writeModule } from "../helpers/compile-from-text.ts";
@@ -82,6 +83,7 @@ describe.each(["process", "in-process"] as const)("membrane attacks (%s driver)"
     runtime = await new MossCompiler({ sandbox: driver, limits: LIMITS })
       .bind("Body", new ConcreteBody())
       .bind("Files", files)
+      .withLocals({ gadget: new Gadget() })
       .compile(MODULE);
   });
   afterAll(async () => {
@@ -181,6 +183,16 @@ describe.each(["process", "in-process"] as const)("membrane attacks (%s driver)"
       }`);
       expect(execution.error).toBeUndefined();
       expect(execution.returns).toBe("blocked: undefined");
+      expectBodyUntouched();
+    });
+
+    test("a withLocals object: members its class declares private or protected stay unreachable", async () => {
+      const execution = await run(`function main(moss: Moss) {
+        const g: any = (globalThis as any).gadget ?? gadget;
+        return [g.ping(), attempt(g, "selfDestruct"), attempt(g, "tamper")];
+      }`);
+      expect(execution.error).toBeUndefined();
+      expect(execution.returns).toEqual(["pong", "blocked: undefined", "blocked: undefined"]);
       expectBodyUntouched();
     });
 
