@@ -71,6 +71,16 @@ export interface ModuleAnalysis {
   names: TopLevelName[];
   hooks: Map<HookName, { line: number; column: number }>;
   mossClass?: { line: number; fields: MossField[] };
+  /**
+   * Declared types (compile-time checker types) of the visible value names and of the `Moss` fields: the membrane
+   * exposes a handle only as far as its declared type goes (see `DeclaredTypes`).
+   */
+  declaredTypes: {
+    /** The program and checker these types belong to (a later program would not know them). */
+    program: ts.Program;
+    names: Map<string, ts.Type>;
+    fields: Map<string, ts.Type>;
+  };
 }
 
 const MOSS_CLASS_NAME = "Moss";
@@ -122,10 +132,18 @@ export function analyzeModule(project: Project, modulePath: string, code: string
     }
   }
 
+  const declaredTypes: ModuleAnalysis["declaredTypes"] = {
+    program: project.getProgram().compilerObject,
+    names: new Map(),
+    fields: new Map(),
+  };
   for (const name of names) {
     if (!name.value || name.hidden) continue;
     const node = sourceFile.getLocal(name.name)?.getDeclarations()[0];
-    if (node) name.members = publicMembers(node.getType());
+    if (!node) continue;
+    const type = node.getType();
+    name.members = publicMembers(type);
+    declaredTypes.names.set(name.name, type.compilerType);
   }
 
   const mossDeclaration = sourceFile.getClass(MOSS_CLASS_NAME);
@@ -137,12 +155,18 @@ export function analyzeModule(project: Project, modulePath: string, code: string
     markerLines,
     names,
     hooks,
+    declaredTypes,
   };
   if (mossDeclaration) {
     analysis.mossClass = {
       line: mossDeclaration.getStartLineNumber(),
       fields: classifyFields(project, mossDeclaration),
     };
+    for (const field of analysis.mossClass.fields) {
+      const property = mossDeclaration.getProperty(field.name);
+      if (field.kind === "service" && property)
+        declaredTypes.fields.set(field.name, property.getType().compilerType);
+    }
   }
   return analysis;
 }

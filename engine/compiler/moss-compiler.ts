@@ -40,8 +40,14 @@ export class MossCompiler {
   readonly #options: MossCompilerOptions;
   readonly #locals: Record<string, unknown> = {};
   readonly #injections: Record<string, unknown> = {};
+  /** Tokens the host bound through this compiler before compile. */
+  readonly #hostTokens = new Set<Token>();
+  /** Tokens the module's `__moss_compile__` bound (it may rebind its own). */
+  readonly #moduleTokens = new Set<Token>();
+  readonly #warnings: string[] = [];
   #context: MossContext | undefined;
   #state: "new" | "compiling" | "compiled" = "new";
+  #modulePath = "";
 
   constructor(options: MossCompilerOptions = {}) {
     this.#options = options;
@@ -53,18 +59,54 @@ export class MossCompiler {
     return this.#container;
   }
 
-  /** Binds a value to a token in the compiler's container. */
+  /**
+   * Binds a value to a token in the compiler's container. Before compile this is a host binding; from the module's
+   * `__moss_compile__` it is a default that a host binding of the same token overrides (see `compileWarnings`).
+   */
   bind<T>(token: Token<T>, value: T): this {
     this.#assertOpen("bind");
-    this.#container.bind(token, value);
+    if (this.#admit(token, "bind")) Container.prototype.bind.call(this.#container, token, value);
     return this;
   }
 
-  /** Registers a provider in the compiler's container. */
+  /** Registers a provider in the compiler's container; same precedence as `bind`. */
   register<T>(provider: Provider<T>): this {
     this.#assertOpen("register");
-    this.#container.register(provider);
+    const contract = (provider as Partial<Provider<T>> | null)?.contract;
+    if (contract === undefined || this.#admit(contract, "register")) {
+      Container.prototype.register.call(this.#container, provider);
+    }
     return this;
+  }
+
+  /** Warnings of the compile (binding conflicts); also emitted with `process.emitWarning`. */
+  compileWarnings(): readonly string[] {
+    return [...this.#warnings];
+  }
+
+  /**
+   * Binding precedence: the host's bindings (on the container it passed, or made through this compiler before
+   * compile) win over the module's `__moss_compile__` defaults for the same token, and the conflict is reported.
+   * Returns whether the binding should be made.
+   */
+  #admit(token: Token, action: "bind" | "register"): boolean {
+    if (this.#state !== "compiling") {
+      this.#hostTokens.add(token);
+      return true;
+    }
+    if (this.#moduleTokens.has(token) || !this.#container.bound(token)) {
+      this.#moduleTokens.add(token);
+      return true;
+    }
+    const host = this.#hostTokens.has(token)
+      ? "the host (compiler.bind/register before compile)"
+      : `the host (the container given to MossCompiler, "${this.#container.parent?.name ?? "root"}")`;
+    const message =
+      `binding conflict for ${tokenName(token)}: bound by ${host} and by __moss_compile__ in ${this.#modulePath} ` +
+      `(${action}); the host's binding wins`;
+    this.#warnings.push(message);
+    process.emitWarning(message, { code: "MOSS_BINDING_CONFLICT" });
+    return false;
   }
 
   /** Adds names the model's code can use as if the module declared them (host values reach it through the membrane). */
@@ -98,6 +140,7 @@ export class MossCompiler {
       );
     }
     this.#state = "compiling";
+    this.#modulePath = modulePath;
     const absolute = path.resolve(modulePath);
     const source = this.#context?.code ?? (await readModuleFile(absolute, modulePath));
     const project = moduleProject(source);
@@ -114,7 +157,7 @@ export class MossCompiler {
       hooks: collectHooks(analysis, loaded.namespace, modulePath),
       mossClass: resolveMossClass(analysis, loaded.locals, modulePath),
     };
-    await runHook(module, "__moss_compile__", this);
+    await this.#withModuleBindings(() => runHook(module, "__moss_compile__", this));
     this.#state = "compiled";
 
     const runtime = new MossRuntime({
@@ -125,6 +168,7 @@ export class MossCompiler {
       typeCheck: this.#options.typeCheck,
       limits: this.#options.limits,
       sandbox: this.#options.sandbox,
+      compileWarnings: this.#warnings,
     });
     try {
       const services = await this.#resolveServices(module);
@@ -137,6 +181,28 @@ export class MossCompiler {
     } catch (error) {
       await runtime.close().catch(() => {});
       throw error;
+    }
+  }
+
+  /**
+   * Runs the module's `__moss_compile__`: bindings it makes directly on `compiler.container()` follow the same
+   * precedence as `compiler.bind`/`register` (the container's own methods are routed through them meanwhile).
+   */
+  async #withModuleBindings(hook: () => Promise<void>): Promise<void> {
+    const container = this.#container as Container & { bind: unknown; register: unknown };
+    container.bind = (token: Token, value: unknown) => {
+      this.bind(token, value);
+      return container;
+    };
+    container.register = (provider: Provider) => {
+      this.register(provider);
+      return container;
+    };
+    try {
+      await hook();
+    } finally {
+      delete (container as { bind?: unknown }).bind;
+      delete (container as { register?: unknown }).register;
     }
   }
 

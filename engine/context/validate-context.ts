@@ -35,7 +35,10 @@ export function validateContext(json: unknown, source?: string): MossContext {
   if (context.executeCode !== undefined && typeof context.executeCode !== "string") {
     problems.push("executeCode must be a string when present");
   }
-  if (typeof context.executed !== "boolean") problems.push("executed must be a boolean");
+  // Documents written before `executed` existed load as "not executed".
+  if (context.executed !== undefined && typeof context.executed !== "boolean") {
+    problems.push("executed must be a boolean");
+  }
   const properties = context.properties;
   if (typeof properties !== "object" || properties === null || Array.isArray(properties)) {
     problems.push("properties must be an object");
@@ -51,5 +54,9 @@ export function validateContext(json: unknown, source?: string): MossContext {
       problems,
     });
   }
-  return { ...context, properties: { ...(properties as Record<string, unknown>) } } as MossContext;
+  return {
+    ...context,
+    properties: { ...(properties as Record<string, unknown>) },
+    executed: context.executed ?? false,
+  } as MossContext;
 }

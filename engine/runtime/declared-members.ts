@@ -1,24 +1,192 @@
-import { type Project, ts } from "ts-morph";
+import { ts } from "ts-morph";
 import { isPublicMember } from "../compiler/module-analysis.ts";
 
 /**
- * Resolves the members model code may reach on a host object the membrane has no declared type for (an object a
- * host method returned): the public members of the nearest class in its prototype chain that is declared in the
- * module's program (the module and everything it imports, `.d.ts` included). TypeScript's `private` does not
- * exist at run time, so without this a returned object's private fields would be reachable. Undefined when no
- * class in the chain is declared there.
+ * What the membrane may expose of a host value at one position (a service field, a call result, a property, an
+ * array item): the position's declared type, resolved statically from the module's program.
+ * - `declared`: `members` lists what a handle there offers, each with the declared type of its value.
+ * - `undeclared`: the declaration says `any`/`unknown`/`object`/a type parameter; a handle there offers the members
+ *   of the nearest class in the value's prototype chain that the module's program declares, else nothing.
+ * - `runtime`: a value the host handed over without a static type (`withLocals`): its public run-time members.
  */
-export function declaredMembersResolver(project: Project): (value: object) => readonly string[] | undefined {
-  const byName = new Map<string, readonly string[] | null>();
-  const membersOfClass = (name: string): readonly string[] | null => {
-    let members = byName.get(name);
-    if (members === undefined) {
-      members = publicMembersOfClass(project.getProgram().compilerObject, name);
-      byName.set(name, members);
-    }
-    return members;
+export interface DeclaredType {
+  readonly kind: "declared" | "undeclared" | "runtime";
+  /** Members a handle offers, with the declared type of each member's value. Empty for data types. */
+  readonly members: ReadonlyMap<string, DeclaredType>;
+  /** Keys of a plain object not named in `members` (an index signature). */
+  readonly rest: DeclaredType;
+  /** Items of arrays and sets, values of maps. */
+  readonly element: DeclaredType;
+  /** What calling a handle here returns (Promise unwrapped); undefined: not callable. */
+  readonly callResult: DeclaredType | undefined;
+  /** What `new` on a handle here returns; undefined: not constructible. */
+  readonly constructResult: DeclaredType | undefined;
+  /** Data types (primitives, arrays, maps, dates, …): left out of the member intersection of a union. */
+  readonly data: boolean;
+}
+
+const EMPTY: ReadonlyMap<string, DeclaredType> = new Map();
+
+function fixedType(kind: DeclaredType["kind"], callable: boolean): DeclaredType {
+  const type: DeclaredType = {
+    kind,
+    members: EMPTY,
+    data: kind === "declared",
+    get rest() {
+      return kind === "declared" ? NOTHING : type;
+    },
+    get element() {
+      return kind === "declared" ? NOTHING : type;
+    },
+    get callResult() {
+      return callable ? UNDECLARED : undefined;
+    },
+    get constructResult() {
+      return callable ? UNDECLARED : undefined;
+    },
   };
-  return (value) => {
+  return type;
+}
+
+/** A position whose declaration names no type: handles get the nearest declared class's members, or nothing. */
+export const UNDECLARED: DeclaredType = fixedType("undeclared", false);
+/** A data position (string, number, …): a host object arriving there offers nothing. */
+export const NOTHING: DeclaredType = fixedType("declared", false);
+/** A value the host handed over itself, without a static type (`withLocals`): its public run-time members. */
+export const RUNTIME: DeclaredType = fixedType("runtime", true);
+
+interface Parts {
+  members?: ReadonlyMap<string, DeclaredType>;
+  rest?: DeclaredType;
+  element?: DeclaredType;
+  callResult?: DeclaredType;
+  constructResult?: DeclaredType;
+  data?: boolean;
+}
+
+/** A declared type whose parts are computed on first use, once. */
+class LazyType implements DeclaredType {
+  readonly kind = "declared" as const;
+  #parts: Parts | undefined;
+  readonly #compute: () => Parts;
+
+  constructor(compute: () => Parts) {
+    this.#compute = compute;
+  }
+
+  #get(): Parts {
+    this.#parts ??= this.#compute();
+    return this.#parts;
+  }
+
+  get members(): ReadonlyMap<string, DeclaredType> {
+    return this.#get().members ?? EMPTY;
+  }
+  get rest(): DeclaredType {
+    return this.#get().rest ?? NOTHING;
+  }
+  get element(): DeclaredType {
+    return this.#get().element ?? NOTHING;
+  }
+  get callResult(): DeclaredType | undefined {
+    return this.#get().callResult;
+  }
+  get constructResult(): DeclaredType | undefined {
+    return this.#get().constructResult;
+  }
+  get data(): boolean {
+    return this.#get().data ?? false;
+  }
+}
+
+/** Copied by value: their members never become handles, only their items may. */
+const ELEMENT_ARGUMENT: Record<string, number> = {
+  Array: 0,
+  ReadonlyArray: 0,
+  Set: 0,
+  ReadonlySet: 0,
+  WeakSet: 0,
+  Map: 1,
+  ReadonlyMap: 1,
+  WeakMap: 1,
+};
+const UNTYPED_LIBRARY = new Set(["Object", "Function", "CallableFunction", "NewableFunction"]);
+
+const SCALAR_FLAGS =
+  ts.TypeFlags.StringLike |
+  ts.TypeFlags.NumberLike |
+  ts.TypeFlags.BigIntLike |
+  ts.TypeFlags.BooleanLike |
+  ts.TypeFlags.EnumLike |
+  ts.TypeFlags.ESSymbolLike |
+  ts.TypeFlags.Void |
+  ts.TypeFlags.Undefined |
+  ts.TypeFlags.Null |
+  ts.TypeFlags.Never;
+const UNTYPED_FLAGS =
+  ts.TypeFlags.Any | ts.TypeFlags.Unknown | ts.TypeFlags.NonPrimitive | ts.TypeFlags.TypeParameter;
+
+/**
+ * The declared types of one module's program, resolved with the compile-time checker and cached per type: a host
+ * call pays a map lookup, never a type-check. Types are resolved lazily (first time a handle of that type crosses)
+ * so a service typed with a large library does not cost its whole closure at compile.
+ */
+export class DeclaredTypes {
+  readonly #checker: ts.TypeChecker;
+  readonly #program: ts.Program;
+  readonly #cache = new Map<ts.Type, DeclaredType>();
+  readonly #classes = new Map<string, DeclaredType | null>();
+
+  /** `program` must be the one the given types come from (the compile-time program of the module). */
+  constructor(program: ts.Program) {
+    this.#program = program;
+    this.#checker = program.getTypeChecker();
+  }
+
+  /** The declared type standing for a TypeScript type (a service field's, a visible name's). */
+  of(type: ts.Type): DeclaredType {
+    let known = this.#cache.get(type);
+    if (known === undefined) {
+      known = this.#resolve(type);
+      this.#cache.set(type, known);
+    }
+    return known;
+  }
+
+  /** A plain record whose keys have the given declared types (how the module's globals and services cross). */
+  record(members: ReadonlyMap<string, DeclaredType>): DeclaredType {
+    return new LazyType(() => ({ members }));
+  }
+
+  /**
+   * For positions whose declaration names no type: given the classes the module shows (its visible class values
+   * and their declared types), answers with the instance type of the nearest of them in a value's prototype chain.
+   * Classes are matched by identity, not by name, and only classes the prompt shows count.
+   */
+  nearestDeclaredClass(
+    classes: ReadonlyMap<unknown, DeclaredType>,
+  ): (value: object) => DeclaredType | undefined {
+    return (value) => {
+      if (typeof value !== "object") return undefined;
+      for (
+        let prototype = Object.getPrototypeOf(value);
+        prototype && prototype !== Object.prototype;
+        prototype = Object.getPrototypeOf(prototype)
+      ) {
+        const owner = Object.getOwnPropertyDescriptor(prototype, "constructor")?.value as unknown;
+        const type = owner === undefined ? undefined : classes.get(owner)?.constructResult;
+        if (type) return type;
+      }
+      return undefined;
+    };
+  }
+
+  /**
+   * For a value the host handed over without a static type (`withLocals`): the declared type of the nearest class in
+   * its prototype chain declared anywhere in the module's program (by name), so TypeScript-`private` members, which
+   * are ordinary properties at run time, stay out of reach. Undefined when none is declared.
+   */
+  programClass(value: object): DeclaredType | undefined {
     if (typeof value !== "object") return undefined;
     for (
       let prototype = Object.getPrototypeOf(value);
@@ -27,28 +195,202 @@ export function declaredMembersResolver(project: Project): (value: object) => re
     ) {
       const owner = Object.getOwnPropertyDescriptor(prototype, "constructor")?.value as unknown;
       const name = typeof owner === "function" ? owner.name : "";
-      const members = name ? membersOfClass(name) : null;
-      if (members) return members;
+      const type = name ? this.#classNamed(name) : null;
+      if (type) return type;
     }
     return undefined;
+  }
+
+  #classNamed(name: string): DeclaredType | null {
+    let type = this.#classes.get(name);
+    if (type !== undefined) return type;
+    type = null;
+    for (const file of this.#program.getSourceFiles()) {
+      if (this.#program.isSourceFileDefaultLibrary(file)) continue;
+      const declaration = file.statements.find(
+        (statement): statement is ts.ClassDeclaration =>
+          ts.isClassDeclaration(statement) && statement.name?.text === name,
+      );
+      if (!declaration?.name) continue;
+      type = this.of(this.#checker.getTypeAtLocation(declaration.name));
+      break;
+    }
+    this.#classes.set(name, type);
+    return type;
+  }
+
+  #resolve(given: ts.Type): DeclaredType {
+    const type = this.#checker.getAwaitedType(given) ?? given;
+    if (type !== given) return this.of(type);
+    if (type.flags & UNTYPED_FLAGS) return UNDECLARED;
+    if (type.isUnion()) {
+      const parts = type.types.filter((part) => !(part.flags & (ts.TypeFlags.Undefined | ts.TypeFlags.Null)));
+      return combine(parts.map((part) => this.of(part)));
+    }
+    if (type.flags & SCALAR_FLAGS) return NOTHING;
+    if (type.isIntersection() && type.types.some((part) => part.flags & SCALAR_FLAGS)) return NOTHING;
+    if (!(type.flags & (ts.TypeFlags.Object | ts.TypeFlags.Intersection))) return NOTHING;
+    const checker = this.#checker;
+    if (checker.isTupleType(type)) {
+      const items = checker.getTypeArguments(type as ts.TypeReference);
+      return new LazyType(() => ({ data: true, element: combine(items.map((item) => this.of(item))) }));
+    }
+    const library = this.#libraryName(type);
+    if (library !== undefined) {
+      if (UNTYPED_LIBRARY.has(library)) return UNDECLARED;
+      const index = ELEMENT_ARGUMENT[library];
+      const item =
+        index === undefined ? undefined : checker.getTypeArguments(type as ts.TypeReference)[index];
+      if (index !== undefined || isCopiedLibraryType(library)) {
+        return new LazyType(() => ({ data: true, ...(item ? { element: this.of(item) } : {}) }));
+      }
+    }
+    if (
+      checker.getPropertiesOfType(type).length === 0 &&
+      !checker.getIndexInfoOfType(type, ts.IndexKind.String) &&
+      type.getCallSignatures().length === 0 &&
+      type.getConstructSignatures().length === 0
+    ) {
+      return UNDECLARED; // `{}`: the declaration names no shape
+    }
+    return new LazyType(() => this.#objectParts(type));
+  }
+
+  #objectParts(type: ts.Type): Parts {
+    const checker = this.#checker;
+    const members = new Map<string, DeclaredType>();
+    for (const symbol of checker.getPropertiesOfType(type)) {
+      if (!isPublicMember(symbol)) continue;
+      const memberType = checker.getTypeOfSymbol(symbol);
+      members.set(
+        symbol.getName(),
+        lazyOf(() => this.of(memberType)),
+      );
+    }
+    const index = checker.getIndexInfoOfType(type, ts.IndexKind.String);
+    const calls = type.getCallSignatures().map((signature) => this.of(signature.getReturnType()));
+    const constructs = isAbstractClass(type)
+      ? []
+      : type.getConstructSignatures().map((signature) => this.of(signature.getReturnType()));
+    return {
+      members,
+      ...(index ? { rest: this.of(index.type) } : {}),
+      ...(calls.length > 0 ? { callResult: combine(calls) } : {}),
+      ...(constructs.length > 0 ? { constructResult: combine(constructs) } : {}),
+    };
+  }
+
+  /** The name of a type declared only in TypeScript's default library (`Map`, `Date`, …), else undefined. */
+  #libraryName(type: ts.Type): string | undefined {
+    const symbol = type.getSymbol();
+    const declarations = symbol?.getDeclarations();
+    if (!symbol || !declarations || declarations.length === 0) return undefined;
+    if (!declarations.every((node) => this.#program.isSourceFileDefaultLibrary(node.getSourceFile()))) {
+      return undefined;
+    }
+    if (!declarations.some((node) => ts.isInterfaceDeclaration(node) || ts.isClassDeclaration(node))) {
+      return undefined;
+    }
+    return symbol.getName();
+  }
+}
+
+/** `typeof SomeAbstractClass`: model code may not construct it (TypeScript would not let it either). */
+function isAbstractClass(type: ts.Type): boolean {
+  return (type.getSymbol()?.getDeclarations() ?? []).some(
+    (node) =>
+      ts.isClassDeclaration(node) && (ts.getCombinedModifierFlags(node) & ts.ModifierFlags.Abstract) !== 0,
+  );
+}
+
+/** Types the wire copies (their methods never cross as handles). */
+function isCopiedLibraryType(name: string): boolean {
+  return (
+    name === "Date" ||
+    name === "RegExp" ||
+    name.endsWith("Error") ||
+    name.endsWith("Array") ||
+    name === "ArrayBuffer" ||
+    name === "DataView" ||
+    name === "String" ||
+    name === "Number" ||
+    name === "Boolean" ||
+    name === "BigInt" ||
+    name === "Symbol"
+  );
+}
+
+/** A member type resolved on first use (a type's members may refer back to it). */
+function lazyOf(resolve: () => DeclaredType): DeclaredType {
+  let resolved: DeclaredType | undefined;
+  const get = () => {
+    resolved ??= resolve();
+    return resolved;
+  };
+  return {
+    get kind() {
+      return get().kind;
+    },
+    get members() {
+      return get().members;
+    },
+    get rest() {
+      return get().rest;
+    },
+    get element() {
+      return get().element;
+    },
+    get callResult() {
+      return get().callResult;
+    },
+    get constructResult() {
+      return get().constructResult;
+    },
+    get data() {
+      return get().data;
+    },
   };
 }
 
-function publicMembersOfClass(program: ts.Program, name: string): readonly string[] | null {
-  for (const file of program.getSourceFiles()) {
-    if (program.isSourceFileDefaultLibrary(file)) continue;
-    const declaration = file.statements.find(
-      (statement): statement is ts.ClassDeclaration =>
-        ts.isClassDeclaration(statement) && statement.name?.text === name,
-    );
-    if (!declaration?.name) continue;
-    return program
-      .getTypeChecker()
-      .getTypeAtLocation(declaration.name)
-      .getProperties()
-      .filter(isPublicMember)
-      .map((symbol) => symbol.getName())
-      .sort();
-  }
-  return null;
+/**
+ * The type of a position declared as a union: a handle offers only the members every non-data alternative declares
+ * (what TypeScript lets code use without narrowing), is callable only when every alternative is.
+ */
+export function combine(types: readonly DeclaredType[]): DeclaredType {
+  const unique = [...new Set(types)];
+  if (unique.length === 0) return NOTHING;
+  if (unique.length === 1) return unique[0]!;
+  if (unique.some((type) => type.kind !== "declared")) return UNDECLARED;
+  return new LazyType(() => {
+    const objects = unique.filter((type) => !type.data);
+    const members = new Map<string, DeclaredType>();
+    const [first, ...others] = objects;
+    if (first) {
+      for (const [name] of first.members) {
+        if (others.every((other) => other.members.has(name))) {
+          members.set(
+            name,
+            lazyOf(() => combine(objects.map((object) => object.members.get(name)!))),
+          );
+        }
+      }
+    }
+    const all = <T>(pick: (type: DeclaredType) => T | undefined): T[] | undefined => {
+      const picked = objects.map(pick);
+      return objects.length > 0 && picked.every((value) => value !== undefined) ? (picked as T[]) : undefined;
+    };
+    const calls = all((type) => type.callResult);
+    const constructs = all((type) => type.constructResult);
+    return {
+      members,
+      data: objects.length === 0,
+      rest:
+        objects.length > 0 && objects.every((type) => type.rest !== NOTHING)
+          ? combine(objects.map((type) => type.rest))
+          : NOTHING,
+      element: combine(unique.map((type) => type.element)),
+      ...(calls ? { callResult: combine(calls) } : {}),
+      ...(constructs ? { constructResult: combine(constructs) } : {}),
+    };
+  });
 }

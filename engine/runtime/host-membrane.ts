@@ -1,5 +1,7 @@
+import { hostErrorWire, redactErrorValues } from "../sandbox/host-error.ts";
 import type { HandleShape, HostMembrane as HostMembraneContract, HostOutcome } from "../sandbox/sandbox.ts";
 import { decodeWire, encodeWire } from "../sandbox/wire.ts";
+import { type DeclaredType, NOTHING, RUNTIME, UNDECLARED } from "./declared-members.ts";
 
 const NEVER_EXPOSED = new Set([
   "constructor",
@@ -18,49 +20,45 @@ const NEVER_EXPOSED = new Set([
 interface HandleEntry {
   value: object;
   shape: HandleShape;
+  /** The declared type the handle was made for: it decides the members and the types of what they return. */
+  type: DeclaredType;
 }
+
+/** Answers, for an undeclared position, the declared type of the value's nearest declared class. */
+export type NearestDeclaredClass = (value: object) => DeclaredType | undefined;
 
 /**
  * The host side of the membrane: host objects model code may reach are registered as handles; each call from the
- * isolate names a handle and a member, and only public members are callable. Arguments and results cross as wire
- * text; host objects that are not plain data cross as further handles.
+ * isolate names a handle and a member. A handle offers only the members of the type declared where it crossed (a
+ * service field's type, a method's declared return type with Promise unwrapped, a property's declared type), never
+ * what its run-time class has beyond that. Arguments and results cross as wire text; host objects that are not
+ * plain data cross as further handles, typed by the declaration of the position they are in.
  */
 export class HostMembrane implements HostMembraneContract {
   readonly #entries = new Map<number, HandleEntry>();
-  readonly #ids = new WeakMap<object, number>();
-  readonly #allowed = new WeakMap<object, ReadonlySet<string>>();
-  readonly #allowedByPrototype = new WeakMap<object, ReadonlySet<string>>();
-  readonly #declaredMembers: ((value: object) => readonly string[] | undefined) | undefined;
+  readonly #ids = new WeakMap<object, Map<DeclaredType, number>>();
+  readonly #nearestDeclaredClass: NearestDeclaredClass;
+  readonly #programClass: NearestDeclaredClass;
   #nextId = 1;
 
-  /** `declaredMembers` gives the public members of objects exposed without a declared type (returned objects). */
-  constructor(options: { declaredMembers?: (value: object) => readonly string[] | undefined } = {}) {
-    this.#declaredMembers = options.declaredMembers;
-  }
-
   /**
-   * Marks a value as reachable with only `members` (the public members its declared type shows); returns it.
-   * Other instances of an exposed object's class (e.g. built with `new` from model code) get the same members.
+   * `nearestDeclaredClass` types objects crossing where the declaration says `any`/`unknown`/`object`;
+   * `programClass` types objects the host handed over untyped (`withLocals`) by their class's declaration.
    */
-  expose<T>(value: T, members?: readonly string[]): T {
-    if (members && value !== null && (typeof value === "object" || typeof value === "function")) {
-      const allowed = new Set(members);
-      this.#allowed.set(value as object, allowed);
-      const prototype = typeof value === "object" ? Object.getPrototypeOf(value) : null;
-      if (prototype !== null && prototype !== Object.prototype) {
-        const known = this.#allowedByPrototype.get(prototype);
-        this.#allowedByPrototype.set(
-          prototype,
-          known ? new Set([...known].filter((name) => allowed.has(name))) : allowed,
-        );
-      }
-    }
-    return value;
+  constructor(
+    options: { nearestDeclaredClass?: NearestDeclaredClass; programClass?: NearestDeclaredClass } = {},
+  ) {
+    this.#nearestDeclaredClass = options.nearestDeclaredClass ?? (() => undefined);
+    this.#programClass = options.programClass ?? (() => undefined);
   }
 
-  /** Encodes a host value for the isolate. */
-  encode(value: unknown, rootPath?: string): string {
-    return encodeWire(value, { rootPath, onHostObject: (object) => this.#shapeOf(object) });
+  /** Encodes a host value for the isolate; host objects in it become handles typed by `type` (its declaration). */
+  encode(value: unknown, rootPath?: string, type: DeclaredType = UNDECLARED): string {
+    const typed = typeHostObjects(value, type);
+    return encodeWire(value, {
+      rootPath,
+      onHostObject: (object) => this.#shapeOf(object, typed?.get(object) ?? UNDECLARED),
+    });
   }
 
   /**
@@ -76,62 +74,80 @@ export class HostMembrane implements HostMembraneContract {
 
   call(handle: number, member: string | null, args: string): HostOutcome {
     return this.#invoke(handle, (entry) => {
-      const target = member === null ? entry.value : this.#member(entry, member, "methods");
-      if (typeof target !== "function" || (member === null && entry.shape.kind !== "function")) {
-        throw new TypeError(`${member ?? "value"} is not a function`);
+      if (member === null) {
+        if (entry.shape.kind !== "function" || typeof entry.value !== "function") {
+          throw new TypeError("value is not a function");
+        }
+        return {
+          result: Reflect.apply(entry.value, undefined, this.#arguments(args)),
+          type: entry.type.callResult,
+        };
       }
-      return Reflect.apply(target, member === null ? undefined : entry.value, this.#arguments(args));
+      const target = this.#member(entry, member, "methods");
+      if (typeof target !== "function") throw new TypeError(`${member} is not a function`);
+      const type = memberType(entry, member).callResult;
+      return { result: Reflect.apply(target, entry.value, this.#arguments(args)), type };
     });
   }
 
   construct(handle: number, args: string): HostOutcome {
     return this.#invoke(handle, (entry) => {
       if (entry.shape.kind !== "class") throw new TypeError("value is not a constructor");
-      return Reflect.construct(entry.value as new (...args: unknown[]) => unknown, this.#arguments(args));
+      const result = Reflect.construct(
+        entry.value as new (
+          ...args: unknown[]
+        ) => unknown,
+        this.#arguments(args),
+      );
+      return { result, type: entry.type.constructResult };
     });
   }
 
   get(handle: number, property: string): HostOutcome {
-    return this.#invoke(handle, (entry) => this.#member(entry, property, "properties"));
+    return this.#invoke(handle, (entry) => ({
+      result: this.#member(entry, property, "properties"),
+      type: memberType(entry, property),
+    }));
   }
 
-  #invoke(handle: number, action: (entry: HandleEntry) => unknown): HostOutcome {
+  #invoke(
+    handle: number,
+    action: (entry: HandleEntry) => { result: unknown; type: DeclaredType | undefined },
+  ): HostOutcome {
     const entry = this.#entries.get(handle);
     if (!entry) return this.#error(new ReferenceError("this host object is no longer available"));
-    let result: unknown;
+    let outcome: { result: unknown; type: DeclaredType | undefined };
     try {
-      result = action(entry);
+      outcome = action(entry);
     } catch (error) {
       return this.#error(error);
     }
-    if (isThenable(result)) {
+    const type = outcome.type ?? NOTHING;
+    if (isThenable(outcome.result)) {
       return {
         kind: "promise",
-        settled: Promise.resolve(result).then(
-          (value) => this.#value(value),
-          (error: unknown) => ({ kind: "error" as const, wire: this.#errorWire(error) }),
+        settled: Promise.resolve(outcome.result).then(
+          (value) => this.#value(value, type),
+          (error: unknown) => ({ kind: "error" as const, wire: hostErrorWire(error) }),
         ),
       };
     }
-    return this.#value(result);
+    return this.#value(outcome.result, type);
   }
 
-  #value(value: unknown): { kind: "value"; wire: string } | { kind: "error"; wire: string } {
+  #value(
+    value: unknown,
+    type: DeclaredType,
+  ): { kind: "value"; wire: string } | { kind: "error"; wire: string } {
     try {
-      return { kind: "value", wire: this.encode(value, "result") };
+      return { kind: "value", wire: redactErrorValues(this.encode(value, "result", type)) };
     } catch (error) {
-      return { kind: "error", wire: this.#errorWire(error) };
+      return { kind: "error", wire: hostErrorWire(error) };
     }
   }
 
   #error(error: unknown): HostOutcome {
-    return { kind: "error", wire: this.#errorWire(error) };
-  }
-
-  #errorWire(error: unknown): string {
-    const name = error instanceof Error ? error.name : "Error";
-    const message = error instanceof Error ? error.message : String(error);
-    return encodeWire({ name, message: stripHostPaths(message) });
+    return { kind: "error", wire: hostErrorWire(error) };
   }
 
   #member(entry: HandleEntry, name: string, kind: "methods" | "properties"): unknown {
@@ -146,28 +162,85 @@ export class HostMembrane implements HostMembraneContract {
     return Array.isArray(decoded) ? decoded : [];
   }
 
-  #shapeOf(value: object): HandleShape {
-    const known = this.#ids.get(value);
+  #shapeOf(value: object, position: DeclaredType): HandleShape {
+    const type =
+      position.kind === "undeclared"
+        ? (this.#nearestDeclaredClass(value) ?? NOTHING)
+        : position.kind === "runtime"
+          ? (this.#programClass(value) ?? RUNTIME)
+          : position;
+    let ids = this.#ids.get(value);
+    const known = ids?.get(type);
     if (known !== undefined) return this.#entries.get(known)!.shape;
     const id = this.#nextId++;
-    const allowed =
-      this.#allowed.get(value) ??
-      (typeof value === "object" ? this.#allowedByPrototype.get(Object.getPrototypeOf(value)) : undefined) ??
-      declaredSet(this.#declaredMembers?.(value));
-    const shape: HandleShape = { id, kind: kindOf(value), methods: [], properties: [] };
-    for (const name of memberNames(value, shape.kind)) {
-      if (allowed && !allowed.has(name)) continue;
+    let kind = kindOf(value);
+    if (type.kind !== "runtime") {
+      if (kind === "function" && type.callResult === undefined) kind = "object";
+      if (kind === "class" && type.constructResult === undefined) kind = "object";
+    }
+    const shape: HandleShape = { id, kind, methods: [], properties: [] };
+    for (const name of memberNames(value, kindOf(value))) {
+      if (type.kind !== "runtime" && !type.members.has(name)) continue;
       const member = safeRead(value, name);
       (typeof member === "function" ? shape.methods : shape.properties).push(name);
     }
-    this.#ids.set(value, id);
-    this.#entries.set(id, { value, shape });
+    if (!ids) {
+      ids = new Map();
+      this.#ids.set(value, ids);
+    }
+    ids.set(type, id);
+    this.#entries.set(id, { value, shape, type });
     return shape;
   }
 }
 
-function declaredSet(members: readonly string[] | undefined): ReadonlySet<string> | undefined {
-  return members === undefined ? undefined : new Set(members);
+/** The declared type of a member's value on a handle (everything under a `runtime` handle is undeclared). */
+function memberType(entry: HandleEntry, name: string): DeclaredType {
+  if (entry.type.kind === "runtime") return UNDECLARED;
+  return entry.type.members.get(name) ?? NOTHING;
+}
+
+/**
+ * Walks the plain-data part of a value (arrays, plain objects, maps, sets) along its declared type and records the
+ * declared type of each host object found in it. Undefined when nothing needs recording (an undeclared root).
+ */
+function typeHostObjects(root: unknown, rootType: DeclaredType): Map<object, DeclaredType> | undefined {
+  if (rootType.kind === "undeclared" || root === null) return undefined;
+  if (typeof root !== "object" && typeof root !== "function") return undefined;
+  const types = new Map<object, DeclaredType>();
+  const seen = new Set<object>();
+  const visit = (value: unknown, type: DeclaredType): void => {
+    if (value === null || (typeof value !== "object" && typeof value !== "function")) return;
+    if (type.kind === "undeclared" || seen.has(value)) return;
+    seen.add(value);
+    if (Array.isArray(value)) {
+      for (const item of value) visit(item, type.element);
+      return;
+    }
+    if (value instanceof Map) {
+      for (const item of value.values()) visit(item, type.element);
+      return;
+    }
+    if (value instanceof Set) {
+      for (const item of value) visit(item, type.element);
+      return;
+    }
+    const prototype = typeof value === "object" ? Object.getPrototypeOf(value) : undefined;
+    if ((prototype === Object.prototype || prototype === null) && !isErrorValue(value)) {
+      for (const key of Object.keys(value)) {
+        const descriptor = Object.getOwnPropertyDescriptor(value, key);
+        if (descriptor && "value" in descriptor) visit(descriptor.value, type.members.get(key) ?? type.rest);
+      }
+      return;
+    }
+    if (!types.has(value)) types.set(value, type);
+  };
+  visit(root, rootType);
+  return types;
+}
+
+function isErrorValue(value: object): boolean {
+  return Object.prototype.toString.call(value) === "[object Error]";
 }
 
 function kindOf(value: object): HandleShape["kind"] {
@@ -213,9 +286,4 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
     (typeof value === "object" || typeof value === "function") &&
     typeof (value as { then?: unknown }).then === "function"
   );
-}
-
-/** Host error messages may carry absolute paths; the model sees only the file name. */
-function stripHostPaths(message: string): string {
-  return message.replace(/(?:file:\/\/)?(?:\/[\w.@-]+)+\/([\w.@-]+)/g, "$1");
 }

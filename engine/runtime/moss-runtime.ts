@@ -1,3 +1,4 @@
+import path from "node:path";
 import { type Container, destroyOnce } from "../../container/index.ts";
 import { ModuleChecker, renderDiagnostics } from "../check/index.ts";
 import { type CompiledModule, hiddenNames, visibleValueNames } from "../compiler/compiled-module.ts";
@@ -5,6 +6,7 @@ import { createContext, encodeProperties } from "../context/index.ts";
 import { codeFrame, MossError } from "../errors.ts";
 import type { Injection } from "../moss.ts";
 import { MossPrompter } from "../prompter/moss-prompter.ts";
+import { addHostRoot } from "../sandbox/host-error.ts";
 import type { SandboxDriver, SandboxSession } from "../sandbox/sandbox.ts";
 import { decodeWire, encodeWireFields } from "../sandbox/wire.ts";
 import {
@@ -17,7 +19,7 @@ import {
   type MossContext,
   type TypeCheckMode,
 } from "../types.ts";
-import { declaredMembersResolver } from "./declared-members.ts";
+import { type DeclaredType, DeclaredTypes, RUNTIME } from "./declared-members.ts";
 import { HostMembrane } from "./host-membrane.ts";
 import {
   mapStack,
@@ -41,6 +43,8 @@ export interface MossRuntimeOptions {
   limits?: Partial<ExecutionLimits>;
   /** `process` (default): isolates in supervised child processes; `in-process`; or a driver of your own. */
   sandbox?: "process" | "in-process" | SandboxDriver;
+  /** Warnings of the compile that built this runtime (binding conflicts). */
+  compileWarnings?: readonly string[];
 }
 
 type ExecHook = (
@@ -62,6 +66,7 @@ export class MossRuntime {
   readonly #limits: ExecutionLimits;
   readonly #sandbox: "process" | "in-process" | SandboxDriver;
   readonly #services = new Map<string, unknown>();
+  readonly #compileWarnings: readonly string[];
   #data: Record<string, unknown> = {};
   #context: MossContext;
   #hostMoss: Record<string, unknown> | undefined;
@@ -69,6 +74,7 @@ export class MossRuntime {
   #checker: ModuleChecker | undefined;
   readonly #unchecked: string[] = [];
   #membrane: HostMembrane | undefined;
+  readonly #declaredTypes: DeclaredTypes;
   #session: SandboxSession | undefined;
   #stdout: string[] = [];
   /** Data fields refused when the session was installed, reported with the next execution. */
@@ -85,6 +91,9 @@ export class MossRuntime {
     this.#typeCheck = options.typeCheck ?? "strict";
     this.#limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.#sandbox = options.sandbox ?? "process";
+    this.#compileWarnings = options.compileWarnings ?? [];
+    addHostRoot(path.dirname(options.module.path));
+    this.#declaredTypes = new DeclaredTypes(options.module.analysis.declaredTypes.program);
     this.#context = {
       ...(options.context ?? createContext(options.module.displayPath)),
       module: options.module.displayPath,
@@ -115,6 +124,14 @@ export class MossRuntime {
     const moss = this.hostMoss();
     for (const field of this.#dataFields()) if (field in moss) this.#data[field] = moss[field];
     this.#persist([]);
+  }
+
+  /**
+   * Warnings of the compile that built this runtime, e.g. a binding of `__moss_compile__` overridden by the host's
+   * binding of the same token (each is also emitted with `process.emitWarning`, code `MOSS_BINDING_CONFLICT`).
+   */
+  compileWarnings(): readonly string[] {
+    return [...this.#compileWarnings];
   }
 
   /** The module this runtime runs. */
@@ -215,12 +232,17 @@ export class MossRuntime {
     const started = performance.now();
     const code = stripFences(request.code);
     const warnings: string[] = [];
-    const finish = (partial: Omit<Execution, "context" | "durationMs" | "warnings">): Execution => ({
-      ...partial,
-      warnings,
-      context: this.dumpContext(),
-      durationMs: performance.now() - started,
-    });
+    // GhostOS parity: the context names the code being run and says whether it returned normally.
+    this.#context = { ...this.#context, executeCode: code, executed: false };
+    const finish = (partial: Omit<Execution, "context" | "durationMs" | "warnings">): Execution => {
+      this.#context = { ...this.#context, executed: partial.ok };
+      return {
+        ...partial,
+        warnings,
+        context: this.dumpContext(),
+        durationMs: performance.now() - started,
+      };
+    };
 
     const mode = request.typeCheck ?? this.#typeCheck;
     if (mode !== "off") {
@@ -322,23 +344,40 @@ export class MossRuntime {
     if (this.#session?.alive) return this.#session;
     const driver =
       typeof this.#sandbox === "string" ? await sharedSandboxDriver(this.#sandbox) : this.#sandbox;
-    this.#membrane ??= new HostMembrane({ declaredMembers: declaredMembersResolver(this.#module.project) });
-    const membrane = this.#membrane;
+    const declared = this.#declaredTypes;
+    const { names: nameTypes, fields: fieldTypes } = this.#module.analysis.declaredTypes;
     const globals: Record<string, unknown> = {};
-    const membersOf = new Map(this.#module.analysis.names.map((name) => [name.name, name.members]));
+    const globalTypes = new Map<string, DeclaredType>();
+    const visibleClasses = new Map<unknown, DeclaredType>();
     for (const name of visibleValueNames(this.#module)) {
-      globals[name] = membrane.expose(this.#module.locals[name], membersOf.get(name));
+      const value = this.#module.locals[name];
+      globals[name] = value;
+      const type = nameTypes.get(name);
+      if (!type) continue;
+      globalTypes.set(name, declared.of(type));
+      if (typeof value === "function") visibleClasses.set(value, declared.of(type));
     }
-    for (const [name, value] of Object.entries(this.#locals)) globals[name] = membrane.expose(value);
-    const fields = this.#module.analysis.mossClass?.fields ?? [];
+    this.#membrane ??= new HostMembrane({
+      nearestDeclaredClass: declared.nearestDeclaredClass(visibleClasses),
+      programClass: (value) => declared.programClass(value),
+    });
+    const membrane = this.#membrane;
+    // withLocals values have no static type: the host handed them over as they are.
+    for (const [name, value] of Object.entries(this.#locals)) {
+      globals[name] = value;
+      globalTypes.set(name, RUNTIME);
+    }
     const services: Record<string, unknown> = {};
-    for (const field of fields) {
-      if (field.kind === "service")
-        services[field.name] = membrane.expose(this.#services.get(field.name), field.members);
+    const serviceTypes = new Map<string, DeclaredType>();
+    for (const field of this.#module.analysis.mossClass?.fields ?? []) {
+      if (field.kind !== "service") continue;
+      services[field.name] = this.#services.get(field.name);
+      const type = fieldTypes.get(field.name);
+      if (type) serviceTypes.set(field.name, declared.of(type));
     }
     this.#session = await driver.open(
       {
-        globals: membrane.encode(globals),
+        globals: membrane.encode(globals, "globals", declared.record(globalTypes)),
         // Plain data only: a value with no plain-data form is refused by name, never turned into a handle.
         mossData: encodeWireFields(this.#data, Object.keys(this.#data), {
           maxExpandedBytes: limits.maxResultBytes,
@@ -347,7 +386,7 @@ export class MossRuntime {
               `moss.${field} ${reason}; it is not available inside the sandbox and keeps its saved value`,
             ),
         }),
-        mossServices: membrane.encode(services),
+        mossServices: membrane.encode(services, "moss", declared.record(serviceTypes)),
         dataFields: this.#dataFields(),
       },
       membrane,

@@ -1,5 +1,5 @@
+import { hostErrorWire } from "./host-error.ts";
 import type { HostMembrane, HostOutcome } from "./sandbox.ts";
-import { encodeWire } from "./wire.ts";
 
 /** The membrane operations a proxy inside the isolate can request. */
 export type HostOperation = "call" | "construct" | "get";
@@ -17,13 +17,11 @@ export function callMembrane(
     if (operation === "get") return membrane.get(handle, member ?? "");
     return membrane.call(handle, member, args);
   } catch (error) {
-    return { kind: "error", wire: errorWire(error) };
+    return { kind: "error", wire: hostErrorWire(error) };
   }
 }
 
-/** Wire text of `{ name, message }` for a host-side failure (never its stack). */
+/** Wire text of `{ name, message }` for a host-side failure: host paths removed, never its stack. */
 export function errorWire(error: unknown): string {
-  const name = error instanceof Error ? error.name : "Error";
-  const message = error instanceof Error ? error.message : String(error);
-  return encodeWire({ name, message });
+  return hostErrorWire(error);
 }

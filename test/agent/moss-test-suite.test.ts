@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { MossTestSuite } from "../../engine/agent/moss-test-suite.ts";
 import { MossError } from "../../engine/errors.ts";
 import { type TodoFilter, type TodoItem, TodoList } from "../../examples/todo/todo-list.ts";
+import { writeModule } from "../helpers/compile-from-text.ts";
 
 const MODULE = "examples/todo/context.ts";
 let directory: string;
@@ -54,6 +55,34 @@ describe("MossTestSuite", () => {
     expect(execution.ok).toBe(true);
     expect(execution.returns).toEqual(["fake item", "from test"]);
     expect(fake.items.map((item) => item.title)).toEqual(["fake item", "from test"]);
+  });
+
+  it("injected fakes win over the module's own __moss_compile__ default, and the conflict is reported", async () => {
+    const module = await writeModule(
+      `import { Moss as Parent, type MossCompiler } from "moss-ts";
+export interface Weather { today(): string }
+export class Moss extends Parent { weather!: Weather; }
+// <moss-hide>
+export function __moss_compile__(compiler: MossCompiler) { compiler.bind("Weather", { today: () => "module default" }); }
+// </moss-hide>
+`,
+      "weather",
+    );
+    const warnings: string[] = [];
+    const listener = (warning: Error & { code?: string }) => {
+      if (warning.code === "MOSS_BINDING_CONFLICT") warnings.push(warning.message);
+    };
+    process.on("warning", listener);
+    const execution = await new MossTestSuite().run(module, {
+      code: "function main(moss: Moss) { return moss.weather.today(); }",
+      inject: [["Weather", { today: () => "sunny fake" }]],
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    process.off("warning", listener);
+    expect(execution.error).toBeUndefined();
+    expect(execution.returns).toBe("sunny fake");
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/binding conflict for "Weather".*compiler\.bind\/register before compile/);
   });
 
   it("runs a module function as the target when no code is given", async () => {

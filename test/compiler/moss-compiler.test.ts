@@ -123,6 +123,65 @@ export function __moss_compiled__(moss: Moss) { moss.started = moss.clock.now();
     expect(runtime.dumpContext().properties).toMatchObject({ started: expect.anything() });
   });
 
+  describe("binding precedence: the host's bindings win over __moss_compile__ defaults, never silently", () => {
+    const WEATHER = `import { Moss as Parent, type MossCompiler } from "moss-ts";
+export interface Weather { today(): string }
+export class Moss extends Parent { weather!: Weather; }
+// <moss-hide>
+export function __moss_compile__(compiler: MossCompiler) {
+  compiler.bind("Weather", { today: () => "module default" });
+}
+// </moss-hide>`;
+    const sunny = { today: () => "sunny fake" };
+
+    function captureWarnings(): { warnings: string[]; stop: () => void } {
+      const warnings: string[] = [];
+      const listener = (warning: Error & { code?: string }) => {
+        if (warning.code === "MOSS_BINDING_CONFLICT") warnings.push(warning.message);
+      };
+      process.on("warning", listener);
+      return { warnings, stop: () => process.off("warning", listener) };
+    }
+
+    test("a service bound on the container given to MossCompiler wins, with a warning naming both sources", async () => {
+      const captured = captureWarnings();
+      const container = new Container({ name: "test-host" }).bind("Weather", sunny);
+      const runtime = track(await compileFromText(WEATHER, () => {}, { container }));
+      await new Promise((resolve) => setImmediate(resolve));
+      captured.stop();
+      expect(runtime.mossInjections().weather).toBe(sunny);
+      const [warning] = runtime.compileWarnings();
+      expect(runtime.compileWarnings()).toHaveLength(1);
+      expect(warning).toMatch(/binding conflict for "Weather"/);
+      expect(warning).toMatch(/the container given to MossCompiler, "test-host"/);
+      expect(warning).toMatch(/__moss_compile__ in .*context-\d+-\d+\.ts/);
+      expect(warning).toMatch(/the host's binding wins/);
+      expect(captured.warnings).toEqual([warning]);
+    });
+
+    test("compiler.bind before compile (how a test harness injects fakes) wins too", async () => {
+      const runtime = track(await compileFromText(WEATHER, (compiler) => compiler.bind("Weather", sunny)));
+      expect(runtime.mossInjections().weather).toBe(sunny);
+      expect(runtime.compileWarnings()[0]).toMatch(/compiler\.bind\/register before compile/);
+    });
+
+    test("a module binding straight on compiler.container() follows the same rule", async () => {
+      const direct = WEATHER.replace(
+        'compiler.bind("Weather", { today: () => "module default" });',
+        'compiler.container().bind("Weather", { today: () => "module default" });',
+      );
+      const runtime = track(await compileFromText(direct, (compiler) => compiler.bind("Weather", sunny)));
+      expect(runtime.mossInjections().weather).toBe(sunny);
+      expect(runtime.compileWarnings()).toHaveLength(1);
+    });
+
+    test("without a host binding the module's default is used and nothing is reported", async () => {
+      const runtime = track(await compileFromText(WEATHER));
+      expect((runtime.mossInjections().weather as { today(): string }).today()).toBe("module default");
+      expect(runtime.compileWarnings()).toEqual([]);
+    });
+  });
+
   test("the module runs once per compile", async () => {
     const source = `(globalThis as any).__loads = ((globalThis as any).__loads ?? 0) + 1;\nexport const x = 1;`;
     const file = await writeModule(source);

@@ -132,6 +132,14 @@ describe("validateContext", () => {
     );
   });
 
+  it("loads a document written before executeCode/executed existed, as not executed", () => {
+    const old = validateContext({ version: 1, module: "m.ts", properties: {} });
+    expect(old.executed).toBe(false);
+    expect("executeCode" in old).toBe(false);
+    const recorded = validateContext({ ...createContext("m.ts"), executeCode: "x", executed: true });
+    expect(recorded).toMatchObject({ executeCode: "x", executed: true });
+  });
+
   it("rejects a non-string executeCode", () => {
     expect(invalid({ ...createContext("m.ts"), executeCode: 1 }).message).toContain(
       "executeCode must be a string",

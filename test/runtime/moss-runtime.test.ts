@@ -122,7 +122,7 @@ describe.each(["in-process", "process"] as const)("MossRuntime.execute (%s sandb
     const execution = await runtime.execute({
       code: `async function main(moss: Moss) {\n  try { moss.counter.fail("nope"); } catch (error) { return [(error as Error).name, (error as Error).message, error instanceof Error]; }\n}`,
     });
-    expect(execution.returns).toEqual(["RangeError", "nope in counter.ts", true]);
+    expect(execution.returns).toEqual(["RangeError", "nope in <host path>/counter.ts", true]);
   });
 
   test("an infinite loop ends with kind timeout, and the runtime continues from its last persisted context", async () => {
@@ -137,6 +137,62 @@ describe.each(["in-process", "process"] as const)("MossRuntime.execute (%s sandb
     const after = await runtime.execute({ code: `function main(moss: Moss) { return moss.notes; }` });
     expect(after.ok).toBe(true);
     expect(after.returns).toEqual(["kept"]);
+  });
+});
+
+describe("MossRuntime.execute: the context records the code it runs (GhostOS parity)", () => {
+  test("executeCode is the snippet; executed is false during the run, true once it returned normally", async () => {
+    let runtime: MossRuntime | undefined;
+    const seen: Array<{ executeCode?: string; executed: boolean }> = [];
+    runtime = await compile({}, (compiler) => {
+      compiler.withLocals({
+        peek: () => {
+          const context = runtime!.dumpContext();
+          seen.push({ executeCode: context.executeCode, executed: context.executed });
+          return 1;
+        },
+      });
+    });
+    const code = "function main(moss: Moss) { return peek(); }";
+    const execution = await runtime.execute({ code: `\`\`\`ts\n${code}\n\`\`\`` });
+    expect(execution.ok).toBe(true);
+    expect(seen).toEqual([{ executeCode: code, executed: false }]);
+    expect(execution.context).toMatchObject({ executeCode: code, executed: true });
+    expect(runtime.dumpContext()).toMatchObject({ executeCode: code, executed: true });
+  });
+
+  test("a visible abstract class cannot be constructed from model code (its declaration forbids it)", async () => {
+    const runtime = await compile();
+    const execution = await runtime.execute({
+      code: "function main(moss: Moss) { try { new (Counter as any)(); return 'constructed'; } catch (error) { return (error as Error).name; } }",
+      typeCheck: "off",
+    });
+    expect(execution.returns).not.toBe("constructed");
+  });
+
+  test("a failed run leaves executed false with its code recorded; the next good run sets it again", async () => {
+    const runtime = await compile();
+    const failing = "function main(moss: Moss) { throw new Error('no'); }";
+    const failed = await runtime.execute({ code: failing });
+    expect(failed.ok).toBe(false);
+    expect(runtime.dumpContext()).toMatchObject({ executeCode: failing, executed: false });
+    const typeError = "function main(moss: Moss) { const n: number = 'x'; return n; }";
+    await runtime.execute({ code: typeError });
+    expect(runtime.dumpContext()).toMatchObject({ executeCode: typeError, executed: false });
+    const good = "function main(moss: Moss) { return 2; }";
+    await runtime.execute({ code: good });
+    expect(runtime.dumpContext()).toMatchObject({ executeCode: good, executed: true });
+  });
+
+  test("the recorded fields survive a saved context joined into a new compiler", async () => {
+    const first = await compile();
+    await first.execute({ code: "function main(moss: Moss) { moss.notes.push('a'); }" });
+    const saved = first.dumpContext();
+    const second = await compile({}, (compiler) => compiler.joinContext(saved));
+    expect(second.dumpContext()).toMatchObject({
+      executeCode: "function main(moss: Moss) { moss.notes.push('a'); }",
+      executed: true,
+    });
   });
 });
 

@@ -526,9 +526,13 @@ async function main(moss: Moss) {
       expect(seen[0]).toMatchObject({
         isError: true,
         name: "Error",
-        message: "cannot open vault.ts: permission denied",
+        message: "cannot open <host path>/vault.ts: permission denied",
       });
-      expect(seen[1]).toMatchObject({ isError: true, name: "Error", message: "cannot open vault.ts later" });
+      expect(seen[1]).toMatchObject({
+        isError: true,
+        name: "Error",
+        message: "cannot open <host path>/vault.ts later",
+      });
       expectNoHostPath(seen);
       expect(JSON.stringify(seen)).not.toContain(VAULT_FILE);
       await rig.expectHostUnchanged();

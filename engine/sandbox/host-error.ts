@@ -1,0 +1,161 @@
+import { realpathSync } from "node:fs";
+import { homedir, tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { encodeWire } from "./wire.ts";
+
+/*
+ * Host error text on its way to model code. Only `{ name, message, code }` of a host error ever crosses (never its
+ * stack, `cause` or `errors` list), and each of those strings is cleaned of host paths first: whatever the folder
+ * names (spaces, accents, any script), a path becomes `<host path>/<base name>` so the message stays useful.
+ */
+
+/** What replaces the folder part of a removed path. */
+export const HOST_PATH_MARKER = "<host path>";
+
+const hostRoots = new Set<string>();
+let rootPattern: RegExp | undefined;
+
+/** Adds a folder whose every occurrence in host error text is removed (the runtime adds each module's folder). */
+export function addHostRoot(folder: string): void {
+  if (folder.length < 2) return;
+  hostRoots.add(folder);
+  try {
+    hostRoots.add(realpathSync(folder));
+  } catch {}
+  rootPattern = undefined;
+}
+
+for (const folder of [
+  process.cwd(),
+  homedir(),
+  tmpdir(),
+  path.dirname(process.execPath),
+  // Where moss-ts itself is installed (node_modules/moss-ts or the checkout).
+  path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../.."),
+]) {
+  addHostRoot(folder);
+}
+
+// A path segment: no separator, quote, whitespace or the punctuation that ends a path in prose (`:` ends
+// `file.ts:12:5`). Segments before a separator may contain single spaces (`données privées/`).
+const SEGMENT = String.raw`[^\s\\/'"\x60<>|:*?,;]+`;
+const INNER_SEGMENT = `${SEGMENT}(?: ${SEGMENT})*`;
+const SEPARATOR = String.raw`[\\/]`;
+const TAIL = `(?:${INNER_SEGMENT}${SEPARATOR})*(?:${SEGMENT})?`;
+
+/** Absolute (POSIX, drive, UNC, home) and relative-climb paths, not inside a word, a URL or a marker. */
+const PATH_PATTERN = new RegExp(
+  [
+    String.raw`(?<![\w.:/\\>~-])(?:[A-Za-z]:${SEPARATOR}|\\\\|~${SEPARATOR}|\.{1,2}${SEPARATOR}|${SEPARATOR}(?=[^\s\\/]))${TAIL}`,
+    // Relative paths with at least two separators (`node_modules/pkg/file.js`) reveal layout too.
+    String.raw`(?<![^\s('"\x60=\[{])${SEGMENT}${SEPARATOR}${SEGMENT}${SEPARATOR}${TAIL}`,
+  ].join("|"),
+  "gu",
+);
+const FILE_URL_PATTERN = /\bfile:\/\/[^\s'"`<>]*/giu;
+const QUOTED_PATTERN = new RegExp(
+  String.raw`(['"\x60])((?:[A-Za-z]:${SEPARATOR}|\\\\|~${SEPARATOR}|\.{0,2}${SEPARATOR}|file:)[^'"\x60\n]*)\1`,
+  "giu",
+);
+const STACK_FRAME_PATTERN = /^[ \t]*at [^\n]*(?:\(|:\d+:\d+)[^\n]*(?:\n|$)/gmu;
+
+function rootsPattern(): RegExp {
+  if (rootPattern) return rootPattern;
+  const roots = [...hostRoots].sort((a, b) => b.length - a.length).map(escapeRegExp);
+  rootPattern = new RegExp(`(?:${roots.join("|")})(?:${SEPARATOR}${TAIL})?`, "gu");
+  return rootPattern;
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[\\^$.*+?()[\]{}|/]/g, "\\$&");
+}
+
+/** `<host path>/base` for a removed path (or just the marker when it names a folder). */
+function replacement(found: string): string {
+  const trimmed = found.replace(/^file:\/\/+/i, "/");
+  const parts = trimmed.split(/[\\/]/);
+  let base = parts[parts.length - 1] ?? "";
+  try {
+    base = decodeURIComponent(base);
+  } catch {}
+  if (base === "" || base === "." || base === ".." || base === "~" || /^[A-Za-z]:$/.test(base)) {
+    return HOST_PATH_MARKER;
+  }
+  return `${HOST_PATH_MARKER}/${base}`;
+}
+
+/**
+ * Removes host paths from text bound for model code: the exact `paths` given (a Node system error's `path` and
+ * `dest`), host stack-frame lines, `file://` URLs, quoted paths, every occurrence of the known host folders (working
+ * directory, home, temp, module folders, moss-ts's own install) and every absolute or climbing path token.
+ */
+export function redactHostPaths(text: string, paths: readonly string[] = []): string {
+  let result = text;
+  for (const exact of [...paths].filter((item) => item.length > 1).sort((a, b) => b.length - a.length)) {
+    result = result.split(exact).join(replacement(exact));
+  }
+  return result
+    .replace(STACK_FRAME_PATTERN, "")
+    .replace(FILE_URL_PATTERN, replacement)
+    .replace(
+      QUOTED_PATTERN,
+      (_match, quote: string, inner: string) => `${quote}${replacement(inner)}${quote}`,
+    )
+    .replace(rootsPattern(), (found) => (hostRoots.has(found) ? HOST_PATH_MARKER : replacement(found)))
+    .replace(PATH_PATTERN, replacement)
+    .trimEnd();
+}
+
+/** Reads a property without letting a throwing getter or Proxy trap escape. */
+function read(value: unknown, key: string): unknown {
+  try {
+    return (value as Record<string, unknown>)[key];
+  } catch {
+    return undefined;
+  }
+}
+
+function text(value: unknown, fallback: string): string {
+  if (typeof value === "string") return value;
+  try {
+    return value === undefined ? fallback : String(value);
+  } catch {
+    return fallback;
+  }
+}
+
+/** The `{ name, message, code? }` model code may see of anything a host function threw, host paths removed. */
+export function hostErrorFields(error: unknown): { name: string; message: string; code?: string | number } {
+  const objectLike = typeof error === "object" && error !== null;
+  const paths = objectLike
+    ? [read(error, "path"), read(error, "dest")].filter((item): item is string => typeof item === "string")
+    : [];
+  const name = objectLike ? text(read(error, "name"), "Error") : "Error";
+  const message = objectLike ? text(read(error, "message"), "") : text(error, "");
+  const code = objectLike ? read(error, "code") : undefined;
+  return {
+    name: redactHostPaths(name, paths).slice(0, 200) || "Error",
+    message: redactHostPaths(message, paths),
+    ...(typeof code === "number" ? { code } : {}),
+    ...(typeof code === "string" ? { code: redactHostPaths(code, paths) } : {}),
+  };
+}
+
+/** Wire text of a host-side failure for the isolate: `{ name, message, code? }` without host paths, never a stack. */
+export function hostErrorWire(error: unknown): string {
+  return encodeWire(hostErrorFields(error));
+}
+
+/** Removes host paths from the Error values inside a wire text (errors a host method returned rather than threw). */
+export function redactErrorValues(wire: string): string {
+  if (!wire.includes('["E",')) return wire;
+  const nodes = JSON.parse(wire) as unknown[];
+  for (const node of nodes) {
+    if (!Array.isArray(node) || node[0] !== "E") continue;
+    node[1] = redactHostPaths(String(node[1])) || "Error";
+    node[2] = redactHostPaths(String(node[2]));
+    if (typeof node[3] === "string") node[3] = redactHostPaths(node[3]);
+  }
+  return JSON.stringify(nodes);
+}
