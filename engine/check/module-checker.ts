@@ -44,6 +44,8 @@ export interface ModuleCheckerOptions {
 const MOSS_NAME = "Moss";
 const SNIPPET_FILE_NAME = "snippet.ts";
 const CANNOT_FIND_NAME_CODES = new Set([2304, 2552, 2503, 2580, 2582, 2583, 2584, 2591, 2592]);
+/** "Cannot find name" variants whose only difference is a hint about the checker's configuration (dropped). */
+const CANNOT_FIND_NAME_WITH_HINT = new Set([2580, 2582, 2583, 2584, 2591, 2592]);
 /** Unused `@ts-expect-error` directive. */
 const UNUSED_EXPECT_ERROR = 2578;
 /** Methods of the sandbox's `console` (as sandbox-globals.d.ts declares them). */
@@ -241,7 +243,10 @@ export class ModuleChecker {
     } catch (error) {
       // A failure of the compiler itself is not the model's fault: report it without blocking the run.
       this.dispose();
-      const message = error instanceof Error ? error.message : String(error);
+      if (error instanceof RangeError && /call stack/i.test(error.message)) {
+        return [checkLimitDiagnostic(snippet, "its stack size")];
+      }
+      const message = this.#scrub(error instanceof Error ? error.message : String(error), undefined);
       return [
         {
           code: MOSS_DIAGNOSTIC_CODES.checkerFailed,
@@ -312,7 +317,8 @@ export class ModuleChecker {
       if (diagnostic.code === 2339 && /on type 'Console'/.test(flattenMessage(diagnostic))) continue;
       const line =
         ts.getLineAndCharacterOfPosition(analysis.sourceFile, Math.min(start, snippet.length)).line + 1;
-      push(diagnostic.code, this.#message(diagnostic, sourceFile, offset, analysis, line), start, severity);
+      const code = CANNOT_FIND_NAME_WITH_HINT.has(diagnostic.code) ? 2304 : diagnostic.code;
+      push(code, this.#message(diagnostic, sourceFile, offset, analysis, line), start, severity);
     }
     if (syntactic.length === 0) this.#pushTypedFindings(program, sourceFile, offset, analysis, push);
     const scrubbed = withDirectives(diagnostics, analysis.sourceFile).map((diagnostic) => ({
@@ -447,12 +453,12 @@ export class ModuleChecker {
   }
 
   /** No host path, hidden name the model has not seen, or compiler-configuration hint reaches the model. */
-  #scrub(message: string, analysis: SnippetAnalysis): string {
+  #scrub(message: string, analysis: SnippetAnalysis | undefined): string {
     return scrubMessage(message, {
       moduleDirectory: this.#moduleDirectory,
       virtualFiles: this.#virtualPaths.map((virtualPath) => [virtualPath, this.#moduleFileName] as const),
       hiddenNames: this.#hiddenNames,
-      shownNames: new Set([...this.#shownNames, ...analysis.referencedNames]),
+      shownNames: new Set([...this.#shownNames, ...(analysis?.referencedNames ?? [])]),
     });
   }
 
@@ -490,6 +496,25 @@ export class ModuleChecker {
     ].join("\n");
     this.#host.setVirtual(this.#previousPath, text, { modelPreludeEnd: prelude.length });
   }
+}
+
+/**
+ * The error a check that ran out of a limit ends with, located at the snippet's first code: the code was not
+ * checked, so a strict run fails with kind `type`.
+ */
+export function checkLimitDiagnostic(snippet: string, limit: string): Diagnostic {
+  const start = Math.max(0, snippet.search(/\S/));
+  const before = snippet.slice(0, start).split("\n");
+  const line = before.length;
+  const column = before[before.length - 1]!.length + 1;
+  return {
+    code: MOSS_DIAGNOSTIC_CODES.checkLimit,
+    message: `the type-check exceeded its limit (${limit}): the code was not checked. Simplify its types (deeply recursive, very large or exponential types).`,
+    line,
+    column,
+    severity: "error",
+    frame: codeFrame(snippet, line, column, 0),
+  };
 }
 
 const PROMISE_TYPE = /^'(Promise|PromiseLike)<|^'Promise'/;
