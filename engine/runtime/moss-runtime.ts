@@ -1,5 +1,5 @@
 import { type Container, destroyOnce } from "../../container/index.ts";
-import { ModuleChecker, renderDiagnostics } from "../check/index.ts";
+import { renderDiagnostics, WorkerModuleChecker } from "../check/index.ts";
 import { type CompiledModule, hiddenNames, visibleValueNames } from "../compiler/compiled-module.ts";
 import { createContext, encodeProperties } from "../context/index.ts";
 import { codeFrame, MossError } from "../errors.ts";
@@ -62,7 +62,7 @@ export class MossRuntime {
   #context: MossContext;
   #hostMoss: Record<string, unknown> | undefined;
   #prompter: MossPrompter | undefined;
-  #checker: ModuleChecker | undefined;
+  #checker: WorkerModuleChecker | undefined;
   readonly #unchecked: string[] = [];
   #membrane: HostMembrane | undefined;
   #session: SandboxSession | undefined;
@@ -127,7 +127,7 @@ export class MossRuntime {
     return this.#prompter;
   }
 
-  /** Type-checks the model's code against the module without running it. */
+  /** Type-checks the model's code against the module without running it (in a worker thread, within limits). */
   async typecheck(code: string): Promise<Diagnostic[]> {
     this.#assertOpen();
     return this.#moduleChecker().check(stripFences(code));
@@ -187,7 +187,7 @@ export class MossRuntime {
     const session = this.#session;
     this.#session = undefined;
     await session?.dispose().catch(() => {});
-    this.#checker?.dispose();
+    await this.#checker?.close();
     const errors: unknown[] = [];
     for (const service of new Set(this.#services.values())) {
       try {
@@ -213,7 +213,8 @@ export class MossRuntime {
 
     const mode = request.typeCheck ?? this.#typeCheck;
     if (mode !== "off") {
-      const diagnostics = this.#moduleChecker().check(code);
+      const timeoutMs = request.limits?.typeCheckTimeoutMs ?? this.#limits.typeCheckTimeoutMs;
+      const diagnostics = await this.#moduleChecker().check(code, { timeoutMs });
       const errors = diagnostics.filter((diagnostic) => diagnostic.severity === "error");
       if (errors.length > 0 && mode === "strict") {
         return finish({ ok: false, returns: undefined, stdout: "", error: typeError(errors, code) });
@@ -343,9 +344,11 @@ export class MossRuntime {
     }
   }
 
-  #moduleChecker(): ModuleChecker {
+  #moduleChecker(): WorkerModuleChecker {
     if (this.#checker) return this.#checker;
-    this.#checker = new ModuleChecker({
+    this.#checker = new WorkerModuleChecker({
+      timeoutMs: this.#limits.typeCheckTimeoutMs,
+      memoryLimitBytes: this.#limits.typeCheckMemoryBytes,
       modulePath: this.#module.path,
       source: this.#module.analysis.source,
       hiddenNames: hiddenNames(this.#module),

@@ -1,13 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { createHash } from "node:crypto";
-import { existsSync, renameSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import type { Duplex } from "node:stream";
-import { fileURLToPath, pathToFileURL } from "node:url";
-import { buildSync } from "esbuild";
+import { fileURLToPath } from "node:url";
 import { MossError } from "../errors.ts";
+import { runnableEntry } from "../runnable-entry.ts";
 import type { ExecutionLimits } from "../types.ts";
 import { crashResult } from "./crash-result.ts";
 import {
@@ -49,27 +44,8 @@ let childEntry: string | undefined;
  * start or replacement) and no loader helpers leak into the function sources evaluated in the isolate.
  */
 function sandboxEntry(): string {
-  if (childEntry) return childEntry;
-  if (!entryFile.endsWith(".ts")) return (childEntry = entryFile);
-  const isolatedVm = pathToFileURL(createRequire(import.meta.url).resolve("isolated-vm")).href;
-  const output = buildSync({
-    entryPoints: [entryFile],
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    write: false,
-    external: ["isolated-vm"],
-    logLevel: "silent",
-  }).outputFiles[0]!.text.replaceAll('from "isolated-vm"', `from ${JSON.stringify(isolatedVm)}`);
-  const hash = createHash("sha256").update(output).digest("hex").slice(0, 16);
-  const file = path.join(tmpdir(), `moss-ts-sandbox-process-${hash}.mjs`);
-  if (!existsSync(file)) {
-    const temporary = `${file}.${process.pid}.tmp`;
-    writeFileSync(temporary, output);
-    renameSync(temporary, file);
-  }
-  return (childEntry = file);
+  childEntry ??= runnableEntry(entryFile, { external: ["isolated-vm"] });
+  return childEntry;
 }
 
 function childArguments(): string[] {

@@ -194,7 +194,7 @@ describe("class 1: the checker reads nothing the prompt does not show", () => {
   });
 
   it("a hidden declaration merged into a visible class adds no member the model can see", async () => {
-    const snippet = `function main(moss: Moss) {\n${printed("{ [K in keyof Moss as `k_${K & string}`]: Moss[K] }")}}`;
+    const snippet = `function main(moss: Moss) {\n${printed(`{ [K in keyof Moss as \`k_\${K & string}\`]: Moss[K] }`)}}`;
     const diagnostics = await runtime.typecheck(snippet);
     expect(codes(diagnostics)).toEqual([2322]);
     expect(diagnostics[0]!.message).toContain("k_count");
@@ -242,5 +242,153 @@ describe("class 1: the checker reads nothing the prompt does not show", () => {
       JSON.stringify(messages),
     ).toHaveLength(2);
     expect(JSON.stringify(messages)).not.toContain(SECRETS.hostFile);
+  });
+});
+
+/** A type bomb: `copies` distinct conditional types, each mapped over a union of ten thousand template literals. */
+function typeBomb(copies: number): string {
+  const lines = [
+    "type Digit = 0 | 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9;",
+    `type Two = \`\${Digit}\${Digit}\`;`,
+    `type Four = \`\${Two}\${Two}\`;`,
+  ];
+  for (let index = 0; index < copies; index++) {
+    lines.push(`type Split${index}<T> = T extends \`\${infer A}\${infer B}\` ? [A, B, T, ${index}] : never;`);
+    lines.push(`const probe${index}: Split${index}<Four> = 0 as unknown as string;`);
+  }
+  return lines.join("\n");
+}
+
+/** Runs `action` while a 10 ms ticker measures how long the host's event loop was blocked at most. */
+async function withLoopWatch<T>(action: () => Promise<T>): Promise<{ result: T; maxLagMs: number }> {
+  const histogram = monitorEventLoopDelay({ resolution: 10 });
+  histogram.enable();
+  let maxLagMs = 0;
+  let last = performance.now();
+  const ticker = setInterval(() => {
+    const now = performance.now();
+    maxLagMs = Math.max(maxLagMs, now - last - 10);
+    last = now;
+  }, 10);
+  try {
+    const result = await action();
+    maxLagMs = Math.max(maxLagMs, performance.now() - last - 10);
+    return { result, maxLagMs: Math.max(maxLagMs, histogram.max / 1e6 - 10) };
+  } finally {
+    clearInterval(ticker);
+    histogram.disable();
+  }
+}
+
+/** A generous bound for "the host's event loop kept running": a blocking check takes seconds. */
+const MAX_LOOP_LAG_MS = 500;
+
+describe("class 2: type-checking is bounded work off the host's thread", () => {
+  async function compileWith(limits: Partial<ExecutionLimits>): Promise<MossRuntime> {
+    return new MossCompiler({ sandbox: "in-process", limits }).compile(path.join(folder, "context.ts"));
+  }
+
+  it.each([
+    ["recursive conditional types over a huge union", typeBomb(8)],
+    [
+      "deeply recursive tuple types",
+      "type Grow<A extends unknown[], N extends unknown[]> = N extends [unknown, ...infer R] ? Grow<[...A, ...A], R> : A;\n" +
+        Array.from(
+          { length: 40 },
+          (_, index) =>
+            `const t${index}: Grow<[${index}], [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]> = 0 as unknown as Grow<[${index + 1}], [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]>;`,
+        ).join("\n"),
+    ],
+  ])("%s end with a located limit error, the host loop never blocked", async (_name, bomb) => {
+    const limited = await compileWith({ typeCheckTimeoutMs: 1_000 });
+    try {
+      const watched = await withLoopWatch(() => limited.typecheck(`${bomb}\nfunction main(moss: Moss) {}`));
+      expect(watched.maxLagMs).toBeLessThan(MAX_LOOP_LAG_MS);
+      expect(watched.result).toEqual([
+        expect.objectContaining({
+          code: MOSS_DIAGNOSTIC_CODES.checkLimit,
+          severity: "error",
+          line: 1,
+          column: 1,
+          message: expect.stringContaining("the type-check exceeded its limit"),
+        }),
+      ]);
+      // The next check starts a fresh worker that still knows the module.
+      expect(
+        await limited.typecheck("function main(moss: Moss) {\n  moss.count = VISIBLE_LIMIT;\n}"),
+      ).toEqual([]);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it("a bomb that runs out of the worker's memory is a limit error, and the host lives on", async () => {
+    const limited = await compileWith({
+      typeCheckTimeoutMs: 120_000,
+      typeCheckMemoryBytes: 160 * 1024 * 1024,
+    });
+    try {
+      const watched = await withLoopWatch(() => limited.typecheck(typeBomb(30)));
+      expect(watched.maxLagMs).toBeLessThan(MAX_LOOP_LAG_MS);
+      expect(watched.result).toEqual([
+        expect.objectContaining({
+          code: MOSS_DIAGNOSTIC_CODES.checkLimit,
+          message: expect.stringMatching(/exceeded its limit \(160 MiB of memory\)/),
+        }),
+      ]);
+      expect(await limited.typecheck("function main(moss: Moss) {\n  moss.count = 1;\n}")).toEqual([]);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it("a strict execute of a bomb fails with kind type, promptly, and the runtime keeps working", async () => {
+    const limited = await compileWith({ typeCheckTimeoutMs: 1_000 });
+    try {
+      const watched = await withLoopWatch(() =>
+        limited.execute({ code: `${typeBomb(8)}\nfunction main(moss: Moss) { return 1; }` }),
+      );
+      expect(watched.maxLagMs).toBeLessThan(MAX_LOOP_LAG_MS);
+      expect(watched.result.ok).toBe(false);
+      expect(watched.result.error).toMatchObject({ kind: "type", line: 1, column: 1 });
+      expect(watched.result.error?.message).toContain("the type-check exceeded its limit");
+      const healthy = await limited.execute({
+        code: "function main(moss: Moss) { return VISIBLE_LIMIT + 1; }",
+      });
+      expect(healthy).toMatchObject({ ok: true, returns: 4 });
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it("a per-execute type-check time limit applies to that execute", async () => {
+    const watched = await withLoopWatch(() =>
+      runtime.execute({
+        code: `${typeBomb(8)}\nfunction main(moss: Moss) { return 1; }`,
+        limits: { typeCheckTimeoutMs: 800 },
+      }),
+    );
+    expect(watched.maxLagMs).toBeLessThan(MAX_LOOP_LAG_MS);
+    expect(watched.result.error?.kind).toBe("type");
+    expect(watched.result.error?.message).toContain("(800 ms)");
+  });
+
+  it("definitions accepted before a worker ended are known to the next worker", async () => {
+    const limited = await compileWith({ typeCheckTimeoutMs: 1_000 });
+    try {
+      const defined = await limited.execute({
+        code: "function triple(n: number): number { return n * 3; }\nfunction main() { return triple(1); }",
+      });
+      expect(defined.ok).toBe(true);
+      const bombed = await limited.typecheck(typeBomb(8));
+      expect(bombed[0]?.code).toBe(MOSS_DIAGNOSTIC_CODES.checkLimit);
+      expect(await limited.typecheck("function main(moss: Moss) {\n  moss.count = triple(2);\n}")).toEqual(
+        [],
+      );
+      const wrong = await limited.typecheck('function main(moss: Moss) {\n  moss.count = triple("x");\n}');
+      expect(wrong.map((diagnostic) => diagnostic.code)).toEqual([2345]);
+    } finally {
+      await limited.close();
+    }
   });
 });
