@@ -19,8 +19,10 @@ const MAX_MESSAGE_LENGTH = 2000;
 /** A compiler hint about the checker's own configuration ("Do you need to change your target library? Try …"). */
 const CONFIGURATION_HINT =
   / ?Do you need to (?:change your target library|install type definitions for [^?\n]*)\?[^\n]*/g;
-/** A quoted text: TypeScript prints names, types and module paths inside quotes. */
-const QUOTED = /'[^'\n]*'|"[^"\n]*"/g;
+/** A double-quoted text: module paths (`import("…")`) and string literal types. */
+const DOUBLE_QUOTED = /"([^"\n]*)"/g;
+/** A single-quoted text: TypeScript prints names and types inside single quotes. */
+const SINGLE_QUOTED = /'([^'\n]*)'/g;
 /** An absolute path outside quotes. */
 const BARE_PATH = /(^|[\s(=:,[{<])(\/[^\s'"`<>|:;,()[\]{}]+)/g;
 const HIDDEN_REPLACEMENT = "(hidden)";
@@ -40,13 +42,13 @@ export function scrubMessage(message: string, options: ScrubOptions): string {
   for (const root of hostRoots(options.moduleDirectory)) {
     text = replaceRoot(text, root, (rest) => shownPath(path.join(root, rest), options.moduleDirectory));
   }
-  text = text.replace(QUOTED, (quoted) => {
-    const quote = quoted[0]!;
-    let inner = quoted.slice(1, -1);
-    if (isHostPath(inner)) inner = shownPath(inner, options.moduleDirectory);
-    if (quote === "'") inner = withoutHiddenNames(inner, options);
-    return quote + inner + quote;
-  });
+  const hostPathShown = (inner: string): string =>
+    isHostPath(inner) ? shownPath(inner, options.moduleDirectory) : inner;
+  text = text.replace(DOUBLE_QUOTED, (_quoted, inner: string) => `"${hostPathShown(inner)}"`);
+  text = text.replace(
+    SINGLE_QUOTED,
+    (_quoted, inner: string) => `'${withoutHiddenNames(hostPathShown(inner), options)}'`,
+  );
   text = text.replace(BARE_PATH, (match, before: string, candidate: string) =>
     isHostPath(candidate) ? before + shownPath(candidate, options.moduleDirectory) : match,
   );
