@@ -16,6 +16,8 @@ export interface WorkerModuleCheckerOptions extends Omit<ModuleCheckerOptions, "
   memoryLimitBytes?: number;
   /** Time a new worker may take to load the module's types before its first check. Default 60000 ms. */
   startTimeoutMs?: number;
+  /** An idle worker is ended after this long (its program's memory released); the next check starts a new one. Default 300000 ms. */
+  idleTimeoutMs?: number;
 }
 
 /** Default time limit of one type-check. */
@@ -23,6 +25,7 @@ export const DEFAULT_TYPE_CHECK_TIMEOUT_MS = 10_000;
 /** Default heap limit of the type-check worker. */
 export const DEFAULT_TYPE_CHECK_MEMORY_BYTES = 512 * 1024 * 1024;
 const DEFAULT_START_TIMEOUT_MS = 60_000;
+const DEFAULT_IDLE_TIMEOUT_MS = 300_000;
 const MEBIBYTE = 1024 * 1024;
 /** Most snippets replayed into a fresh worker (the newest; older definitions are usually redefined by then). */
 const MAX_ACCEPTED = 256;
@@ -53,6 +56,9 @@ export class WorkerModuleChecker {
   readonly #timeoutMs: number;
   readonly #memoryLimitBytes: number;
   readonly #startTimeoutMs: number;
+  readonly #idleTimeoutMs: number;
+  #idleTimer: NodeJS.Timeout | undefined;
+  #pending = 0;
   readonly #accepted: string[] = [];
   #started: Started | undefined;
   #queue: Promise<unknown> = Promise.resolve();
@@ -67,11 +73,12 @@ export class WorkerModuleChecker {
         { modulePath: options?.modulePath },
       );
     }
-    const { timeoutMs, memoryLimitBytes, startTimeoutMs, ...checkerOptions } = options;
+    const { timeoutMs, memoryLimitBytes, startTimeoutMs, idleTimeoutMs, ...checkerOptions } = options;
     this.#options = { ...checkerOptions, hiddenNames: [...(options.hiddenNames ?? [])] };
     this.#timeoutMs = positive(timeoutMs, DEFAULT_TYPE_CHECK_TIMEOUT_MS);
     this.#memoryLimitBytes = positive(memoryLimitBytes, DEFAULT_TYPE_CHECK_MEMORY_BYTES);
     this.#startTimeoutMs = positive(startTimeoutMs, DEFAULT_START_TIMEOUT_MS);
+    this.#idleTimeoutMs = positive(idleTimeoutMs, DEFAULT_IDLE_TIMEOUT_MS);
   }
 
   /** Type-checks a snippet in the worker; one check at a time, each within the time limit (or `timeoutMs`). */
@@ -85,8 +92,13 @@ export class WorkerModuleChecker {
       );
     }
     const timeoutMs = positive(options.timeoutMs, this.#timeoutMs);
+    clearTimeout(this.#idleTimer);
+    this.#pending++;
     const result = this.#queue.then(() => this.#checkNow(snippet, timeoutMs));
     this.#queue = result.catch(() => {});
+    void this.#queue.then(() => {
+      if (--this.#pending === 0) this.#armIdleTimer();
+    });
     return result;
   }
 
@@ -105,6 +117,7 @@ export class WorkerModuleChecker {
 
   /** Ends the worker; a later check starts a new one. */
   async dispose(): Promise<void> {
+    clearTimeout(this.#idleTimer);
     const started = this.#started;
     this.#started = undefined;
     if (started) await started.worker.terminate().catch(() => {});
@@ -203,6 +216,13 @@ export class WorkerModuleChecker {
     worker.on("exit", () => this.#end(started));
     this.#started = started;
     return started;
+  }
+
+  #armIdleTimer(): void {
+    clearTimeout(this.#idleTimer);
+    if (!this.#started) return;
+    this.#idleTimer = setTimeout(() => void this.dispose(), this.#idleTimeoutMs);
+    this.#idleTimer.unref();
   }
 
   #post(request: CheckWorkerRequest): void {
