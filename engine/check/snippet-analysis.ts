@@ -100,7 +100,11 @@ export function analyzeSnippet(
       return;
     }
     if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
-      findings.push({ kind: "import", start: node.getStart(sourceFile), end: node.end });
+      // A dynamic import would still find ambient modules (`declare module "…"` in a .d.ts): the checker sees none.
+      const start = node.getStart(sourceFile);
+      blanks.push({ start, end: node.end, text: "null!" });
+      findings.push({ kind: "import", start, end: node.end });
+      return;
     }
     if (ts.isCallExpression(node) && ts.isIdentifier(node.expression) && node.expression.text === "require") {
       findings.push({ kind: "import", start: node.getStart(sourceFile), end: node.end });

@@ -23,6 +23,7 @@ const SECRETS = {
   jsonKey: "dbPasswordKey",
   packageToken: "pkg-secret-8c3f",
   referencedGlobal: "ref-secret-1e9a",
+  ambientModule: "ambient-secret-3c7d",
 };
 
 /** Names declared only in the hidden region: no diagnostic may print one the model did not type itself. */
@@ -35,7 +36,8 @@ const HIDDEN_NAMES = [
   "hiddenKey",
 ];
 
-const CONTEXT = `import type { Gadget } from "./gadget.ts";
+const CONTEXT = `/// <reference path="./ambient.d.ts" />
+import type { Gadget } from "./gadget.ts";
 
 /** The most spins per call. */
 export const VISIBLE_LIMIT = 3;
@@ -100,6 +102,10 @@ beforeAll(async () => {
     "export interface Gadget {\n  spin(turns: number): void;\n}\n",
   );
   writeFileSync(path.join(folder, "secret.ts"), `export const HOST_API_KEY = "${SECRETS.hostFile}";\n`);
+  writeFileSync(
+    path.join(folder, "ambient.d.ts"),
+    `declare module "host-config" {\n  export const CONFIG_TOKEN: "${SECRETS.ambientModule}";\n}\n`,
+  );
   writeFileSync(path.join(folder, "data.json"), JSON.stringify({ [SECRETS.jsonKey]: SECRETS.json }));
   writeFileSync(
     path.join(folder, "globals.d.ts"),
@@ -138,6 +144,7 @@ describe("class 1: the checker reads nothing the prompt does not show", () => {
     ["a JSON file (resolveJsonModule)", printed('typeof import("./data.json")')],
     ["a JSON file's keys", printed('keyof typeof import("./data.json")')],
     ["a package in node_modules", printed('typeof import("secret-pkg")')],
+    ["an ambient module a host .d.ts declares", printed('typeof import("host-config")')],
     ["an import type in a type argument", printed('Array<import("./secret.ts").Nope>')],
     ["an import type in a generic default", `type G<T = typeof import("./secret.ts")> = T;\n${printed("G")}`],
   ])("a type-level import of %s is refused and resolves nothing", async (_name, attack) => {
@@ -180,6 +187,10 @@ describe("class 1: the checker reads nothing the prompt does not show", () => {
       'async function main() {\n  const m = await import("./secret.ts");\n  const n: number = m;\n}',
     ],
     ["import = require", 'import s = require("./secret.ts");\nconst n: number = s;'],
+    [
+      "a dynamic import() of an ambient module",
+      'async function main() {\n  const m = await import("host-config");\n  const probe: 5 = m.CONFIG_TOKEN;\n  const all: { x: 1 } = { ...m };\n}',
+    ],
   ])("%s is an import the sandbox does not have", async (_name, snippet) => {
     const diagnostics = await runtime.typecheck(snippet);
     expect(codes(diagnostics)).toContain(MOSS_DIAGNOSTIC_CODES.importStatement);
