@@ -131,7 +131,12 @@ export class WorkerModuleChecker {
 
   async #checkNow(snippet: string, timeoutMs: number): Promise<Diagnostic[]> {
     if (this.#disposed) throw new MossError("runtime-closed", "this checker is closed", {});
-    const started = await this.#start();
+    let started: Started;
+    try {
+      started = await this.#start();
+    } catch (error) {
+      return [this.#failure(error instanceof Error ? error.message : String(error))];
+    }
     const ready = await started.ready;
     if (ready !== "ready") {
       return [ready.code === MOSS_DIAGNOSTIC_CODES.checkLimit ? { ...ready, ...located(snippet) } : ready];
