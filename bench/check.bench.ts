@@ -1,10 +1,11 @@
-// Type-check timings of ModuleChecker: cold first check, warm re-check, re-check after updateSource.
+// Type-check timings of ModuleChecker: cold first check, warm re-check, re-check after updateSource; and of the
+// worker-backed WorkerModuleChecker the runtime uses (cold start of a worker, warm re-check through it).
 // Run: node --no-node-snapshot --import tsx bench/check.bench.ts
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Project } from "ts-morph";
-import { CHECK_COMPILER_OPTIONS, ModuleChecker } from "../engine/check/index.ts";
+import { CHECK_COMPILER_OPTIONS, ModuleChecker, WorkerModuleChecker } from "../engine/check/index.ts";
 import { FLAWED_SNIPPETS, SPHERO_HIDDEN_NAMES, VALID_SNIPPETS } from "../test/fixtures/check/corpus.ts";
 
 /** One measured figure: the median of its samples. */
@@ -39,6 +40,15 @@ function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
   return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+async function timeAsync(action: () => Promise<unknown>): Promise<Sample> {
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  await action();
+  const wallMs = performance.now() - start;
+  const used = process.cpuUsage(cpu);
+  return { wallMs, cpuMs: (used.user + used.system) / 1000 };
 }
 
 function time(action: () => void): Sample {
@@ -115,6 +125,14 @@ function createChecker(module: ModuleUnderTest): ModuleChecker {
   });
 }
 
+function createWorkerChecker(module: ModuleUnderTest): WorkerModuleChecker {
+  return new WorkerModuleChecker({
+    modulePath: module.modulePath,
+    source: module.source,
+    hiddenNames: module.hiddenNames,
+  });
+}
+
 /** The alternative strategy: the module source with the snippet appended, in one file checked whole. */
 function appendedChecker(module: ModuleUnderTest): (snippet: string) => number {
   const project = new Project({ compilerOptions: CHECK_COMPILER_OPTIONS, skipAddingFilesFromTsConfig: true });
@@ -182,6 +200,24 @@ export async function run(): Promise<BenchResult[]> {
     }
     record(`${module.label}: warm re-check with an accepted definition`, withPrevious);
     checker.dispose();
+
+    // The runtime's path: the same checks in a worker thread (CPU figures include the worker's thread).
+    const workerCold: Sample[] = [];
+    for (let run = 0; run < COLD_RUNS; run++) {
+      const worker = createWorkerChecker(module);
+      workerCold.push(await timeAsync(() => worker.check(first)));
+      await worker.close();
+    }
+    record(`${module.label}: cold first check, worker (start + load types + check)`, workerCold);
+    const worker = createWorkerChecker(module);
+    await worker.check(first);
+    const workerWarm: Sample[] = [];
+    for (let run = 0; run < WARM_RUNS; run++) {
+      const snippet = `${module.snippets[run % module.snippets.length]}\n// worker run ${run}`;
+      workerWarm.push(await timeAsync(() => worker.check(snippet)));
+    }
+    record(`${module.label}: warm re-check of a new snippet, worker`, workerWarm);
+    await worker.close();
 
     const appended = appendedChecker(module);
     appended(first);

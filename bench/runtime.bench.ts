@@ -449,7 +449,7 @@ async function hotSpots(): Promise<string[][]> {
   await runtime.typecheck(THREE_CALLS);
   rows.push([
     "-",
-    "runtime.typecheck (warm ModuleChecker)",
+    "runtime.typecheck (warm, in its worker)",
     formatMs((await sample(40, () => runtime.typecheck(THREE_CALLS), 3)).median),
   ]);
   rows.push([

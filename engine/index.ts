@@ -22,7 +22,7 @@ export {
   type StopReason,
 } from "./agent/index.ts";
 export { MossTestSuite } from "./agent/moss-test-suite.ts";
-export { ModuleChecker, renderDiagnostics } from "./check/index.ts";
+export { ModuleChecker, renderDiagnostics, WorkerModuleChecker } from "./check/index.ts";
 export { MossCompiler, type MossCompilerOptions } from "./compiler/moss-compiler.ts";
 export {
   type ContextStore,

@@ -53,6 +53,10 @@ export interface ExecutionLimits {
   maxHostCalls: number;
   /** Bytes of the serialized return value plus data-field snapshot. */
   maxResultBytes: number;
+  /** Time one type-check of the model's code may take (in its worker, once the module's types are loaded). */
+  typeCheckTimeoutMs?: number;
+  /** Heap of the type-check worker; takes effect when the runtime starts its worker. */
+  typeCheckMemoryBytes?: number;
 }
 
 export const DEFAULT_LIMITS: Readonly<ExecutionLimits> = Object.freeze({
@@ -62,6 +66,8 @@ export const DEFAULT_LIMITS: Readonly<ExecutionLimits> = Object.freeze({
   maxStdoutBytes: 64 * 1024,
   maxHostCalls: 10_000,
   maxResultBytes: 8 * 1024 * 1024,
+  typeCheckTimeoutMs: 10_000,
+  typeCheckMemoryBytes: 512 * 1024 * 1024,
 });
 
 /** What `MossRuntime.execute` takes. */

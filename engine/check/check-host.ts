@@ -15,6 +15,8 @@ const LIB_FOLDER = "/__moss_check_lib__";
 export class CheckHost {
   readonly options: ts.CompilerOptions;
   readonly #virtual = new Map<string, string>();
+  /** Files holding the model's code, and where the checker's own import prelude ends in each. */
+  readonly #modelFiles = new Map<string, number>();
   readonly #files = new Map<string, ts.SourceFile>();
   readonly #shared: Map<string, ts.SourceFile>;
   readonly #compilerHost: ts.CompilerHost;
@@ -57,22 +59,31 @@ export class CheckHost {
         containingSourceFile,
       ) =>
         literals.map((literal) =>
-          ts.resolveModuleName(
-            literal.text,
-            containingFile,
-            options,
-            host,
-            moduleCache,
-            redirectedReference,
-            ts.getModeForUsageLocation(containingSourceFile, literal, options),
-          ),
+          !this.#resolves(literal, containingFile, containingSourceFile)
+            ? { resolvedModule: undefined }
+            : ts.resolveModuleName(
+                literal.text,
+                containingFile,
+                options,
+                host,
+                moduleCache,
+                redirectedReference,
+                ts.getModeForUsageLocation(containingSourceFile, literal, options),
+              ),
         ),
     };
     this.#compilerHost = host;
   }
 
-  /** Sets the text of an in-memory file (created on first use). */
-  setVirtual(fileName: string, text: string): void {
+  /**
+   * Sets the text of an in-memory file (created on first use). A file given `modelPreludeEnd` holds the model's
+   * code: only the imports of the checker's own prelude (the statements ending before that offset) are resolved,
+   * and its triple-slash directives are ignored, so it sees no file but the ones the checker chose.
+   */
+  setVirtual(fileName: string, text: string, options: { modelPreludeEnd?: number } = {}): void {
+    const modelFile = options.modelPreludeEnd !== undefined;
+    if (modelFile) this.#modelFiles.set(fileName, options.modelPreludeEnd!);
+    else this.#modelFiles.delete(fileName);
     if (this.#virtual.get(fileName) === text) return;
     this.#virtual.set(fileName, text);
     this.#files.delete(fileName);
@@ -81,7 +92,21 @@ export class CheckHost {
   /** Forgets an in-memory file. */
   deleteVirtual(fileName: string): void {
     this.#virtual.delete(fileName);
+    this.#modelFiles.delete(fileName);
     this.#files.delete(fileName);
+  }
+
+  /** Whether a module name is resolved: always in host files; in a model file only in the prelude's imports. */
+  #resolves(literal: ts.StringLiteralLike, containingFile: string, sourceFile: ts.SourceFile): boolean {
+    const preludeEnd = this.#modelFiles.get(containingFile);
+    if (preludeEnd === undefined) return true;
+    const statement = literal.parent;
+    return (
+      ts.isImportDeclaration(statement) &&
+      statement.moduleSpecifier === literal &&
+      statement.parent === sourceFile &&
+      statement.end <= preludeEnd
+    );
   }
 
   /** A program over the given root files, reusing everything unchanged since the previous one. */
@@ -99,6 +124,7 @@ export class CheckHost {
   clear(): void {
     this.#program = undefined;
     this.#virtual.clear();
+    this.#modelFiles.clear();
     this.#files.clear();
   }
 
@@ -112,6 +138,7 @@ export class CheckHost {
     const virtual = this.#virtual.get(fileName);
     if (virtual !== undefined) {
       const sourceFile = ts.createSourceFile(fileName, virtual, languageVersionOrOptions, true);
+      if (this.#modelFiles.has(fileName)) withoutDirectives(sourceFile);
       this.#files.set(fileName, sourceFile);
       return sourceFile;
     }
@@ -145,4 +172,18 @@ export class CheckHost {
 
 function libPath(fileName: string): string {
   return fileName.startsWith(LIB_FOLDER) ? TS_MORPH_LIB_FOLDER + fileName.slice(LIB_FOLDER.length) : fileName;
+}
+
+/** Drops a model file's `/// <reference path|types|lib>` and `no-default-lib` directives: they would add files. */
+function withoutDirectives(sourceFile: ts.SourceFile): void {
+  const mutable = sourceFile as unknown as {
+    -readonly [K in
+      | "referencedFiles"
+      | "typeReferenceDirectives"
+      | "libReferenceDirectives"]: ts.FileReference[];
+  } & { hasNoDefaultLib: boolean };
+  mutable.referencedFiles = [];
+  mutable.typeReferenceDirectives = [];
+  mutable.libReferenceDirectives = [];
+  mutable.hasNoDefaultLib = false;
 }

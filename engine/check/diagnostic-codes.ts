@@ -14,4 +14,8 @@ export const MOSS_DIAGNOSTIC_CODES = Object.freeze({
   floatingPromise: 90005,
   /** `await` outside any function: the snippet runs as a classic script. */
   topLevelAwait: 90006,
+  /** `declare global`, `declare module "…"` or a `/// <reference …>` directive in the snippet. */
+  ambientDeclaration: 90007,
+  /** The type-check ran out of its time or memory limit: the code was not checked (an error). */
+  checkLimit: 90008,
 });

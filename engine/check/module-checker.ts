@@ -1,12 +1,15 @@
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Project, ts } from "ts-morph";
-import { MODULE_COMPILER_OPTIONS } from "../compiler/module-project.ts";
+import { importsNodeBuiltin, MODULE_COMPILER_OPTIONS } from "../compiler/module-project.ts";
 import { codeFrame, MossError } from "../errors.ts";
 import type { Diagnostic } from "../types.ts";
 import { CheckHost } from "./check-host.ts";
 import { MOSS_DIAGNOSTIC_CODES } from "./diagnostic-codes.ts";
-import { moduleScope } from "./module-scope.ts";
+import { moduleScope, scopeSource, shownIdentifiers } from "./module-scope.ts";
+import { scrubMessage } from "./scrub-message.ts";
 import {
   analyzeSnippet,
   applySnippetEdits,
@@ -14,11 +17,14 @@ import {
   type SnippetAnalysis,
 } from "./snippet-analysis.ts";
 
-/** Compiler options of the checker's own project: strict, ES2022, bundler resolution with `.ts` imports. */
+/**
+ * Compiler options of the checker's own project: strict, ES2022, bundler resolution with `.ts` imports. The
+ * sandbox's globals come from moss-ts's own sandbox-globals.d.ts, never from the user's `@types/node` (Node's types
+ * are loaded only when the context module itself imports a Node builtin, for its own declarations).
+ */
 export const CHECK_COMPILER_OPTIONS: ts.CompilerOptions = {
   ...MODULE_COMPILER_OPTIONS,
-  // The sandbox's console comes from Node's types; node-only globals are reported by the checker itself.
-  types: ["node"],
+  types: [],
 };
 
 /** What a ModuleChecker checks against. */
@@ -37,11 +43,69 @@ export interface ModuleCheckerOptions {
 
 const MOSS_NAME = "Moss";
 const SNIPPET_FILE_NAME = "snippet.ts";
-const CANNOT_FIND_NAME_CODES = new Set([2304, 2552, 2503, 2582, 2583, 2591, 2592]);
-/** Globals the sandbox defines although only `@types/node` declares them (everything else of Node is absent). */
-const SANDBOX_GLOBALS = new Set(["console"]);
-/** Methods of the sandbox's `console`. */
+const CANNOT_FIND_NAME_CODES = new Set([2304, 2552, 2503, 2580, 2582, 2583, 2584, 2591, 2592]);
+/** "Cannot find name" variants whose only difference is a hint about the checker's configuration (dropped). */
+const CANNOT_FIND_NAME_WITH_HINT = new Set([2580, 2582, 2583, 2584, 2591, 2592]);
+/** Unused `@ts-expect-error` directive. */
+const UNUSED_EXPECT_ERROR = 2578;
+/** Methods of the sandbox's `console` (as sandbox-globals.d.ts declares them). */
 const CONSOLE_METHODS = new Set(["log", "info", "warn", "error", "debug"]);
+/** Node.js and web globals the sandbox does not have, whether or not some `.d.ts` in the program declares them. */
+const HOST_GLOBALS = new Set([
+  "process",
+  "require",
+  "module",
+  "exports",
+  "__dirname",
+  "__filename",
+  "Buffer",
+  "global",
+  "setTimeout",
+  "setInterval",
+  "setImmediate",
+  "clearTimeout",
+  "clearInterval",
+  "clearImmediate",
+  "queueMicrotask",
+  "structuredClone",
+  "fetch",
+  "URL",
+  "URLSearchParams",
+  "TextEncoder",
+  "TextDecoder",
+  "AbortController",
+  "AbortSignal",
+  "Blob",
+  "File",
+  "FormData",
+  "Headers",
+  "Request",
+  "Response",
+  "performance",
+  "crypto",
+  "atob",
+  "btoa",
+  "EventTarget",
+  "Event",
+  "MessageChannel",
+  "MessagePort",
+  "BroadcastChannel",
+  "WebSocket",
+  "navigator",
+  "ReadableStream",
+  "WritableStream",
+  "TransformStream",
+  "NodeJS",
+]);
+/** ES globals the sandbox removes (their memory escapes the isolate's limit). */
+const REMOVED_GLOBALS = new Set(["WebAssembly", "SharedArrayBuffer", "Atomics"]);
+/** The sandbox's globals beside the ES library, shipped with moss-ts and read by path. */
+const SANDBOX_GLOBALS_PATH = fileURLToPath(new URL("./sandbox-globals.d.ts", import.meta.url));
+/** Where the checker's program shows them (no host path). */
+const SANDBOX_GLOBALS_FILE = "/__moss_sandbox__/sandbox-globals.d.ts";
+let sandboxGlobalsText: string | undefined;
+/** Most diagnostics one check returns. */
+const MAX_DIAGNOSTICS = 100;
 const BASE_MOSS_PATH = fileURLToPath(
   new URL(import.meta.url.endsWith(".ts") ? "../moss.ts" : "../moss.js", import.meta.url),
 );
@@ -66,7 +130,9 @@ export class ModuleChecker {
   readonly #previousPath: string;
   readonly #snippetPath: string;
   readonly #virtualPaths: string[];
+  readonly #moduleDirectory: string;
   #visibleNames: string[] = [];
+  #shownNames = new Set<string>();
   readonly #locals: Array<[name: string, type: string]>;
   #source = "";
   #released = false;
@@ -93,7 +159,14 @@ export class ModuleChecker {
     }
     this.#host = new CheckHost(
       options.project ??
-        new Project({ compilerOptions: CHECK_COMPILER_OPTIONS, skipAddingFilesFromTsConfig: true }),
+        new Project({
+          // The context module is host code: a module that imports Node builtins keeps Node's types for them.
+          compilerOptions: {
+            ...CHECK_COMPILER_OPTIONS,
+            types: importsNodeBuiltin(options.source) ? ["node"] : [],
+          },
+          skipAddingFilesFromTsConfig: true,
+        }),
       options.project !== undefined,
     );
     this.#modulePath = options.modulePath;
@@ -101,8 +174,10 @@ export class ModuleChecker {
     this.#hiddenNames = new Set((options.hiddenNames ?? []).filter((name) => name !== MOSS_NAME));
     this.#locals = Object.entries(options.locals ?? {});
     const directory = path.dirname(options.modulePath);
+    this.#moduleDirectory = directory;
     const stem = this.#moduleFileName.replace(/\.[cm]?tsx?$/, "");
-    const id = ++checkerCount;
+    // Unguessable names: the model cannot write the prelude's module specifier (resolutions are shared by text).
+    const id = `${++checkerCount}-${randomBytes(6).toString("hex")}`;
     this.#scopePath = path.join(directory, `.${stem}.moss-check-${id}-scope.ts`);
     this.#previousPath = path.join(directory, `.${stem}.moss-check-${id}-previous.ts`);
     this.#snippetPath = path.join(directory, `.${stem}.moss-check-${id}-snippet.ts`);
@@ -125,7 +200,13 @@ export class ModuleChecker {
       suffix += `export declare const ${name}: ${type};\n`;
       this.#visibleNames = [...this.#visibleNames, name];
     }
-    this.#host.setVirtual(this.#scopePath, source + suffix);
+    this.#shownNames = shownIdentifiers(source, this.#modulePath);
+    this.#host.setVirtual(
+      this.#scopePath,
+      scopeSource(source, this.#visibleNames, this.#modulePath) + suffix,
+    );
+    sandboxGlobalsText ??= readFileSync(SANDBOX_GLOBALS_PATH, "utf8");
+    this.#host.setVirtual(SANDBOX_GLOBALS_FILE, sandboxGlobalsText);
     this.#writePrevious();
   }
 
@@ -164,7 +245,10 @@ export class ModuleChecker {
     } catch (error) {
       // A failure of the compiler itself is not the model's fault: report it without blocking the run.
       this.dispose();
-      const message = error instanceof Error ? error.message : String(error);
+      if (error instanceof RangeError && /call stack/i.test(error.message)) {
+        return [checkLimitDiagnostic(snippet, "its stack size")];
+      }
+      const message = this.#scrub(error instanceof Error ? error.message : String(error), undefined);
       return [
         {
           code: MOSS_DIAGNOSTIC_CODES.checkerFailed,
@@ -195,8 +279,8 @@ export class ModuleChecker {
         : "");
     const offset = prelude.length + 1;
     const text = `${prelude}\n${applySnippetEdits(snippet, analysis)}`;
-    this.#host.setVirtual(this.#snippetPath, text);
-    const program = this.#host.program([this.#snippetPath]);
+    this.#host.setVirtual(this.#snippetPath, text, { modelPreludeEnd: prelude.length });
+    const program = this.#host.program([this.#snippetPath, SANDBOX_GLOBALS_FILE]);
     const sourceFile = program.getSourceFile(this.#snippetPath)!;
     const diagnostics: Diagnostic[] = [];
     let missingName = false;
@@ -225,15 +309,26 @@ export class ModuleChecker {
           push(MOSS_DIAGNOSTIC_CODES.hiddenName, hiddenNameMessage(name), start, "error");
           continue;
         }
+        if (HOST_GLOBALS.has(name) || REMOVED_GLOBALS.has(name)) {
+          push(MOSS_DIAGNOSTIC_CODES.hostGlobal, hostGlobalMessage(name), start, "error");
+          continue;
+        }
         missingName = true;
       }
+      // `console.table` and the like: the moss finding below says what the sandbox's console has.
+      if (diagnostic.code === 2339 && /on type 'Console'/.test(flattenMessage(diagnostic))) continue;
       const line =
         ts.getLineAndCharacterOfPosition(analysis.sourceFile, Math.min(start, snippet.length)).line + 1;
-      push(diagnostic.code, this.#message(diagnostic, sourceFile, offset, analysis, line), start, severity);
+      const code = CANNOT_FIND_NAME_WITH_HINT.has(diagnostic.code) ? 2304 : diagnostic.code;
+      push(code, this.#message(diagnostic, sourceFile, offset, analysis, line), start, severity);
     }
     if (syntactic.length === 0) this.#pushTypedFindings(program, sourceFile, offset, analysis, push);
+    const scrubbed = withDirectives(diagnostics, analysis.sourceFile).map((diagnostic) => ({
+      ...diagnostic,
+      message: this.#scrub(diagnostic.message, analysis),
+    }));
     return {
-      diagnostics: diagnostics.sort((a, b) => a.line - b.line || a.column - b.column),
+      diagnostics: scrubbed.sort((a, b) => a.line - b.line || a.column - b.column).slice(0, MAX_DIAGNOSTICS),
       missingName: missingName && !allNames,
     };
   }
@@ -251,6 +346,13 @@ export class ModuleChecker {
     for (const finding of analysis.findings) {
       if (finding.kind === "import") {
         push(MOSS_DIAGNOSTIC_CODES.importStatement, this.#importMessage(), finding.start, "error");
+      } else if (finding.kind === "ambient") {
+        push(
+          MOSS_DIAGNOSTIC_CODES.ambientDeclaration,
+          "'declare global', 'declare module' and '/// <reference>' are not available: your code sees only the names of the context module and its own declarations.",
+          finding.start,
+          "error",
+        );
       } else {
         push(
           MOSS_DIAGNOSTIC_CODES.topLevelAwait,
@@ -285,27 +387,21 @@ export class ModuleChecker {
     const toOriginal = (node: ts.Node): number =>
       originalOffset(node.getStart(sourceFile) - offset, analysis.insertions);
     const visit = (node: ts.Node): void => {
-      if (ts.isIdentifier(node) && isHostGlobal(checker, node)) {
-        if (!SANDBOX_GLOBALS.has(node.text)) {
-          push(
-            MOSS_DIAGNOSTIC_CODES.hostGlobal,
-            `'${node.text}' is not available in the sandbox (it is a Node.js global): use moss and the names of the context module.`,
-            toOriginal(node),
-            "error",
-          );
-        } else if (
-          node.text === "console" &&
-          ts.isPropertyAccessExpression(node.parent) &&
-          node.parent.expression === node &&
-          !CONSOLE_METHODS.has(node.parent.name.text)
-        ) {
-          push(
-            MOSS_DIAGNOSTIC_CODES.hostGlobal,
-            `'console.${node.parent.name.text}' is not available in the sandbox: use console.${[...CONSOLE_METHODS].join(", console.")}.`,
-            toOriginal(node.parent.name),
-            "error",
-          );
-        }
+      if (ts.isIdentifier(node) && this.#isHostGlobal(checker, node)) {
+        push(MOSS_DIAGNOSTIC_CODES.hostGlobal, hostGlobalMessage(node.text), toOriginal(node), "error");
+      } else if (
+        ts.isIdentifier(node) &&
+        node.text === "console" &&
+        ts.isPropertyAccessExpression(node.parent) &&
+        node.parent.expression === node &&
+        !CONSOLE_METHODS.has(node.parent.name.text)
+      ) {
+        push(
+          MOSS_DIAGNOSTIC_CODES.hostGlobal,
+          `'console.${node.parent.name.text}' is not available in the sandbox: use console.${[...CONSOLE_METHODS].join(", console.")}.`,
+          toOriginal(node.parent.name),
+          "error",
+        );
       }
       if (ts.isExpressionStatement(node)) {
         let expression = node.expression;
@@ -355,13 +451,33 @@ export class ModuleChecker {
     }
     let message = parts.join(" ").replace("because it is an import", "because the context module defines it");
     if (forgotAwait(diagnostic.code, message)) message += " Did you forget to use 'await'?";
-    for (const virtualPath of this.#virtualPaths) {
-      const withoutExtension = virtualPath.replace(/\.ts$/, "");
-      message = message
-        .replaceAll(virtualPath, this.#moduleFileName)
-        .replaceAll(withoutExtension, this.#moduleFileName);
-    }
     return message;
+  }
+
+  /** No host path, hidden name the model has not seen, or compiler-configuration hint reaches the model. */
+  #scrub(message: string, analysis: SnippetAnalysis | undefined): string {
+    return scrubMessage(message, {
+      moduleDirectory: this.#moduleDirectory,
+      virtualFiles: this.#virtualPaths.map((virtualPath) => [virtualPath, this.#moduleFileName] as const),
+      hiddenNames: this.#hiddenNames,
+      shownNames: new Set([...this.#shownNames, ...(analysis?.referencedNames ?? [])]),
+    });
+  }
+
+  /**
+   * A free name the sandbox does not have: a Node.js or web global (by name, whatever declares it), or a global
+   * that only some package's `.d.ts` declares (the program holds them when the context module imports it).
+   */
+  #isHostGlobal(checker: ts.TypeChecker, identifier: ts.Identifier): boolean {
+    if (!isFreeName(identifier)) return false;
+    const declarations = checker.getSymbolAtLocation(identifier)?.declarations ?? [];
+    if (declarations.length === 0) return false;
+    const own = new Set([...this.#virtualPaths, SANDBOX_GLOBALS_FILE]);
+    const files = declarations.map((declaration) => declaration.getSourceFile().fileName);
+    if (files.some((fileName) => own.has(fileName))) return false;
+    const name = identifier.text;
+    if (HOST_GLOBALS.has(name) || REMOVED_GLOBALS.has(name)) return true;
+    return files.every((fileName) => fileName.includes("/node_modules/"));
   }
 
   #importMessage(): string {
@@ -374,13 +490,33 @@ export class ModuleChecker {
   #writePrevious(): void {
     const names = this.#previous.flatMap((entry) => entry.names);
     const imported = this.#visibleNames.filter((name) => !names.includes(name));
+    const prelude = `import { ${imported.join(", ")} } from ${JSON.stringify(relativeSpecifier(this.#previousPath, this.#scopePath))};`;
     const text = [
-      `import { ${imported.join(", ")} } from ${JSON.stringify(relativeSpecifier(this.#previousPath, this.#scopePath))};`,
+      prelude,
       ...this.#previous.map((entry) => entry.text),
       `export { ${names.join(", ")} };`,
     ].join("\n");
-    this.#host.setVirtual(this.#previousPath, text);
+    this.#host.setVirtual(this.#previousPath, text, { modelPreludeEnd: prelude.length });
   }
+}
+
+/**
+ * The error a check that ran out of a limit ends with, located at the snippet's first code: the code was not
+ * checked, so a strict run fails with kind `type`.
+ */
+export function checkLimitDiagnostic(snippet: string, limit: string): Diagnostic {
+  const start = Math.max(0, snippet.search(/\S/));
+  const before = snippet.slice(0, start).split("\n");
+  const line = before.length;
+  const column = before[before.length - 1]!.length + 1;
+  return {
+    code: MOSS_DIAGNOSTIC_CODES.checkLimit,
+    message: `the type-check exceeded its limit (${limit}): the code was not checked. Simplify its types (deeply recursive, very large or exponential types).`,
+    line,
+    column,
+    severity: "error",
+    frame: codeFrame(snippet, line, column, 0),
+  };
 }
 
 const PROMISE_TYPE = /^'(Promise|PromiseLike)<|^'Promise'/;
@@ -419,10 +555,11 @@ function relativeSpecifier(fromFile: string, toFile: string): string {
   return relative.startsWith("../") ? relative : `./${relative}`;
 }
 
-function isHostGlobal(checker: ts.TypeChecker, identifier: ts.Identifier): boolean {
+/** An identifier that names something by itself (not a member, a property key or a declaration's name). */
+function isFreeName(identifier: ts.Identifier): boolean {
   const parent = identifier.parent;
   if (ts.isPropertyAccessExpression(parent) && parent.name === identifier) return false;
-  if (
+  return !(
     ts.isTypeReferenceNode(parent) ||
     ts.isQualifiedName(parent) ||
     ts.isTypeQueryNode(parent) ||
@@ -432,18 +569,59 @@ function isHostGlobal(checker: ts.TypeChecker, identifier: ts.Identifier): boole
     ts.isMethodDeclaration(parent) ||
     ts.isPropertyDeclaration(parent) ||
     ts.isPropertySignature(parent)
-  ) {
+  );
+}
+
+function hostGlobalMessage(name: string): string {
+  return REMOVED_GLOBALS.has(name)
+    ? `'${name}' is not available in the sandbox.`
+    : `'${name}' is not available in the sandbox (it is a Node.js global): use moss and the names of the context module.`;
+}
+
+function flattenMessage(diagnostic: ts.Diagnostic): string {
+  return ts.flattenDiagnosticMessageText(diagnostic.messageText, "\n");
+}
+
+/** Lines (0-based) of the `@ts-ignore` / `@ts-expect-error` comments of a file, as TypeScript records them. */
+function directiveLines(sourceFile: ts.SourceFile): Set<number> {
+  const directives =
+    (sourceFile as { commentDirectives?: Array<{ range: ts.TextRange }> }).commentDirectives ?? [];
+  return new Set(
+    directives.map((directive) => sourceFile.getLineAndCharacterOfPosition(directive.range.end).line),
+  );
+}
+
+/**
+ * Applies `// @ts-ignore` and `// @ts-expect-error` to the moss findings as TypeScript applies them to its own: a
+ * finding on the first code line after the directive (blank and comment lines skipped) is dropped, and an
+ * `@ts-expect-error` that a finding used is no longer reported as unused. Limit and checker failures stay.
+ */
+function withDirectives(diagnostics: Diagnostic[], sourceFile: ts.SourceFile): Diagnostic[] {
+  const directives = directiveLines(sourceFile);
+  if (directives.size === 0) return diagnostics;
+  const lineStarts = sourceFile.getLineStarts();
+  const used = new Set<number>();
+  const directiveFor = (line: number): number | undefined => {
+    for (let index = line - 1; index >= 0; index--) {
+      if (directives.has(index)) return index;
+      const text = sourceFile.text.slice(lineStarts[index], lineStarts[index + 1]).trim();
+      if (text !== "" && !text.startsWith("//")) return undefined;
+    }
+    return undefined;
+  };
+  const kept = diagnostics.filter((diagnostic) => {
+    const silenceable =
+      diagnostic.code >= 90000 &&
+      diagnostic.code !== MOSS_DIAGNOSTIC_CODES.checkerFailed &&
+      diagnostic.code !== MOSS_DIAGNOSTIC_CODES.checkLimit;
+    if (!silenceable) return true;
+    const directive = directiveFor(diagnostic.line - 1);
+    if (directive === undefined) return true;
+    used.add(directive);
     return false;
-  }
-  const declarations = checker.getSymbolAtLocation(identifier)?.declarations ?? [];
-  return (
-    declarations.length > 0 &&
-    declarations.every((declaration) => {
-      const fileName = declaration.getSourceFile().fileName;
-      return (
-        fileName.includes("/node_modules/@types/node/") || fileName.includes("/node_modules/undici-types/")
-      );
-    })
+  });
+  return kept.filter(
+    (diagnostic) => !(diagnostic.code === UNUSED_EXPECT_ERROR && used.has(diagnostic.line - 1)),
   );
 }
 

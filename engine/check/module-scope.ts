@@ -1,5 +1,6 @@
 import { ts } from "ts-morph";
-import { topLevelDeclarations } from "./snippet-analysis.ts";
+import { findHiddenRegions, isLineHidden } from "../compiler/hidden-regions.ts";
+import { isAugmentation, topLevelDeclarations } from "./snippet-analysis.ts";
 
 /** The names a context module puts in scope for the model's code, and how to expose them from a scope file. */
 export interface ModuleScope {
@@ -53,4 +54,50 @@ export function moduleScope(
   const toExport = visibleNames.filter((name) => !exported.has(name));
   const exportSuffix = toExport.length > 0 ? `\n;export { ${toExport.join(", ")} };\n` : "\n";
   return { visibleNames, exportSuffix };
+}
+
+/**
+ * The module source as the checker's scope file holds it: hidden statements that would change what visible names
+ * look like are blanked (newlines kept): augmentations (`declare global`, `declare module "…"`) and declarations
+ * that merge into a visible name (a hidden `interface Moss { … }` or `namespace Ball { … }`). Other hidden
+ * declarations stay, since visible ones may reference them, but no model code can name them.
+ */
+export function scopeSource(source: string, visibleNames: readonly string[], fileName = "module.ts"): string {
+  const { regions, markerLines } = findHiddenRegions(source);
+  if (regions.length === 0) return source;
+  const sourceFile = ts.createSourceFile(fileName, source, ts.ScriptTarget.ES2022, true, ts.ScriptKind.TS);
+  const visible = new Set(visibleNames);
+  const blanks: Array<{ start: number; end: number }> = [];
+  const declarations = new Map(topLevelDeclarations(sourceFile).map((item) => [item.statement, item.names]));
+  for (const statement of sourceFile.statements) {
+    const start = statement.getStart(sourceFile);
+    const line = sourceFile.getLineAndCharacterOfPosition(start).line + 1;
+    if (!isLineHidden(line, regions, markerLines)) continue;
+    const merges = (declarations.get(statement) ?? []).some((item) => visible.has(item.name));
+    if (isAugmentation(statement) || merges) blanks.push({ start, end: statement.end });
+  }
+  let text = source;
+  for (const blank of blanks) {
+    text =
+      text.slice(0, blank.start) +
+      text.slice(blank.start, blank.end).replace(/[^\r\n]/g, " ") +
+      text.slice(blank.end);
+  }
+  return text;
+}
+
+/** Every identifier written on a visible line of the module: names the prompt shows, so no secret. */
+export function shownIdentifiers(source: string, fileName = "module.ts"): Set<string> {
+  const { regions, markerLines } = findHiddenRegions(source);
+  const sourceFile = ts.createSourceFile(fileName, source, ts.ScriptTarget.ES2022, true, ts.ScriptKind.TS);
+  const names = new Set<string>();
+  const visit = (node: ts.Node): void => {
+    if (ts.isIdentifier(node)) {
+      const line = sourceFile.getLineAndCharacterOfPosition(node.getStart(sourceFile)).line + 1;
+      if (!isLineHidden(line, regions, markerLines)) names.add(node.text);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(sourceFile);
+  return names;
 }

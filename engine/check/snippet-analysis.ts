@@ -23,10 +23,21 @@ export interface Insertion {
 
 /** A finding of the snippet's syntactic pre-pass, by offset in the original snippet. */
 export interface SnippetFinding {
-  kind: "import" | "top-level-await";
+  /** `import`: any way of naming another module; `ambient`: augmentations and triple-slash directives. */
+  kind: "import" | "top-level-await" | "ambient";
   start: number;
   end: number;
 }
+
+/** A range of the snippet hidden from the checker, optionally replaced by a short text of at most its length. */
+export interface Blank {
+  start: number;
+  end: number;
+  text?: string;
+}
+
+/** A triple-slash directive (`/// <reference …>`, `/// <amd-…>`), which would make the checker read another file. */
+const TRIPLE_SLASH = /^[ \t]*\/\/\/[ \t]*<(?:reference|amd-module|amd-dependency)\b[^\r\n]*/gm;
 
 /** What the checker needs to know about a snippet before type-checking it. */
 export interface SnippetAnalysis {
@@ -36,8 +47,11 @@ export interface SnippetAnalysis {
   declaredNames: Set<string>;
   /** Every identifier text the snippet contains (a superset of the outer names it uses). */
   referencedNames: Set<string>;
-  /** Ranges to blank (replaced by spaces, newlines kept): import statements. */
-  blanks: Array<{ start: number; end: number }>;
+  /**
+   * Ranges the checker never sees (replaced by spaces, newlines kept; `text`, if any, written at the start):
+   * import statements, type-level `import("…")`, augmentations and triple-slash directives.
+   */
+  blanks: Blank[];
   /** `: Moss` annotations for an untyped first parameter of `main`, in ascending order. */
   insertions: Insertion[];
   findings: SnippetFinding[];
@@ -54,7 +68,7 @@ export function analyzeSnippet(
   const declaredNames = new Set(
     declarations.flatMap((declaration) => declaration.names.map((item) => item.name)),
   );
-  const blanks: Array<{ start: number; end: number }> = [];
+  const blanks: Blank[] = [];
   const findings: SnippetFinding[] = [];
   for (const statement of sourceFile.statements) {
     if (isImportLike(statement)) {
@@ -63,10 +77,39 @@ export function analyzeSnippet(
       findings.push({ kind: "import", start, end: statement.end });
     }
   }
+  for (const match of snippet.matchAll(TRIPLE_SLASH)) {
+    const start = match.index + match[0].indexOf("/");
+    const end = match.index + match[0].length;
+    blanks.push({ start, end });
+    findings.push({ kind: "ambient", start, end });
+  }
   const referencedNames = new Set<string>();
   const visit = (node: ts.Node, topLevel: boolean): void => {
     if (ts.isIdentifier(node)) referencedNames.add(node.text);
+    if (ts.isImportTypeNode(node)) {
+      // `import("…").T` and `typeof import("…")`: the checker gets `any` in its place and never reads the file.
+      const start = node.getStart(sourceFile);
+      blanks.push({ start, end: node.end, text: "any" });
+      findings.push({ kind: "import", start, end: node.end });
+      return;
+    }
+    if (isAugmentation(node)) {
+      const start = node.getStart(sourceFile);
+      blanks.push({ start, end: node.end });
+      findings.push({ kind: "ambient", start, end: node.end });
+      return;
+    }
     if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
+      // A dynamic import would still find ambient modules (`declare module "…"` in a .d.ts): the checker sees none.
+      const start = node.getStart(sourceFile);
+      blanks.push({ start, end: node.end, text: "null!" });
+      findings.push({ kind: "import", start, end: node.end });
+      return;
+    }
+    if (ts.isCallExpression(node) && ts.isIdentifier(node.expression) && node.expression.text === "require") {
+      findings.push({ kind: "import", start: node.getStart(sourceFile), end: node.end });
+    }
+    if (ts.isMetaProperty(node) && node.keywordToken === ts.SyntaxKind.ImportKeyword) {
       findings.push({ kind: "import", start: node.getStart(sourceFile), end: node.end });
     }
     if (topLevel && ts.isAwaitExpression(node)) {
@@ -85,6 +128,8 @@ export function analyzeSnippet(
   for (const statement of sourceFile.statements) {
     if (!isImportLike(statement)) visit(statement, true);
   }
+  blanks.sort((a, b) => a.start - b.start);
+  findings.sort((a, b) => a.start - b.start);
   return {
     sourceFile,
     declarations,
@@ -101,6 +146,14 @@ function isImportLike(statement: ts.Statement): boolean {
     ts.isImportDeclaration(statement) ||
     (ts.isImportEqualsDeclaration(statement) && ts.isExternalModuleReference(statement.moduleReference)) ||
     (ts.isExportDeclaration(statement) && statement.moduleSpecifier !== undefined)
+  );
+}
+
+/** `declare global { … }` and `declare module "…" { … }`: declarations that change other files' declarations. */
+export function isAugmentation(node: ts.Node): boolean {
+  return (
+    ts.isModuleDeclaration(node) &&
+    (ts.isStringLiteral(node.name) || (node.flags & ts.NodeFlags.GlobalAugmentation) !== 0)
   );
 }
 
@@ -122,7 +175,11 @@ export function topLevelDeclarations(sourceFile: ts.SourceFile): TopLevelDeclara
       ts.isEnumDeclaration(statement)
     ) {
       add(statement.name);
-    } else if (ts.isModuleDeclaration(statement) && ts.isIdentifier(statement.name)) {
+    } else if (
+      ts.isModuleDeclaration(statement) &&
+      ts.isIdentifier(statement.name) &&
+      !isAugmentation(statement)
+    ) {
       add(statement.name);
     } else if (ts.isVariableStatement(statement)) {
       for (const declaration of statement.declarationList.declarations)
@@ -199,10 +256,9 @@ function hasParenthesis(fn: ts.ArrowFunction, sourceFile: ts.SourceFile): boolea
 export function applySnippetEdits(snippet: string, analysis: SnippetAnalysis): string {
   let text = snippet;
   for (const blank of analysis.blanks) {
-    text =
-      text.slice(0, blank.start) +
-      text.slice(blank.start, blank.end).replace(/[^\r\n]/g, " ") +
-      text.slice(blank.end);
+    const blanked = text.slice(blank.start, blank.end).replace(/[^\r\n]/g, " ");
+    const replaced = blank.text ? blank.text + blanked.slice(blank.text.length) : blanked;
+    text = text.slice(0, blank.start) + replaced + text.slice(blank.end);
   }
   let result = "";
   let cursor = 0;

@@ -1,6 +1,6 @@
 import path from "node:path";
 import { type Container, destroyOnce } from "../../container/index.ts";
-import { ModuleChecker, renderDiagnostics } from "../check/index.ts";
+import { renderDiagnostics, WorkerModuleChecker } from "../check/index.ts";
 import { type CompiledModule, hiddenNames, visibleValueNames } from "../compiler/compiled-module.ts";
 import { createContext, encodeProperties } from "../context/index.ts";
 import { codeFrame, MossError } from "../errors.ts";
@@ -71,7 +71,7 @@ export class MossRuntime {
   #context: MossContext;
   #hostMoss: Record<string, unknown> | undefined;
   #prompter: MossPrompter | undefined;
-  #checker: ModuleChecker | undefined;
+  #checker: WorkerModuleChecker | undefined;
   readonly #unchecked: string[] = [];
   #membrane: HostMembrane | undefined;
   readonly #declaredTypes: DeclaredTypes;
@@ -150,7 +150,7 @@ export class MossRuntime {
     return this.#prompter;
   }
 
-  /** Type-checks the model's code against the module without running it. */
+  /** Type-checks the model's code against the module without running it (in a worker thread, within limits). */
   async typecheck(code: string): Promise<Diagnostic[]> {
     this.#assertOpen();
     return this.#moduleChecker().check(stripFences(code));
@@ -215,7 +215,7 @@ export class MossRuntime {
     const session = this.#session;
     this.#session = undefined;
     await session?.dispose().catch(() => {});
-    this.#checker?.dispose();
+    await this.#checker?.close();
     const errors: unknown[] = [];
     for (const service of new Set(this.#services.values())) {
       try {
@@ -246,7 +246,8 @@ export class MossRuntime {
 
     const mode = request.typeCheck ?? this.#typeCheck;
     if (mode !== "off") {
-      const diagnostics = this.#moduleChecker().check(code);
+      const timeoutMs = request.limits?.typeCheckTimeoutMs ?? this.#limits.typeCheckTimeoutMs;
+      const diagnostics = await this.#moduleChecker().check(code, { timeoutMs });
       const errors = diagnostics.filter((diagnostic) => diagnostic.severity === "error");
       if (errors.length > 0 && mode === "strict") {
         return finish({ ok: false, returns: undefined, stdout: "", error: typeError(errors, code) });
@@ -416,9 +417,11 @@ export class MossRuntime {
     }
   }
 
-  #moduleChecker(): ModuleChecker {
+  #moduleChecker(): WorkerModuleChecker {
     if (this.#checker) return this.#checker;
-    this.#checker = new ModuleChecker({
+    this.#checker = new WorkerModuleChecker({
+      timeoutMs: this.#limits.typeCheckTimeoutMs,
+      memoryLimitBytes: this.#limits.typeCheckMemoryBytes,
       modulePath: this.#module.path,
       source: this.#module.analysis.source,
       hiddenNames: hiddenNames(this.#module),

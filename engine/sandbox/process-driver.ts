@@ -1,12 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { createHash } from "node:crypto";
-import { existsSync, renameSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import type { Duplex } from "node:stream";
-import { fileURLToPath, pathToFileURL } from "node:url";
-import { buildSync } from "esbuild";
+import { fileURLToPath } from "node:url";
 import { MossError } from "../errors.ts";
+import { runnableEntry } from "../runnable-entry.ts";
 import type { ExecutionLimits } from "../types.ts";
 import { crashResult } from "./crash-result.ts";
 import {
@@ -48,29 +44,13 @@ let childEntry: string | undefined;
  * start or replacement) and no loader helpers leak into the function sources evaluated in the isolate.
  */
 function sandboxEntry(): string {
-  if (childEntry) return childEntry;
-  if (!entryFile.endsWith(".ts")) return (childEntry = entryFile);
-  const output = buildSync({
-    entryPoints: [entryFile],
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    write: false,
-    // isolated-vm (any alias) stays outside the bundle; the loader (isolated-vm.ts) requires it relative to
-    // `import.meta.url`, so the bundle keeps the source's location and resolves exactly as the host does.
+  // isolated-vm (any alias) stays outside the bundle; the loader (isolated-vm.ts) requires it relative to
+  // `import.meta.url`, so the bundle keeps the entry's location and resolves exactly as the host does.
+  childEntry ??= runnableEntry(entryFile, {
     external: ["isolated-vm", "isolated-vm-*"],
-    define: { "import.meta.url": JSON.stringify(pathToFileURL(entryFile).href) },
-    logLevel: "silent",
-  }).outputFiles[0]!.text;
-  const hash = createHash("sha256").update(output).digest("hex").slice(0, 16);
-  const file = path.join(tmpdir(), `moss-ts-sandbox-process-${hash}.mjs`);
-  if (!existsSync(file)) {
-    const temporary = `${file}.${process.pid}.tmp`;
-    writeFileSync(temporary, output);
-    renameSync(temporary, file);
-  }
-  return (childEntry = file);
+    importMetaUrl: "entry",
+  });
+  return childEntry;
 }
 
 /**

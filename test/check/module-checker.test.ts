@@ -316,3 +316,86 @@ describe("checker failures", () => {
     expect(flaky.check(snippet).map((diagnostic) => diagnostic.code)).toEqual([2345]);
   });
 });
+
+describe("@ts-ignore and @ts-expect-error", () => {
+  it("silence a moss finding on the next line, as they silence TypeScript's", () => {
+    expect(checker.check("function main(moss: Moss) {\n  // @ts-ignore\n  process.exit(1);\n}")).toEqual([]);
+    expect(
+      checker.check(
+        "function main(moss: Moss) {\n  // @ts-expect-error: not in the sandbox\n  setTimeout(() => {}, 1);\n}",
+      ),
+    ).toEqual([]);
+    expect(
+      checker.check("// @ts-ignore\nimport { helper } from './sphero.ts';\nfunction main(moss: Moss) {}"),
+    ).toEqual([]);
+    expect(
+      checker.check("function main(moss: Moss) {\n  // @ts-ignore\n\n  // why\n  console.table(1);\n}"),
+    ).toEqual([]);
+  });
+
+  it("silence only the next code line", () => {
+    const diagnostics = checker.check(
+      "function main(moss: Moss) {\n  // @ts-ignore\n  const a = 1;\n  process.exit(a);\n}",
+    );
+    expect(diagnostics.map((diagnostic) => [diagnostic.code, diagnostic.line])).toEqual([[90004, 4]]);
+  });
+
+  it("an @ts-expect-error that silences nothing is still reported", () => {
+    const diagnostics = checker.check(
+      "function main(moss: Moss) {\n  // @ts-expect-error\n  moss.count = 1;\n}",
+    );
+    expect(diagnostics.map((diagnostic) => [diagnostic.code, diagnostic.line])).toEqual([[2578, 2]]);
+  });
+});
+
+describe("a fresh project without @types/node", () => {
+  it("knows the sandbox's console and reports Node's globals, without any compiler hint", () => {
+    const directory = mkdtempSync(path.join(os.tmpdir(), "moss-fresh-"));
+    const cwd = process.cwd();
+    try {
+      const source =
+        "export class Moss {\n  count = 0;\n}\nexport function greet(name: string): string {\n  return `hi ${name}`;\n}\n";
+      const modulePath = path.join(directory, "context.ts");
+      writeFileSync(modulePath, source);
+      // TypeScript resolves type packages from the current folder: make it one with no node_modules at all.
+      process.chdir(directory);
+      const fresh = new ModuleChecker({ modulePath, source, hiddenNames: [] });
+      const clean =
+        'function main(moss: Moss) {\n  console.log(greet("x"), moss.count);\n  console.info(1);\n  console.warn(2);\n  console.error(3);\n  console.debug(4);\n  moss.count = [1, 2].findLast((n) => n > 0) ?? 0;\n}';
+      expect(fresh.check(clean)).toEqual([]);
+      const hostCode =
+        "function main(moss: Moss) {\n  setTimeout(() => {}, 1);\n  process.exit(1);\n  const b = Buffer.from('x');\n  console.table(b);\n  const s = new SharedArrayBuffer(8);\n}";
+      const diagnostics = fresh.check(hostCode);
+      expect(diagnostics.map((diagnostic) => [diagnostic.code, diagnostic.line])).toEqual([
+        [90004, 2],
+        [90004, 3],
+        [90004, 4],
+        [90004, 5],
+        [90004, 6],
+      ]);
+      const text = JSON.stringify(diagnostics);
+      for (const hint of ["dom", "lib", "@types", "npm i", "tsconfig"]) expect(text).not.toContain(hint);
+      const unknown = fresh.check("function main(moss: Moss) {\n  document.title = 'x';\n}");
+      expect(unknown.map((diagnostic) => diagnostic.code)).toEqual([2304]);
+      expect(unknown[0]!.message).toBe("Cannot find name 'document'.");
+    } finally {
+      process.chdir(cwd);
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
+
+  it("a context module that imports Node builtins keeps its own Node types", () => {
+    const source =
+      'import { readFileSync } from "node:fs";\nexport class Moss {\n  count = 0;\n}\nexport function size(file: string): number {\n  return readFileSync(file).length;\n}\n';
+    const node = new ModuleChecker({
+      modulePath: path.join(FIXTURES, "node-user.ts"),
+      source,
+      hiddenNames: [],
+    });
+    expect(
+      node.check('function main(moss: Moss) {\n  moss.count = size("x");\n  console.log(1);\n}'),
+    ).toEqual([]);
+    const diagnostics = node.check("function main(moss: Moss) {\n  process.exit(1);\n  Buffer.alloc(1);\n}");
+    expect(diagnostics.map((diagnostic) => diagnostic.code)).toEqual([90004, 90004]);
+  });
+});

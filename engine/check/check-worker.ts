@@ -1,0 +1,61 @@
+// The worker thread that type-checks the model's code for a WorkerModuleChecker: one warm ModuleChecker, driven by
+// messages, inside the heap limit its parent set. Checking is model-controlled work: it never runs on the host's
+// main thread.
+import { parentPort, workerData } from "node:worker_threads";
+import { ModuleChecker, type ModuleCheckerOptions } from "./module-checker.ts";
+
+/** What the worker starts from. */
+export interface CheckWorkerData {
+  options: Omit<ModuleCheckerOptions, "project">;
+  /** Snippets that ran before this worker started, in order: their definitions are visible to checks. */
+  accepted: string[];
+}
+
+/** A message from the host. */
+export type CheckWorkerRequest =
+  | { type: "check"; id: number; snippet: string }
+  | { type: "accept"; snippet: string }
+  | { type: "updateSource"; source: string }
+  | { type: "dispose" };
+
+/** A message to the host. */
+export type CheckWorkerReply =
+  | { type: "ready" }
+  | { type: "checked"; id: number; diagnostics: ReturnType<ModuleChecker["check"]> }
+  | { type: "failed"; id?: number; message: string };
+
+const port = parentPort;
+if (port) {
+  const data = workerData as CheckWorkerData;
+  const send = (reply: CheckWorkerReply): void => port.postMessage(reply);
+  let checker: ModuleChecker | undefined;
+  try {
+    checker = new ModuleChecker(data.options);
+    for (const snippet of data.accepted) checker.accept(snippet);
+    // Builds the program (lib, the module and its imports) before the first check's time limit starts.
+    checker.check("");
+    send({ type: "ready" });
+  } catch (error) {
+    send({ type: "failed", message: error instanceof Error ? error.message : String(error) });
+  }
+  port.on("message", (request: CheckWorkerRequest) => {
+    if (!checker) return;
+    try {
+      if (request.type === "check") {
+        send({ type: "checked", id: request.id, diagnostics: checker.check(request.snippet) });
+      } else if (request.type === "accept") {
+        checker.accept(request.snippet);
+      } else if (request.type === "updateSource") {
+        checker.updateSource(request.source);
+      } else if (request.type === "dispose") {
+        checker.dispose();
+      }
+    } catch (error) {
+      send({
+        type: "failed",
+        ...(request.type === "check" ? { id: request.id } : {}),
+        message: error instanceof Error ? error.message : String(error),
+      });
+    }
+  });
+}
