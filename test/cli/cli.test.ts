@@ -1,11 +1,13 @@
 import { execFile } from "node:child_process";
-import { mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { watch } from "node:fs";
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, test } from "vitest";
 
 const SPHERO = "examples/sphero/context.ts";
+const IS_ROOT = process.getuid?.() === 0;
 
 /** Runs the real `moss` binary in a child process, as a user would. */
 async function moss(
@@ -115,5 +117,65 @@ describe("moss CLI", () => {
     expect(option.stderr).toContain("unknown option --jsn — did you mean --json?");
     const missing = await moss(["prompt", "examples/nope.ts"]);
     expect(missing.stderr).toContain("error[module-not-found]: examples/nope.ts: no such context module");
+  });
+
+  test("prompt, check, run and test work on a module in a read-only folder and create no file there", async () => {
+    const folder = path.resolve("test/fixtures/.tmp", `read-only-cli-${process.pid}-${Date.now()}`);
+    await mkdir(folder, { recursive: true });
+    for (const name of ["context.ts", "bolt.ts", "simulated-bolt.ts"]) {
+      await copyFile(path.join("examples/sphero", name), path.join(folder, name));
+    }
+    const module = path.join(folder, "context.ts");
+    const before = await readdir(folder);
+    const events: string[] = [];
+    const watcher = watch(folder, (type, name) => events.push(`${type} ${name}`));
+    if (!IS_ROOT) await chmod(folder, 0o555);
+    try {
+      const code = "async function main(moss: Moss) {\n  await moss.body.spin(90, 1);\n  return 1;\n}";
+      const prompt = await moss(["prompt", module]);
+      expect(prompt.stderr).toBe("");
+      expect(prompt.stdout).toContain("abstract class Ball");
+      const check = await moss(["check", module, "--code", "-"], code);
+      expect(check.stdout).toContain("No errors.");
+      const run = await moss(["run", module, "--code", "-"], code);
+      expect(run.stderr).toBe("");
+      expect(run.stdout).toContain("returned: 1");
+      const tested = await moss(["test", module]);
+      expect(tested.stdout).toContain("1 passed, 0 failed");
+      expect([prompt.code, check.code, run.code, tested.code]).toEqual([0, 0, 0, 0]);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(events).toEqual([]);
+      expect(await readdir(folder)).toEqual(before);
+    } finally {
+      watcher.close();
+      await chmod(folder, 0o755);
+      await rm(folder, { recursive: true, force: true });
+    }
+  });
+
+  test('a module outside an ES module package is told to add "type": "module" to the named package.json', async () => {
+    const folder = await mkdtemp(path.join(tmpdir(), "moss-cjs-"));
+    await writeFile(path.join(folder, "package.json"), '{ "name": "cjs-project" }\n');
+    await mkdir(path.join(folder, "node_modules"));
+    await symlink(path.resolve("."), path.join(folder, "node_modules", "moss-ts"));
+    await writeFile(
+      path.join(folder, "services.ts"),
+      "export class Greeter {\n  hello(name: string): string {\n    return \"hi \" + name;\n  }\n}\n",
+    );
+    const module = path.join(folder, "context.ts");
+    await writeFile(
+      module,
+      'import { Moss as Parent } from "moss-ts";\nimport { Greeter } from "./services.ts";\nexport class Moss extends Parent {\n  greeter?: Greeter;\n}\n',
+    );
+    const result = await moss(["prompt", module]);
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain(module);
+    expect(result.stderr).toContain(`add "type": "module" to ${path.join(folder, "package.json")}`);
+    expect(result.stderr).not.toMatch(/\.moss-\d+|in a cycle/);
+
+    await rm(path.join(folder, "package.json"));
+    const none = await moss(["prompt", module]);
+    expect(none.stderr).toMatch(/no package\.json in .* or any folder above it/);
+    await rm(folder, { recursive: true, force: true });
   });
 });
