@@ -7,6 +7,7 @@ import { ScriptedLanguageModel } from "../agent/scripted-language-model.ts";
 import { FileContextStore } from "../context/index.ts";
 import { MossError } from "../errors.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
+import { EXIT, usageError } from "./exit-codes.ts";
 import { parseOptions } from "./parse-options.ts";
 
 const USAGE = `Usage: moss agent <module.ts> "<task>" [options]
@@ -20,14 +21,14 @@ Lets a model do the task by writing code against the context module, streaming w
   --no-tools            ask for one fenced typescript block per answer instead of the moss tool
   --max-steps <n>       model calls before stopping (default 10)
   --max-errors <n>      failed steps in a row before stopping (default 3)
-Exit code: 0 when the model answered, 1 on an error, 3 when a step limit stopped the run.`;
+Exit code: 0 when the model answered, 1 when the run failed, 3 when a step limit stopped it (see moss --help).`;
 
 const EXIT_CODES: Record<StopReason, number> = {
-  answer: 0,
-  error: 1,
-  aborted: 1,
-  "max-steps": 3,
-  "max-consecutive-errors": 3,
+  answer: EXIT.ok,
+  error: EXIT.failed,
+  aborted: EXIT.failed,
+  "max-steps": EXIT.stopped,
+  "max-consecutive-errors": EXIT.stopped,
 };
 
 /** `moss agent <module.ts> "<task>"`: runs a MossAgent, printing model text, code and results as they happen. */
@@ -52,8 +53,7 @@ export const agentCommand: CliCommand = async (argv, io) => {
   }
   const [modulePath, ...taskWords] = positionals;
   const task = taskWords.join(" ").trim();
-  if (!modulePath || task === "")
-    throw new MossError("invalid-argument", `missing <module.ts> or "<task>"\n\n${USAGE}`, {});
+  if (!modulePath || task === "") throw usageError(`missing <module.ts> or "<task>"`, USAGE);
   const model: LanguageModel = values.replay
     ? await ScriptedLanguageModel.fromFile(resolve(io.cwd, values.replay))
     : new OpenAILanguageModel({
@@ -92,11 +92,7 @@ function positiveInteger(text: string | undefined, option: string, fallback: num
   if (text === undefined) return fallback;
   const value = Number(text);
   if (!Number.isInteger(value) || value < 1) {
-    throw new MossError(
-      "invalid-argument",
-      `${option} needs a positive integer, got "${text}"\n\n${USAGE}`,
-      {},
-    );
+    throw usageError(`${option} needs a positive integer, got "${text}"`, USAGE);
   }
   return value;
 }

@@ -2,6 +2,7 @@ import path from "node:path";
 import { renderDiagnostics } from "../check/index.ts";
 import { MossCompiler } from "../compiler/moss-compiler.ts";
 import type { CliCommand } from "./cli-io.ts";
+import { EXIT } from "./exit-codes.ts";
 import { loadHostSetup } from "./host-setup.ts";
 import { parseOptions, requireModulePath } from "./parse-options.ts";
 import { readCode } from "./read-code.ts";
@@ -39,7 +40,7 @@ export const checkCommand: CliCommand = async (argv, io) => {
       io.stdout.write(`${renderDiagnostics(diagnostics, { fileName, max: Number(values.max ?? 20) })}\n\n`);
     }
     io.stdout.write(errors > 0 ? `Found ${errors} error${errors === 1 ? "" : "s"}.\n` : "No errors.\n");
-    return errors > 0 ? 1 : 0;
+    return errors > 0 ? EXIT.failed : EXIT.ok;
   } finally {
     await runtime.close();
   }

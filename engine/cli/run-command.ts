@@ -3,6 +3,7 @@ import { MossCompiler } from "../compiler/moss-compiler.ts";
 import { readContextFile, writeContextFile } from "../context/index.ts";
 import type { Execution } from "../types.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
+import { EXIT } from "./exit-codes.ts";
 import { loadHostSetup } from "./host-setup.ts";
 import { parseOptions, requireModulePath } from "./parse-options.ts";
 import { oneOf, readCode } from "./read-code.ts";
@@ -38,12 +39,14 @@ export const runCommand: CliCommand = async (argv, io) => {
   const modulePath = requireModulePath(positionals, USAGE);
   const code = await readCode(values.code as string | undefined, io.stdin, USAGE);
   const typeCheck = oneOf(
+    USAGE,
     "type-check",
     values["type-check"] as string | undefined,
     ["strict", "warn", "off"] as const,
     "strict",
   );
   const sandbox = oneOf(
+    USAGE,
     "sandbox",
     values.sandbox as string | undefined,
     ["process", "in-process"] as const,
@@ -61,16 +64,21 @@ export const runCommand: CliCommand = async (argv, io) => {
       code,
       target: (values.target as string | undefined) ?? "main",
     });
-    if (contextFile) await writeContextFile(contextFile, execution.context);
+    // The run's output and result come first: a context file that cannot be written must not hide them.
     if (values.json) io.stdout.write(`${JSON.stringify(execution, null, 2)}\n`);
-    else printExecution(execution, io, contextFile);
-    return execution.ok ? 0 : 1;
+    else printExecution(execution, io);
+    if (contextFile) {
+      await writeContextFile(contextFile, execution.context);
+      if (!values.json)
+        io.stderr.write(`context saved to ${contextFile} (${execution.durationMs.toFixed(1)} ms)\n`);
+    }
+    return execution.ok ? EXIT.ok : EXIT.failed;
   } finally {
     await runtime.close();
   }
 };
 
-function printExecution(execution: Execution, io: CliIo, contextFile: string | undefined): void {
+function printExecution(execution: Execution, io: CliIo): void {
   if (execution.stdout)
     io.stdout.write(execution.stdout.endsWith("\n") ? execution.stdout : `${execution.stdout}\n`);
   for (const warning of execution.warnings) io.stderr.write(`warning: ${warning}\n`);
@@ -94,6 +102,4 @@ function printExecution(execution: Execution, io: CliIo, contextFile: string | u
       if (frames) io.stderr.write(`${frames}\n`);
     }
   }
-  if (contextFile)
-    io.stderr.write(`context saved to ${contextFile} (${execution.durationMs.toFixed(1)} ms)\n`);
 }

@@ -1,6 +1,6 @@
 import { MossTestSuite } from "../agent/moss-test-suite.ts";
-import { MossError } from "../errors.ts";
 import type { CliCommand } from "./cli-io.ts";
+import { EXIT, usageError } from "./exit-codes.ts";
 import { parseOptions } from "./parse-options.ts";
 
 const USAGE = `Usage: moss test <module.ts> [--sandbox process|in-process]
@@ -17,14 +17,10 @@ export const testCommand: CliCommand = async (argv, io) => {
     return 0;
   }
   const [modulePath] = positionals;
-  if (!modulePath) throw new MossError("invalid-argument", `missing <module.ts>\n\n${USAGE}`, {});
+  if (!modulePath) throw usageError("missing <module.ts>", USAGE);
   const sandbox = values.sandbox ?? "in-process";
   if (sandbox !== "process" && sandbox !== "in-process") {
-    throw new MossError(
-      "invalid-argument",
-      `--sandbox is "process" or "in-process", got "${sandbox}"\n\n${USAGE}`,
-      {},
-    );
+    throw usageError(`--sandbox is "process" or "in-process", got "${sandbox}"`, USAGE);
   }
   const suite = new MossTestSuite({ compiler: { sandbox } });
   const cases = await suite.testCases(modulePath);
@@ -52,7 +48,7 @@ export const testCommand: CliCommand = async (argv, io) => {
     },
   });
   io.stdout.write(`\n${report.passed} passed, ${report.failed} failed (${modulePath})\n`);
-  return report.ok ? 0 : 1;
+  return report.ok ? EXIT.ok : EXIT.failed;
 };
 
 function indent(text: string): string {

@@ -74,7 +74,7 @@ function escapeRegExp(text: string): string {
  * Outside vitest (whose Vite plugin in vitest.config.ts serves context modules itself), registers tsx's ESM loader
  * (for the TypeScript files a module imports) and then the module hooks, once per process.
  */
-async function ensureModuleLoaders(): Promise<void> {
+export async function ensureModuleLoaders(): Promise<void> {
   const registry = globalThis as Record<symbol, unknown>;
   if (process.env.VITEST) return;
   if (!registry[TSX_REGISTERED]) {
