@@ -7,7 +7,9 @@ const USAGE = `Usage: moss test <module.ts> [--sandbox process|in-process]
 
 Runs the module's __moss_test_cases__, each in its own runtime, and prints one line per case.
 A case is a target name (a function of the module, usually in a // <moss-hide> region, run as the model's
-code would be) or { name, target, code }. Exit code: 0 when every case passed, 1 otherwise.`;
+code would be) or { name, target, code, expectError }. A case with expectError: "runtime" (or any
+ExecutionError kind, or { kind, message: "text" | /pattern/ }) tests an error path: it passes only when the
+run fails that way. Exit code: 0 when every case passed, 1 otherwise (see moss --help).`;
 
 /** `moss test <module.ts>`: runs the module's own test cases and reports each. */
 export const testCommand: CliCommand = async (argv, io) => {
@@ -32,16 +34,20 @@ export const testCommand: CliCommand = async (argv, io) => {
     onResult: (result) => {
       const execution = result.execution;
       const time = execution === undefined ? "" : ` (${Math.round(execution.durationMs)} ms)`;
-      io.stdout.write(`${result.ok ? "✓" : "✗"} ${result.name}${time}\n`);
+      const expected =
+        result.expectError === undefined ? "" : ` (expects a ${result.expectError.kind} error)`;
+      io.stdout.write(`${result.ok ? "✓" : "✗"} ${result.name}${expected}${time}\n`);
       if (execution?.stdout) io.stdout.write(indent(execution.stdout.trimEnd()));
       if (execution?.ok && execution.returns !== undefined)
         io.stdout.write(indent(`returns ${JSON.stringify(execution.returns)}`));
       if (execution?.error) {
         const { error } = execution;
+        const as = result.ok ? "failed as expected with a " : "";
         io.stdout.write(
-          indent(`${error.kind} error: ${error.message}${error.frame ? `\n${error.frame}` : ""}`),
+          indent(`${as}${error.kind} error: ${error.message}${error.frame ? `\n${error.frame}` : ""}`),
         );
       }
+      if (result.failure !== undefined) io.stdout.write(indent(result.failure));
       if (result.error !== undefined) {
         io.stdout.write(indent(result.error instanceof Error ? result.error.message : String(result.error)));
       }
