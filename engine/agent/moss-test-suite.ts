@@ -131,11 +131,15 @@ export class MossTestSuite {
   /** Runs every case of the module's `__moss_test_cases__`, each in its own runtime, and reports each result. */
   async runModuleTests(
     modulePath: string,
-    options: Pick<MossTestRunOptions, "inject"> & { onResult?: (result: MossTestCaseResult) => void } = {},
+    options: Pick<MossTestRunOptions, "inject"> & {
+      onStart?: (testCase: MossTestCase) => void;
+      onResult?: (result: MossTestCaseResult) => void;
+    } = {},
   ): Promise<MossModuleTestReport> {
     const cases = await this.testCases(modulePath);
     const results: MossTestCaseResult[] = [];
     for (const testCase of cases) {
+      options.onStart?.(testCase);
       let result: MossTestCaseResult;
       try {
         const execution = await this.run(modulePath, {

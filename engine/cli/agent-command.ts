@@ -1,14 +1,11 @@
 import { join, resolve } from "node:path";
-import { FileConversationStore } from "../agent/conversation-store.ts";
 import type { LanguageModel } from "../agent/language-model.ts";
-import { type AgentEvent, MossAgent, type StopReason } from "../agent/moss-agent.ts";
-import { OpenAILanguageModel } from "../agent/openai-language-model.ts";
-import { ScriptedLanguageModel } from "../agent/scripted-language-model.ts";
-import { FileContextStore } from "../context/index.ts";
+import type { AgentEvent, StopReason } from "../agent/moss-agent.ts";
 import { MossError } from "../errors.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { EXIT, usageError } from "./exit-codes.ts";
 import { parseOptions } from "./parse-options.ts";
+import { Terminal } from "./terminal.ts";
 
 const USAGE = `Usage: moss agent <module.ts> "<task>" [options]
 
@@ -54,6 +51,20 @@ export const agentCommand: CliCommand = async (argv, io) => {
   const [modulePath, ...taskWords] = positionals;
   const task = taskWords.join(" ").trim();
   if (!modulePath || task === "") throw usageError(`missing <module.ts> or "<task>"`, USAGE);
+  // Loaded only now: `moss agent --help` and usage errors need none of the agent, openai or the runtime.
+  const [
+    { MossAgent },
+    { OpenAILanguageModel },
+    { ScriptedLanguageModel },
+    { FileConversationStore },
+    { FileContextStore },
+  ] = await Promise.all([
+    import("../agent/moss-agent.ts"),
+    import("../agent/openai-language-model.ts"),
+    import("../agent/scripted-language-model.ts"),
+    import("../agent/conversation-store.ts"),
+    import("../context/index.ts"),
+  ]);
   const model: LanguageModel = values.replay
     ? await ScriptedLanguageModel.fromFile(resolve(io.cwd, values.replay))
     : new OpenAILanguageModel({
@@ -97,21 +108,16 @@ function positiveInteger(text: string | undefined, option: string, fallback: num
   return value;
 }
 
-const SPINNER_FRAMES = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
-
-/** Renders agent events for a terminal: colour and a spinner only on a TTY without NO_COLOR. */
+/** Renders agent events for a terminal: colour and a spinner only where {@link Terminal} allows them. */
 export class EventPrinter {
   readonly #io: CliIo;
-  readonly #colour: boolean;
-  readonly #spinning: boolean;
-  #timer: NodeJS.Timeout | undefined;
+  readonly #terminal: Terminal;
+  #stopSpinner: (() => void) | undefined;
   #atLineStart = true;
 
   constructor(io: CliIo) {
     this.#io = io;
-    const tty = io.stdout.isTTY === true;
-    this.#colour = tty && (io.env.NO_COLOR === undefined || io.env.NO_COLOR === "");
-    this.#spinning = tty && io.stderr.isTTY === true;
+    this.#terminal = new Terminal(io);
   }
 
   print(event: AgentEvent): void {
@@ -182,19 +188,12 @@ export class EventPrinter {
   }
 
   stopSpinner(): void {
-    if (this.#timer === undefined) return;
-    clearInterval(this.#timer);
-    this.#timer = undefined;
-    this.#io.stderr.write("\r\x1b[K");
+    this.#stopSpinner?.();
+    this.#stopSpinner = undefined;
   }
 
   #startSpinner(): void {
-    if (!this.#spinning || this.#timer !== undefined) return;
-    let frame = 0;
-    this.#timer = setInterval(() => {
-      this.#io.stderr.write(`\r${SPINNER_FRAMES[frame++ % SPINNER_FRAMES.length]} thinking…`);
-    }, 80);
-    this.#timer.unref();
+    this.#stopSpinner ??= this.#terminal.spin("thinking…");
   }
 
   #line(text: string): void {
@@ -209,8 +208,6 @@ export class EventPrinter {
   }
 
   #paint(style: "dim" | "cyan" | "green" | "red", text: string): string {
-    if (!this.#colour) return text;
-    const codes = { dim: [2, 22], cyan: [36, 39], green: [32, 39], red: [31, 39] }[style];
-    return `\x1b[${codes[0]}m${text}\x1b[${codes[1]}m`;
+    return this.#terminal.stdout[style](text);
   }
 }

@@ -1,7 +1,7 @@
-import { MossTestSuite } from "../agent/moss-test-suite.ts";
 import type { CliCommand } from "./cli-io.ts";
 import { EXIT, usageError } from "./exit-codes.ts";
 import { parseOptions } from "./parse-options.ts";
+import { Terminal } from "./terminal.ts";
 
 const USAGE = `Usage: moss test <module.ts> [--sandbox process|in-process]
 
@@ -24,19 +24,28 @@ export const testCommand: CliCommand = async (argv, io) => {
   if (sandbox !== "process" && sandbox !== "in-process") {
     throw usageError(`--sandbox is "process" or "in-process", got "${sandbox}"`, USAGE);
   }
+  const terminal = new Terminal(io);
+  const colors = terminal.stdout;
+  const { MossTestSuite } = await import("../agent/moss-test-suite.ts");
   const suite = new MossTestSuite({ compiler: { sandbox } });
   const cases = await suite.testCases(modulePath);
   if (cases.length === 0) {
     io.stdout.write(`${modulePath}: no __moss_test_cases__ to run\n`);
     return 0;
   }
+  let stopSpinner = () => {};
   const report = await suite.runModuleTests(modulePath, {
+    onStart: (testCase) => {
+      stopSpinner = terminal.spin(`running ${testCase.name}`);
+    },
     onResult: (result) => {
+      stopSpinner();
       const execution = result.execution;
       const time = execution === undefined ? "" : ` (${Math.round(execution.durationMs)} ms)`;
       const expected =
         result.expectError === undefined ? "" : ` (expects a ${result.expectError.kind} error)`;
-      io.stdout.write(`${result.ok ? "✓" : "✗"} ${result.name}${expected}${time}\n`);
+      const mark = result.ok ? colors.green("✓") : colors.red("✗");
+      io.stdout.write(`${mark} ${result.name}${colors.gray(`${expected}${time}`)}\n`);
       if (execution?.stdout) io.stdout.write(indent(execution.stdout.trimEnd()));
       if (execution?.ok && execution.returns !== undefined)
         io.stdout.write(indent(`returns ${JSON.stringify(execution.returns)}`));
@@ -53,7 +62,8 @@ export const testCommand: CliCommand = async (argv, io) => {
       }
     },
   });
-  io.stdout.write(`\n${report.passed} passed, ${report.failed} failed (${modulePath})\n`);
+  const summary = `${report.passed} passed, ${report.failed} failed`;
+  io.stdout.write(`\n${report.ok ? colors.green(summary) : colors.red(summary)} (${modulePath})\n`);
   return report.ok ? EXIT.ok : EXIT.failed;
 };
 

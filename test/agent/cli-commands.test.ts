@@ -110,7 +110,7 @@ describe("moss agent", () => {
 
   it("rejects a bad --max-steps with the usage", async () => {
     const cli = io();
-    expect(await main(["agent", "examples/todo/context.ts", "hi", "--max-steps", "0"], cli)).toBe(1);
+    expect(await main(["agent", "examples/todo/context.ts", "hi", "--max-steps", "0"], cli)).toBe(2); // a usage error (see moss --help: exit codes)
     expect(cli.err()).toContain("--max-steps needs a positive integer");
   });
 });

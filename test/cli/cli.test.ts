@@ -73,7 +73,7 @@ describe("moss CLI", () => {
       `async function main(moss: Moss) {\n  await moss.body.roll(0, 999, 1);\n}`,
     );
     expect(result.code).toBe(1);
-    expect(result.stderr).toContain("error[runtime] at snippet.ts:2:");
+    expect(result.stderr).toContain("error[runtime] at <stdin>:2:");
     expect(result.stderr).toContain("speed must be between 0 and 255");
     expect(result.stderr).toContain("> 2 |   await moss.body.roll(0, 999, 1);");
     expect(result.stderr).not.toMatch(/\/work\/|simulated-bolt/);
