@@ -53,7 +53,9 @@ export const testCommand: CliCommand = async (argv, io) => {
         const { error } = execution;
         const as = result.ok ? "failed as expected with a " : "";
         io.stdout.write(
-          indent(`${as}${error.kind} error: ${error.message}${error.frame ? `\n${error.frame}` : ""}`),
+          indent(
+            `${as}${error.kind} error: ${error.message}${error.frame && !error.message.includes(error.frame) ? `\n${error.frame}` : ""}`,
+          ),
         );
       }
       if (result.failure !== undefined) io.stdout.write(indent(result.failure));

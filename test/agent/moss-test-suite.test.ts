@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable, Writable } from "node:stream";
@@ -182,5 +182,33 @@ export const __moss_test_cases__ = [
     expect(output).toMatch(/✗ quiet is no error \(expects a runtime error\)/);
     expect(output).toContain("expected a runtime error, but the code ran without error (returned 2)");
     expect(output).toContain("1 passed, 1 failed");
+  });
+
+  it("the README's __moss_test_cases__ example runs as documented on the sphero module", async () => {
+    const readme = await readFile("README.md", "utf8");
+    const start = readme.indexOf('export const __moss_test_cases__ = [\n  "testSquare"');
+    expect(start).toBeGreaterThan(-1);
+    const cases = readme.slice(start, readme.indexOf("\n];", start) + 3);
+    const folder = join("test", "fixtures", ".tmp", `readme-cases-${process.pid}`);
+    await mkdir(folder, { recursive: true });
+    try {
+      for (const name of ["bolt.ts", "simulated-bolt.ts"])
+        await copyFile(join("examples/sphero", name), join(folder, name));
+      const source = await readFile("examples/sphero/context.ts", "utf8");
+      expect(source).toContain('export const __moss_test_cases__ = ["testSquare"];');
+      await writeFile(
+        join(folder, "context.ts"),
+        source.replace('export const __moss_test_cases__ = ["testSquare"];', cases),
+      );
+      const report = await new MossTestSuite().runModuleTests(join(folder, "context.ts"));
+      expect(report.results.map((result) => [result.name, result.ok])).toEqual([
+        ["testSquare", true],
+        ["remembers a shape", true],
+        ["a too-fast roll is refused", true],
+        ["a typo does not type-check", true],
+      ]);
+    } finally {
+      await rm(folder, { recursive: true, force: true });
+    }
   });
 });
