@@ -33,12 +33,20 @@ export async function loadModule(
     names: valueNames,
     ...(options.sourceOverridden ? { source } : {}),
   });
+  let namespace: Record<string, unknown>;
   try {
-    const namespace = (await import(/* @vite-ignore */ url)) as Record<string, unknown>;
-    return { namespace, locals: (namespace[LOCALS_EXPORT] ?? {}) as Record<string, unknown> };
+    namespace = (await import(/* @vite-ignore */ url)) as Record<string, unknown>;
   } catch (error) {
     throw await loadError(error, modulePath, source, url);
   }
+  if (!(LOCALS_EXPORT in namespace)) {
+    throw new MossError(
+      "module-load",
+      `${modulePath}: loading the context module failed: it was loaded without its locals export, so the loader that served it is not moss-ts's${process.env.VITEST ? ". Under vitest, add mossVitePlugin() (from moss-ts) to plugins in vitest.config.ts" : ""}`,
+      { file: modulePath },
+    );
+  }
+  return { namespace, locals: namespace[LOCALS_EXPORT] as Record<string, unknown> };
 }
 
 async function loadError(
