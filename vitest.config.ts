@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config";
+import { mossVitePlugin } from "./engine/compiler/vite-plugin.ts";
 
 // "moss-ts-source": inside this repository, `import … from "moss-ts"` (examples, fixtures, tests) resolves to the
 // TypeScript sources, never to a dist/ build that may be missing or stale (package.json `exports`).
@@ -7,6 +8,8 @@ const conditions = ["moss-ts-source", "module", "node", "development|production"
 export default defineConfig({
   resolve: { conditions },
   ssr: { resolve: { conditions, externalConditions: ["moss-ts-source"] } },
+  // Context modules load through Vite under vitest: the plugin appends their locals export (no file is written).
+  plugins: [mossVitePlugin()],
   test: {
     include: ["test/**/*.test.ts"],
     pool: "forks",

@@ -14,6 +14,8 @@ export type MossErrorCode =
   | "context-corrupt"
   | "context-locked"
   | "context-invalid"
+  | "context-read"
+  | "context-write"
   | "sandbox-failed"
   | "model-request"
   | "model-auth"

@@ -24,6 +24,7 @@ export {
 export { MossTestSuite } from "./agent/moss-test-suite.ts";
 export { ModuleChecker, renderDiagnostics, WorkerModuleChecker } from "./check/index.ts";
 export { MossCompiler, type MossCompilerOptions } from "./compiler/moss-compiler.ts";
+export { type MossVitePlugin, mossVitePlugin } from "./compiler/vite-plugin.ts";
 export {
   type ContextStore,
   createContext,

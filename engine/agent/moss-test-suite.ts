@@ -4,21 +4,34 @@ import type { Container, Token } from "../../container/index.ts";
 import type { MossCompilerOptions } from "../compiler/moss-compiler.ts";
 import { locatedMessage, MossError } from "../errors.ts";
 import type { MossRuntime } from "../runtime/moss-runtime.ts";
-import type { Execution, MossContext } from "../types.ts";
+import type { Execution, ExecutionErrorKind, MossContext } from "../types.ts";
 import { compileModuleRuntime } from "./module-runtime.ts";
 
 /**
  * One entry of a module's `__moss_test_cases__`: a target name (a function declared in the module, usually in a
  * `// <moss-hide>` region), or an object. With `code`, the code runs and `target` (default `main`) is called;
- * without `code`, the source of the module's function `target` is run as the model's code would be.
+ * without `code`, the source of the module's function `target` is run as the model's code would be. With
+ * `expectError`, the case tests an error path: it passes only when the run fails with that `ExecutionError` kind
+ * (and, if given, a message matching the pattern).
  */
-export type MossTestCaseSpec = string | { name?: string; target?: string; code?: string };
+export type MossTestCaseSpec =
+  | string
+  | { name?: string; target?: string; code?: string; expectError?: ExecutionErrorKind | MossExpectedError };
+
+/** The failure a test case expects: its kind, and optionally a pattern its message must match. */
+export interface MossExpectedError {
+  kind: ExecutionErrorKind;
+  /** A substring of the error message, or a regular expression it must match. */
+  message?: string | RegExp;
+}
 
 /** A test case after defaults are applied. */
 export interface MossTestCase {
   name: string;
   target: string;
   code: string;
+  /** Set when the case expects the run to fail this way. */
+  expectError?: MossExpectedError;
 }
 
 /** The outcome of one test case. */
@@ -30,6 +43,10 @@ export interface MossTestCaseResult {
   execution?: Execution;
   /** A compile failure (a MossError) that kept the case from running. */
   error?: unknown;
+  /** The failure the case expected, if it expected one. */
+  expectError?: MossExpectedError;
+  /** Why the case failed when its execution alone does not say (an expected error that did not happen, or another one). */
+  failure?: string;
 }
 
 /** The outcome of `runModuleTests`. */
@@ -100,18 +117,29 @@ export class MossTestSuite {
       const entry = typeof spec === "string" ? { target: spec } : spec;
       const target = entry.target ?? (entry.code === undefined ? entry.name : undefined) ?? "main";
       const code = entry.code ?? functionText(modulePath, source, target);
-      return { name: entry.name ?? target, target, code };
+      const expected = entry.expectError;
+      const expectError = typeof expected === "string" ? { kind: expected } : expected;
+      return {
+        name: entry.name ?? target,
+        target,
+        code,
+        ...(expectError === undefined ? {} : { expectError }),
+      };
     });
   }
 
   /** Runs every case of the module's `__moss_test_cases__`, each in its own runtime, and reports each result. */
   async runModuleTests(
     modulePath: string,
-    options: Pick<MossTestRunOptions, "inject"> & { onResult?: (result: MossTestCaseResult) => void } = {},
+    options: Pick<MossTestRunOptions, "inject"> & {
+      onStart?: (testCase: MossTestCase) => void;
+      onResult?: (result: MossTestCaseResult) => void;
+    } = {},
   ): Promise<MossModuleTestReport> {
     const cases = await this.testCases(modulePath);
     const results: MossTestCaseResult[] = [];
     for (const testCase of cases) {
+      options.onStart?.(testCase);
       let result: MossTestCaseResult;
       try {
         const execution = await this.run(modulePath, {
@@ -119,9 +147,24 @@ export class MossTestSuite {
           target: testCase.target,
           code: testCase.code,
         });
-        result = { name: testCase.name, target: testCase.target, ok: execution.ok, execution };
+        const failure =
+          testCase.expectError === undefined ? undefined : unmetExpectation(testCase.expectError, execution);
+        result = {
+          name: testCase.name,
+          target: testCase.target,
+          ok: testCase.expectError === undefined ? execution.ok : failure === undefined,
+          execution,
+          ...(testCase.expectError === undefined ? {} : { expectError: testCase.expectError }),
+          ...(failure === undefined ? {} : { failure }),
+        };
       } catch (error) {
-        result = { name: testCase.name, target: testCase.target, ok: false, error };
+        result = {
+          name: testCase.name,
+          target: testCase.target,
+          ok: false,
+          error,
+          ...(testCase.expectError === undefined ? {} : { expectError: testCase.expectError }),
+        };
       }
       results.push(result);
       options.onResult?.(result);
@@ -256,21 +299,108 @@ function staticTestCases(modulePath: string, source: string): MossTestCaseSpec[]
         if (text !== undefined) return text;
         if (!ts.isObjectLiteralExpression(element))
           return fail(element, "has an entry that is neither a string nor an object");
-        const entry: Record<string, string> = {};
+        const entry: { name?: string; target?: string; code?: string; expectError?: MossExpectedError } = {};
         for (const property of element.properties) {
           const key =
-            property.name !== undefined && ts.isIdentifier(property.name) ? property.name.text : undefined;
+            property.name !== undefined &&
+            (ts.isIdentifier(property.name) || ts.isStringLiteral(property.name))
+              ? property.name.text
+              : undefined;
+          if (key === "expectError" && ts.isPropertyAssignment(property)) {
+            entry.expectError = expectedError(property.initializer, fail);
+            continue;
+          }
           const value = ts.isPropertyAssignment(property) ? literalText(property.initializer) : undefined;
           if (key === undefined || !["name", "target", "code"].includes(key) || value === undefined) {
-            return fail(property, "has a property that is not name, target or code with a string literal");
+            return fail(
+              property,
+              "has a property that is not name, target or code with a string literal, or expectError",
+            );
           }
-          entry[key] = value;
+          entry[key as "name" | "target" | "code"] = value;
         }
         return entry;
       });
     }
   }
   return [];
+}
+
+/** Every ExecutionError kind, so a case's `expectError` is checked when the module is read. */
+const ERROR_KINDS: Record<ExecutionErrorKind, true> = {
+  syntax: true,
+  type: true,
+  runtime: true,
+  timeout: true,
+  memory: true,
+  "output-limit": true,
+  "call-limit": true,
+  crash: true,
+};
+
+/** Reads `expectError: "kind"` or `expectError: { kind: "kind", message: "text" | /pattern/ }`. */
+function expectedError(node: ts.Expression, fail: (node: ts.Node, what: string) => never): MossExpectedError {
+  const kindOf = (kindNode: ts.Expression): ExecutionErrorKind => {
+    const kind = literalText(kindNode);
+    if (kind === undefined || !Object.hasOwn(ERROR_KINDS, kind)) {
+      return fail(
+        kindNode,
+        `has an expectError kind that is not one of ${Object.keys(ERROR_KINDS)
+          .map((name) => `"${name}"`)
+          .join(", ")}`,
+      );
+    }
+    return kind as ExecutionErrorKind;
+  };
+  if (!ts.isObjectLiteralExpression(node)) return { kind: kindOf(node) };
+  let kind: ExecutionErrorKind | undefined;
+  let message: string | RegExp | undefined;
+  for (const property of node.properties) {
+    const key =
+      property.name !== undefined && ts.isIdentifier(property.name) ? property.name.text : undefined;
+    if (key === "kind" && ts.isPropertyAssignment(property)) kind = kindOf(property.initializer);
+    else if (key === "message" && ts.isPropertyAssignment(property)) {
+      const initializer = property.initializer;
+      const text = literalText(initializer);
+      if (text !== undefined) message = text;
+      else if (ts.isRegularExpressionLiteral(initializer)) {
+        const literal = initializer.text;
+        const close = literal.lastIndexOf("/");
+        try {
+          message = new RegExp(literal.slice(1, close), literal.slice(close + 1));
+        } catch (error) {
+          return fail(initializer, `has an invalid message pattern (${(error as Error).message})`);
+        }
+      } else return fail(initializer, "has an expectError message that is not a string or /pattern/ literal");
+    } else return fail(property, "has an expectError property that is not kind or message");
+  }
+  if (kind === undefined) return fail(node, 'has an expectError without kind (e.g. { kind: "runtime" })');
+  return message === undefined ? { kind } : { kind, message };
+}
+
+/** Why an execution does not meet the failure a case expects, or undefined when it does. */
+export function unmetExpectation(expected: MossExpectedError, execution: Execution): string | undefined {
+  const wanted = `a ${expected.kind} error${expected.message === undefined ? "" : ` with a message matching ${describePattern(expected.message)}`}`;
+  const error = execution.error;
+  if (execution.ok || error === undefined) {
+    const returned =
+      execution.returns === undefined ? "" : ` (returned ${JSON.stringify(execution.returns)})`;
+    return `expected ${wanted}, but the code ran without error${returned}`;
+  }
+  if (error.kind !== expected.kind) {
+    return `expected ${wanted}, but got a ${error.kind} error: ${error.message}`;
+  }
+  const message = expected.message;
+  if (message !== undefined) {
+    const matches =
+      typeof message === "string" ? error.message.includes(message) : message.test(error.message);
+    if (!matches) return `expected ${wanted}, but the ${error.kind} error was: ${error.message}`;
+  }
+  return undefined;
+}
+
+function describePattern(pattern: string | RegExp): string {
+  return typeof pattern === "string" ? JSON.stringify(pattern) : String(pattern);
 }
 
 function literalText(node: ts.Expression): string | undefined {

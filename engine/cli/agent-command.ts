@@ -14,17 +14,19 @@ import { ScriptedLanguageModel } from "../agent/scripted-language-model.ts";
 import { FileContextStore } from "../context/index.ts";
 import { MossError } from "../errors.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
+import { EXIT, usageError } from "./exit-codes.ts";
 import { parseOptions } from "./parse-options.ts";
+import { Terminal } from "./terminal.ts";
 
-/** The exit code of each stop reason: 0 done, 1 failed, 3 a step limit, 4 cut off, 5 no usable answer. */
+/** The exit code of each stop reason (the table of every command is in exit-codes.ts). */
 export const EXIT_CODES: Readonly<Record<StopReason, number>> = Object.freeze({
-  answer: 0,
-  error: 1,
-  aborted: 1,
-  "max-steps": 3,
-  "max-consecutive-errors": 3,
-  truncated: 4,
-  "unclear-answer": 5,
+  answer: EXIT.ok,
+  error: EXIT.failed,
+  aborted: EXIT.failed,
+  "max-steps": EXIT.stopped,
+  "max-consecutive-errors": EXIT.stopped,
+  truncated: EXIT.truncated,
+  "unclear-answer": EXIT.unclear,
 });
 
 const STOP_REASON_HELP = (Object.keys(STOP_REASONS) as StopReason[])
@@ -73,8 +75,21 @@ export const agentCommand: CliCommand = async (argv, io) => {
   }
   const [modulePath, ...taskWords] = positionals;
   const task = taskWords.join(" ").trim();
-  if (!modulePath || task === "")
-    throw new MossError("invalid-argument", `missing <module.ts> or "<task>"\n\n${USAGE}`, {});
+  if (!modulePath || task === "") throw usageError(`missing <module.ts> or "<task>"`, USAGE);
+  // Loaded only now: `moss agent --help` and usage errors need none of the agent, openai or the runtime.
+  const [
+    { MossAgent },
+    { OpenAILanguageModel },
+    { ScriptedLanguageModel },
+    { FileConversationStore },
+    { FileContextStore },
+  ] = await Promise.all([
+    import("../agent/moss-agent.ts"),
+    import("../agent/openai-language-model.ts"),
+    import("../agent/scripted-language-model.ts"),
+    import("../agent/conversation-store.ts"),
+    import("../context/index.ts"),
+  ]);
   const model: LanguageModel = values.replay
     ? await ScriptedLanguageModel.fromFile(resolve(io.cwd, values.replay))
     : new OpenAILanguageModel({
@@ -132,30 +147,21 @@ function positiveInteger(text: string | undefined, option: string, fallback: num
   if (text === undefined) return fallback;
   const value = Number(text);
   if (!Number.isInteger(value) || value < 1) {
-    throw new MossError(
-      "invalid-argument",
-      `${option} needs a positive integer, got "${text}"\n\n${USAGE}`,
-      {},
-    );
+    throw usageError(`${option} needs a positive integer, got "${text}"`, USAGE);
   }
   return value;
 }
 
-const SPINNER_FRAMES = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
-
-/** Renders agent events for a terminal: colour and a spinner only on a TTY without NO_COLOR. */
+/** Renders agent events for a terminal: colour and a spinner only where {@link Terminal} allows them. */
 export class EventPrinter {
   readonly #io: CliIo;
-  readonly #colour: boolean;
-  readonly #spinning: boolean;
-  #timer: NodeJS.Timeout | undefined;
+  readonly #terminal: Terminal;
+  #stopSpinner: (() => void) | undefined;
   #atLineStart = true;
 
   constructor(io: CliIo) {
     this.#io = io;
-    const tty = io.stdout.isTTY === true;
-    this.#colour = tty && (io.env.NO_COLOR === undefined || io.env.NO_COLOR === "");
-    this.#spinning = tty && io.stderr.isTTY === true;
+    this.#terminal = new Terminal(io);
   }
 
   print(event: AgentEvent): void {
@@ -236,19 +242,12 @@ export class EventPrinter {
   }
 
   stopSpinner(): void {
-    if (this.#timer === undefined) return;
-    clearInterval(this.#timer);
-    this.#timer = undefined;
-    this.#io.stderr.write("\r\x1b[K");
+    this.#stopSpinner?.();
+    this.#stopSpinner = undefined;
   }
 
   #startSpinner(): void {
-    if (!this.#spinning || this.#timer !== undefined) return;
-    let frame = 0;
-    this.#timer = setInterval(() => {
-      this.#io.stderr.write(`\r${SPINNER_FRAMES[frame++ % SPINNER_FRAMES.length]} thinking…`);
-    }, 80);
-    this.#timer.unref();
+    this.#stopSpinner ??= this.#terminal.spin("thinking…");
   }
 
   #line(text: string): void {
@@ -263,9 +262,7 @@ export class EventPrinter {
   }
 
   #paint(style: "dim" | "cyan" | "green" | "red" | "yellow", text: string): string {
-    if (!this.#colour) return text;
-    const codes = { dim: [2, 22], cyan: [36, 39], green: [32, 39], red: [31, 39], yellow: [33, 39] }[style];
-    return `\x1b[${codes[0]}m${text}\x1b[${codes[1]}m`;
+    return this.#terminal.stdout[style](text);
   }
 }
 

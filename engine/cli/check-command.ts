@@ -1,10 +1,10 @@
-import path from "node:path";
-import { renderDiagnostics } from "../check/index.ts";
-import { MossCompiler } from "../compiler/moss-compiler.ts";
+import { renderDiagnostics } from "../check/render-diagnostics.ts";
 import type { CliCommand } from "./cli-io.ts";
+import { EXIT } from "./exit-codes.ts";
 import { loadHostSetup } from "./host-setup.ts";
 import { parseOptions, requireModulePath } from "./parse-options.ts";
 import { readCode } from "./read-code.ts";
+import { codeFileName, Terminal } from "./terminal.ts";
 
 const USAGE = `Usage: moss check <module.ts> --code <file|->
 
@@ -25,21 +25,27 @@ export const checkCommand: CliCommand = async (argv, io) => {
   }
   const modulePath = requireModulePath(positionals, USAGE);
   const code = await readCode(values.code as string | undefined, io.stdin, USAGE);
-  const compiler = new MossCompiler({ sandbox: "in-process" });
-  await loadHostSetup(modulePath, compiler);
-  const runtime = await compiler.compile(modulePath);
+  const terminal = new Terminal(io);
+  const runtime = await terminal.step(`loading ${modulePath}`, async () => {
+    const { MossCompiler } = await import("../compiler/moss-compiler.ts");
+    const compiler = new MossCompiler({ sandbox: "in-process" });
+    await loadHostSetup(modulePath, compiler);
+    return compiler.compile(modulePath);
+  });
   try {
-    const diagnostics = await runtime.typecheck(code);
-    const fileName =
-      values.code === "-" || !values.code
-        ? "<stdin>"
-        : path.relative(io.cwd, path.resolve(io.cwd, values.code as string));
+    const diagnostics = await terminal.step("type-checking", () => runtime.typecheck(code));
+    const fileName = codeFileName(values.code as string | undefined, io.cwd);
     const errors = diagnostics.filter((diagnostic) => diagnostic.severity === "error").length;
     if (diagnostics.length > 0) {
-      io.stdout.write(`${renderDiagnostics(diagnostics, { fileName, max: Number(values.max ?? 20) })}\n\n`);
+      const text = renderDiagnostics(diagnostics, { fileName, max: Number(values.max ?? 20) });
+      io.stdout.write(`${terminal.diagnostics(text)}\n\n`);
     }
-    io.stdout.write(errors > 0 ? `Found ${errors} error${errors === 1 ? "" : "s"}.\n` : "No errors.\n");
-    return errors > 0 ? 1 : 0;
+    io.stdout.write(
+      errors > 0
+        ? `${terminal.stdout.red(`Found ${errors} error${errors === 1 ? "" : "s"}.`)}\n`
+        : `${terminal.stdout.green("No errors.")}\n`,
+    );
+    return errors > 0 ? EXIT.failed : EXIT.ok;
   } finally {
     await runtime.close();
   }

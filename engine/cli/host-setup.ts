@@ -1,6 +1,7 @@
 import { access } from "node:fs/promises";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
+import { ensureModuleLoaders } from "../compiler/load-module.ts";
 import type { MossCompiler } from "../compiler/moss-compiler.ts";
 import { MossError } from "../errors.ts";
 
@@ -16,7 +17,19 @@ export async function loadHostSetup(modulePath: string, compiler: MossCompiler):
   } catch {
     return undefined;
   }
-  const setup = ((await import(pathToFileURL(candidate).href)) as { setup?: unknown }).setup;
+  let setup: unknown;
+  try {
+    await ensureModuleLoaders();
+    setup = ((await import(pathToFileURL(candidate).href)) as { setup?: unknown }).setup;
+  } catch (error) {
+    const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    throw new MossError(
+      "module-load",
+      `${candidate}: loading the host setup failed: ${reason}`,
+      { file: candidate },
+      { cause: error },
+    );
+  }
   if (typeof setup !== "function") {
     throw new MossError(
       "hook-shape",
@@ -24,6 +37,16 @@ export async function loadHostSetup(modulePath: string, compiler: MossCompiler):
       { file: candidate },
     );
   }
-  await setup(compiler);
+  try {
+    await setup(compiler);
+  } catch (error) {
+    const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    throw new MossError(
+      "hook-failed",
+      `${candidate}: setup(compiler) failed: ${reason}`,
+      { file: candidate },
+      { cause: error },
+    );
+  }
   return candidate;
 }

@@ -1,6 +1,7 @@
 import { MossError } from "../errors.ts";
 import { closeSharedSandboxes } from "../runtime/shared-sandbox.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
+import { EXIT, EXIT_CODES_HELP, exitCodeOf } from "./exit-codes.ts";
 import { closest } from "./parse-options.ts";
 
 const USAGE = `moss — code as prompt, code as action
@@ -12,8 +13,11 @@ Usage:
   moss agent <module.ts> "<task>" [--session <id>]        let a model do a task through the module
   moss test <module.ts>                                   run the module's __moss_test_cases__
 
-Run "moss <command> --help" for a command's options.`;
+Run "moss <command> --help" for a command's options.
 
+${EXIT_CODES_HELP}`;
+
+// Each command is imported only when it runs: `moss --help` loads none of ts-morph, esbuild, isolated-vm, openai.
 const COMMANDS: Record<string, () => Promise<CliCommand>> = {
   prompt: async () => (await import("./prompt-command.ts")).promptCommand,
   run: async () => (await import("./run-command.ts")).runCommand,
@@ -22,12 +26,16 @@ const COMMANDS: Record<string, () => Promise<CliCommand>> = {
   test: async () => (await import("./test-command.ts")).testCommand,
 };
 
-/** Runs the CLI with `argv` (without node and script); returns the exit code. */
+/** Runs the CLI with `argv` (without node and script); returns the exit code (see {@link EXIT}). */
 export async function main(argv: string[], io: CliIo = processIo()): Promise<number> {
   const [name, ...rest] = argv;
-  if (!name || name === "--help" || name === "-h" || name === "help") {
+  if (name === "--help" || name === "-h" || name === "help") {
     io.stdout.write(`${USAGE}\n`);
-    return name ? 0 : 2;
+    return EXIT.ok;
+  }
+  if (!name) {
+    io.stderr.write(`moss: missing command\n\n${USAGE}\n`);
+    return EXIT.usage;
   }
   const load = COMMANDS[name];
   if (!load) {
@@ -35,13 +43,13 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
     io.stderr.write(
       `moss: unknown command "${name}"${suggestion ? ` — did you mean "${suggestion}"?` : ""}\n\n${USAGE}\n`,
     );
-    return 2;
+    return EXIT.usage;
   }
   try {
     return await (await load())(rest, io);
   } catch (error) {
     io.stderr.write(`${formatError(error)}\n`);
-    return 1;
+    return exitCodeOf(error);
   } finally {
     await closeSharedSandboxes();
   }
@@ -50,8 +58,9 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
 /** The message a user reads for an error: MossErrors as they are (they carry file:line:col), others with a stack. */
 export function formatError(error: unknown): string {
   if (MossError.is(error)) return `error[${error.code}]: ${error.message}`;
-  if (error instanceof Error) return `error: ${error.stack ?? error.message}`;
-  return `error: ${String(error)}`;
+  const internal = "internal error in moss-ts (a bug: please report it with this stack)";
+  if (error instanceof Error) return `error: ${internal}\n${error.stack ?? error.message}`;
+  return `error: ${internal}\n${String(error)}`;
 }
 
 function processIo(): CliIo {

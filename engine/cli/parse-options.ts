@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { MossError } from "../errors.ts";
+import { usageError } from "./exit-codes.ts";
 
 type OptionSpec = Record<string, { type: "string" | "boolean"; short?: string; multiple?: boolean }>;
 
@@ -36,18 +36,16 @@ export function parseOptions<T extends OptionSpec>(
     if (unknown) {
       const suggestion = closest(unknown.replace(/^-+/, ""), Object.keys(options));
       const hint = suggestion ? ` — did you mean --${suggestion}?` : "";
-      throw new MossError("invalid-argument", `unknown option ${unknown}${hint}\n\n${usage}`, {
-        option: unknown,
-      });
+      throw usageError(`unknown option ${unknown}${hint}`, usage, { option: unknown });
     }
-    throw new MossError("invalid-argument", `${(error as Error).message}\n\n${usage}`, {});
+    throw usageError((error as Error).message, usage);
   }
 }
 
 /** The `<module.ts>` positional every command takes; a clear error with the usage when it is missing. */
 export function requireModulePath(positionals: string[], usage: string): string {
   const [modulePath] = positionals;
-  if (!modulePath) throw new MossError("invalid-argument", `missing <module.ts>\n\n${usage}`, {});
+  if (!modulePath) throw usageError("missing <module.ts>", usage);
   return modulePath;
 }
 

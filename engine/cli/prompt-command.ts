@@ -1,8 +1,8 @@
 import { getEncoding } from "js-tiktoken";
-import { MossCompiler } from "../compiler/moss-compiler.ts";
 import type { CliCommand } from "./cli-io.ts";
 import { loadHostSetup } from "./host-setup.ts";
 import { parseOptions, requireModulePath } from "./parse-options.ts";
+import { Terminal } from "./terminal.ts";
 
 const USAGE = `Usage: moss prompt <module.ts> [--json]
 
@@ -22,9 +22,12 @@ export const promptCommand: CliCommand = async (argv, io) => {
     return 0;
   }
   const modulePath = requireModulePath(positionals, USAGE);
-  const compiler = new MossCompiler({ sandbox: "in-process" });
-  await loadHostSetup(modulePath, compiler);
-  const runtime = await compiler.compile(modulePath);
+  const runtime = await new Terminal(io).step(`loading ${modulePath}`, async () => {
+    const { MossCompiler } = await import("../compiler/moss-compiler.ts");
+    const compiler = new MossCompiler({ sandbox: "in-process" });
+    await loadHostSetup(modulePath, compiler);
+    return compiler.compile(modulePath);
+  });
   try {
     const prompter = runtime.prompter();
     const prompt = await prompter.dumpModulePrompt();

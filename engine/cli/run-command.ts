@@ -1,11 +1,13 @@
 import { inspect } from "node:util";
-import { MossCompiler } from "../compiler/moss-compiler.ts";
+import { renderDiagnostics } from "../check/render-diagnostics.ts";
 import { readContextFile, writeContextFile } from "../context/index.ts";
 import type { Execution } from "../types.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
+import { EXIT } from "./exit-codes.ts";
 import { loadHostSetup } from "./host-setup.ts";
 import { parseOptions, requireModulePath } from "./parse-options.ts";
 import { oneOf, readCode } from "./read-code.ts";
+import { codeFileName, colourEnabled, Terminal } from "./terminal.ts";
 
 const USAGE = `Usage: moss run <module.ts> --code <file|-> [--context <file>]
 
@@ -38,12 +40,14 @@ export const runCommand: CliCommand = async (argv, io) => {
   const modulePath = requireModulePath(positionals, USAGE);
   const code = await readCode(values.code as string | undefined, io.stdin, USAGE);
   const typeCheck = oneOf(
+    USAGE,
     "type-check",
     values["type-check"] as string | undefined,
     ["strict", "warn", "off"] as const,
     "strict",
   );
   const sandbox = oneOf(
+    USAGE,
     "sandbox",
     values.sandbox as string | undefined,
     ["process", "in-process"] as const,
@@ -52,48 +56,62 @@ export const runCommand: CliCommand = async (argv, io) => {
   const contextFile = values.context as string | undefined;
   const saved = contextFile ? await readContextFile(contextFile) : undefined;
 
-  const compiler = new MossCompiler({ typeCheck, sandbox });
-  await loadHostSetup(modulePath, compiler);
-  if (saved) compiler.joinContext(saved);
-  const runtime = await compiler.compile(modulePath);
+  const terminal = new Terminal(io);
+  const runtime = await terminal.step(`loading ${modulePath}`, async () => {
+    const { MossCompiler } = await import("../compiler/moss-compiler.ts");
+    const compiler = new MossCompiler({ typeCheck, sandbox });
+    await loadHostSetup(modulePath, compiler);
+    if (saved) compiler.joinContext(saved);
+    return compiler.compile(modulePath);
+  });
   try {
-    const execution = await runtime.execute({
-      code,
-      target: (values.target as string | undefined) ?? "main",
-    });
-    if (contextFile) await writeContextFile(contextFile, execution.context);
+    const target = (values.target as string | undefined) ?? "main";
+    const execution = await terminal.step(`running ${target}`, () => runtime.execute({ code, target }));
+    // The run's output and result come first: a context file that cannot be written must not hide them.
     if (values.json) io.stdout.write(`${JSON.stringify(execution, null, 2)}\n`);
-    else printExecution(execution, io, contextFile);
-    return execution.ok ? 0 : 1;
+    else printExecution(execution, io, terminal, codeFileName(values.code as string | undefined, io.cwd));
+    if (contextFile) {
+      await writeContextFile(contextFile, execution.context);
+      if (!values.json)
+        io.stderr.write(`context saved to ${contextFile} (${execution.durationMs.toFixed(1)} ms)\n`);
+    }
+    return execution.ok ? EXIT.ok : EXIT.failed;
   } finally {
     await runtime.close();
   }
 };
 
-function printExecution(execution: Execution, io: CliIo, contextFile: string | undefined): void {
+function printExecution(execution: Execution, io: CliIo, terminal: Terminal, fileName: string): void {
+  const colors = terminal.stderr;
+  // The code file is named as `moss check` names it (`<stdin>` or its path), never the internal snippet.ts.
+  const named = (text: string) => text.replaceAll("snippet.ts:", `${fileName}:`);
   if (execution.stdout)
     io.stdout.write(execution.stdout.endsWith("\n") ? execution.stdout : `${execution.stdout}\n`);
-  for (const warning of execution.warnings) io.stderr.write(`warning: ${warning}\n`);
+  for (const warning of execution.warnings) io.stderr.write(`${colors.yellow("warning")}: ${warning}\n`);
   if (execution.ok) {
     if (execution.returns !== undefined) {
       io.stdout.write(
-        `returned: ${inspect(execution.returns, { depth: 6, colors: Boolean(io.stdout.isTTY) && !io.env.NO_COLOR })}\n`,
+        `returned: ${inspect(execution.returns, { depth: 6, colors: colourEnabled(io.stdout, io.env) })}\n`,
       );
     }
   } else if (execution.error) {
     const error = execution.error;
     if (error.kind === "type" || (error.kind === "syntax" && error.diagnostics)) {
+      const rendered = error.diagnostics
+        ? renderDiagnostics(error.diagnostics, { fileName, max: 20 })
+        : named(error.message);
       io.stderr.write(
-        `error[${error.kind}]: the code does not type-check against the module, so it did not run\n${error.message}\n`,
+        `${colors.red(`error[${error.kind}]`)}: the code does not type-check against the module, so it did not run\n${terminal.diagnostics(rendered, colors)}\n`,
       );
     } else {
-      const where = error.line === undefined ? "" : ` at snippet.ts:${error.line}:${error.column}`;
-      io.stderr.write(`error[${error.kind}]${where}: ${error.name}: ${error.message}\n`);
-      if (error.frame) io.stderr.write(`${error.frame}\n`);
+      const where =
+        error.line === undefined
+          ? ""
+          : ` at ${colors.cyan(fileName)}:${colors.yellow(String(error.line))}:${colors.yellow(String(error.column))}`;
+      io.stderr.write(`${colors.red(`error[${error.kind}]`)}${where}: ${error.name}: ${error.message}\n`);
+      if (error.frame) io.stderr.write(`${terminal.diagnostics(error.frame, colors)}\n`);
       const frames = error.stack?.split("\n").slice(1).join("\n");
-      if (frames) io.stderr.write(`${frames}\n`);
+      if (frames) io.stderr.write(`${colors.gray(named(frames))}\n`);
     }
   }
-  if (contextFile)
-    io.stderr.write(`context saved to ${contextFile} (${execution.durationMs.toFixed(1)} ms)\n`);
 }

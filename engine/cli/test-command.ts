@@ -1,13 +1,15 @@
-import { MossTestSuite } from "../agent/moss-test-suite.ts";
-import { MossError } from "../errors.ts";
 import type { CliCommand } from "./cli-io.ts";
+import { EXIT, usageError } from "./exit-codes.ts";
 import { parseOptions } from "./parse-options.ts";
+import { Terminal } from "./terminal.ts";
 
 const USAGE = `Usage: moss test <module.ts> [--sandbox process|in-process]
 
 Runs the module's __moss_test_cases__, each in its own runtime, and prints one line per case.
 A case is a target name (a function of the module, usually in a // <moss-hide> region, run as the model's
-code would be) or { name, target, code }. Exit code: 0 when every case passed, 1 otherwise.`;
+code would be) or { name, target, code, expectError }. A case with expectError: "runtime" (or any
+ExecutionError kind, or { kind, message: "text" | /pattern/ }) tests an error path: it passes only when the
+run fails that way. Exit code: 0 when every case passed, 1 otherwise (see moss --help).`;
 
 /** `moss test <module.ts>`: runs the module's own test cases and reports each. */
 export const testCommand: CliCommand = async (argv, io) => {
@@ -17,42 +19,54 @@ export const testCommand: CliCommand = async (argv, io) => {
     return 0;
   }
   const [modulePath] = positionals;
-  if (!modulePath) throw new MossError("invalid-argument", `missing <module.ts>\n\n${USAGE}`, {});
+  if (!modulePath) throw usageError("missing <module.ts>", USAGE);
   const sandbox = values.sandbox ?? "in-process";
   if (sandbox !== "process" && sandbox !== "in-process") {
-    throw new MossError(
-      "invalid-argument",
-      `--sandbox is "process" or "in-process", got "${sandbox}"\n\n${USAGE}`,
-      {},
-    );
+    throw usageError(`--sandbox is "process" or "in-process", got "${sandbox}"`, USAGE);
   }
+  const terminal = new Terminal(io);
+  const colors = terminal.stdout;
+  const { MossTestSuite } = await import("../agent/moss-test-suite.ts");
   const suite = new MossTestSuite({ compiler: { sandbox } });
   const cases = await suite.testCases(modulePath);
   if (cases.length === 0) {
     io.stdout.write(`${modulePath}: no __moss_test_cases__ to run\n`);
     return 0;
   }
+  let stopSpinner = () => {};
   const report = await suite.runModuleTests(modulePath, {
+    onStart: (testCase) => {
+      stopSpinner = terminal.spin(`running ${testCase.name}`);
+    },
     onResult: (result) => {
+      stopSpinner();
       const execution = result.execution;
       const time = execution === undefined ? "" : ` (${Math.round(execution.durationMs)} ms)`;
-      io.stdout.write(`${result.ok ? "✓" : "✗"} ${result.name}${time}\n`);
+      const expected =
+        result.expectError === undefined ? "" : ` (expects a ${result.expectError.kind} error)`;
+      const mark = result.ok ? colors.green("✓") : colors.red("✗");
+      io.stdout.write(`${mark} ${result.name}${colors.gray(`${expected}${time}`)}\n`);
       if (execution?.stdout) io.stdout.write(indent(execution.stdout.trimEnd()));
       if (execution?.ok && execution.returns !== undefined)
         io.stdout.write(indent(`returns ${JSON.stringify(execution.returns)}`));
       if (execution?.error) {
         const { error } = execution;
+        const as = result.ok ? "failed as expected with a " : "";
         io.stdout.write(
-          indent(`${error.kind} error: ${error.message}${error.frame ? `\n${error.frame}` : ""}`),
+          indent(
+            `${as}${error.kind} error: ${error.message}${error.frame && !error.message.includes(error.frame) ? `\n${error.frame}` : ""}`,
+          ),
         );
       }
+      if (result.failure !== undefined) io.stdout.write(indent(result.failure));
       if (result.error !== undefined) {
         io.stdout.write(indent(result.error instanceof Error ? result.error.message : String(result.error)));
       }
     },
   });
-  io.stdout.write(`\n${report.passed} passed, ${report.failed} failed (${modulePath})\n`);
-  return report.ok ? 0 : 1;
+  const summary = `${report.passed} passed, ${report.failed} failed`;
+  io.stdout.write(`\n${report.ok ? colors.green(summary) : colors.red(summary)} (${modulePath})\n`);
+  return report.ok ? EXIT.ok : EXIT.failed;
 };
 
 function indent(text: string): string {

@@ -1,10 +1,12 @@
-import { unlink, writeFile } from "node:fs/promises";
+import { register } from "node:module";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { MossError } from "../errors.ts";
+import { esmPackageProblem } from "./esm-package.ts";
+import { compileUrl, LOCALS_EXPORT } from "./module-url.ts";
 
-const LOCALS_EXPORT = "__moss_locals__";
 const TSX_REGISTERED = Symbol.for("moss-ts.tsx-registered");
+const HOOKS_REGISTERED = Symbol.for("moss-ts.module-hooks-registered");
 let loadCounter = 0;
 
 /** The module's namespace plus its top-level values (exported or not), as loaded on the host. */
@@ -14,57 +16,59 @@ export interface LoadedModule {
 }
 
 /**
- * Loads a context module on the host, once per call: writes its source (plus an export of the named top-level
- * values) to a sibling file so relative imports and node_modules resolve as they would for the module itself,
- * and imported files keep their identity (the `Ball` class the host binds is the one the module sees).
+ * Loads a context module on the host, once per call, without writing anything: the real file URL is imported with
+ * a `?moss-compile=N` query (a fresh module instance per compile) that the module hooks (or, under vitest, the Vite
+ * plugin) serve as the module's source plus an export of its named top-level values. Relative imports and
+ * node_modules resolve as they would for the module itself, and imported files keep their identity (the `Ball`
+ * class the host binds is the one the module sees).
  */
 export async function loadModule(
   modulePath: string,
   source: string,
   valueNames: string[],
+  options: { sourceOverridden?: boolean } = {},
 ): Promise<LoadedModule> {
-  await ensureTypeScriptLoader();
-  const directory = path.dirname(modulePath);
-  const extension = path.extname(modulePath) || ".ts";
-  const base = path.basename(modulePath, extension);
-  const temporary = path.join(directory, `.${base}.moss-${process.pid}-${++loadCounter}${extension}`);
-  const locals = `\nexport const ${LOCALS_EXPORT} = { ${valueNames.join(", ")} };\n`;
+  await ensureModuleLoaders();
+  const url = compileUrl(pathToFileURL(modulePath).href, ++loadCounter, {
+    names: valueNames,
+    ...(options.sourceOverridden ? { source } : {}),
+  });
+  let namespace: Record<string, unknown>;
   try {
-    await writeFile(temporary, source + locals, "utf8");
+    namespace = (await import(/* @vite-ignore */ url)) as Record<string, unknown>;
   } catch (error) {
+    throw await loadError(error, modulePath, source, url);
+  }
+  if (!(LOCALS_EXPORT in namespace)) {
     throw new MossError(
       "module-load",
-      `${modulePath}: cannot load the context module: its folder must be writable for a moment (${(error as NodeJS.ErrnoException).code ?? error}: writing ${path.basename(temporary)} beside it, so its imports resolve as they would for the module itself)`,
+      `${modulePath}: loading the context module failed: it was loaded without its locals export, so the loader that served it is not moss-ts's${process.env.VITEST ? ". Under vitest, add mossVitePlugin() (from moss-ts) to plugins in vitest.config.ts" : ""}`,
       { file: modulePath },
-      { cause: error },
     );
   }
-  try {
-    const namespace = (await import(/* @vite-ignore */ pathToFileURL(temporary).href)) as Record<
-      string,
-      unknown
-    >;
-    return { namespace, locals: (namespace[LOCALS_EXPORT] ?? {}) as Record<string, unknown> };
-  } catch (error) {
-    throw loadError(error, modulePath, source, temporary);
-  } finally {
-    await unlink(temporary).catch(() => {});
-  }
+  return { namespace, locals: namespace[LOCALS_EXPORT] as Record<string, unknown> };
 }
 
-function loadError(error: unknown, modulePath: string, source: string, temporary: string): MossError {
+async function loadError(
+  error: unknown,
+  modulePath: string,
+  source: string,
+  url: string,
+): Promise<MossError> {
   const cause = error instanceof Error ? error : new Error(String(error));
-  const stack = (cause.stack ?? "")
-    .replaceAll(temporary, modulePath)
-    .replaceAll(pathToFileURL(temporary).href, modulePath);
+  const bare = url.slice(0, url.indexOf("?"));
+  const clean = (text: string) => text.replaceAll(url, modulePath).replaceAll(bare, modulePath);
+  const stack = clean(cause.stack ?? "");
   const frame = stack.match(new RegExp(`${escapeRegExp(modulePath)}:(\\d+):(\\d+)`));
   const line = frame ? Number(frame[1]) : undefined;
   const column = frame ? Number(frame[2]) : undefined;
   const where = line ? `${modulePath}:${line}:${column}` : modulePath;
   const sourceLine = line ? `\n\n> ${line} | ${source.split("\n")[line - 1] ?? ""}` : "";
+  const packageProblem = await esmPackageProblem(modulePath);
+  const hint = packageProblem === undefined ? "" : `\n\n${packageProblem}`;
   return new MossError(
     "module-load",
-    `${where} - loading the context module failed: ${cause.name}: ${cause.message}${sourceLine}`,
+    `${where} - loading the context module failed: ${cause.name}: ${clean(cause.message)}${sourceLine}${hint}`,
     { file: modulePath, line, column },
     { cause },
   );
@@ -74,11 +78,21 @@ function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
-/** Outside vitest (which transforms TypeScript itself), registers tsx's ESM loader once per process. */
-async function ensureTypeScriptLoader(): Promise<void> {
+/**
+ * Outside vitest (whose Vite plugin in vitest.config.ts serves context modules itself), registers tsx's ESM loader
+ * (for the TypeScript files a module imports) and then the module hooks, once per process.
+ */
+export async function ensureModuleLoaders(): Promise<void> {
   const registry = globalThis as Record<symbol, unknown>;
-  if (process.env.VITEST || registry[TSX_REGISTERED]) return;
-  const { register } = await import("tsx/esm/api");
-  register();
-  registry[TSX_REGISTERED] = true;
+  if (process.env.VITEST) return;
+  if (!registry[TSX_REGISTERED]) {
+    const { register: registerTsx } = await import("tsx/esm/api");
+    registerTsx();
+    registry[TSX_REGISTERED] = true;
+  }
+  if (!registry[HOOKS_REGISTERED]) {
+    const extension = path.extname(new URL(import.meta.url).pathname);
+    register(new URL(`./module-hooks${extension}`, import.meta.url));
+    registry[HOOKS_REGISTERED] = true;
+  }
 }

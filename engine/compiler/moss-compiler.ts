@@ -146,7 +146,9 @@ export class MossCompiler {
     const project = moduleProject(source);
     const analysis = analyzeModule(project, absolute, source);
     const valueNames = [...new Set(analysis.names.filter((name) => name.value).map((name) => name.name))];
-    const loaded = await loadModule(absolute, source, valueNames);
+    const loaded = await loadModule(absolute, source, valueNames, {
+      sourceOverridden: this.#context?.code !== undefined,
+    });
     const module: CompiledModule = {
       path: absolute,
       displayPath: modulePath,

@@ -20,7 +20,12 @@ export interface WriteContextReport {
  * MossError `context-corrupt` naming the file and, for JSON, the line and column of the error.
  */
 export async function readContextFile(path: string): Promise<MossContext | undefined> {
-  const text = await readTextIfExists(path);
+  let text: string | undefined;
+  try {
+    text = await readTextIfExists(path);
+  } catch (error) {
+    throw fileError("context-read", path, "cannot read the MossContext file", error);
+  }
   return text === undefined ? undefined : parseContextText(text, path);
 }
 
@@ -32,10 +37,35 @@ export async function readContextFile(path: string): Promise<MossContext | undef
 export async function writeContextFile(path: string, context: MossContext): Promise<WriteContextReport> {
   const valid = validateContext(context);
   const text = `${JSON.stringify(valid, null, 2)}\n`;
-  await mkdir(dirname(path), { recursive: true });
-  const movedCorruptTo = await moveAsideIfCorrupt(path);
-  await writeFileAtomically(path, text);
-  return movedCorruptTo === undefined ? { path } : { path, movedCorruptTo };
+  try {
+    await mkdir(dirname(path), { recursive: true });
+    const movedCorruptTo = await moveAsideIfCorrupt(path);
+    await writeFileAtomically(path, text);
+    return movedCorruptTo === undefined ? { path } : { path, movedCorruptTo };
+  } catch (error) {
+    if (MossError.is(error)) throw error;
+    throw fileError("context-write", path, "cannot write the MossContext file", error);
+  }
+}
+
+/** A file-system failure on a context file as a MossError naming the file and the cause (`EACCES: permission denied`). */
+function fileError(
+  code: "context-read" | "context-write",
+  path: string,
+  what: string,
+  error: unknown,
+): MossError {
+  const errno = error as NodeJS.ErrnoException;
+  const reason =
+    errno.code === undefined
+      ? String(errno.message ?? error)
+      : `${errno.code}: ${errno.message.replace(/^[A-Z]+: /, "").replace(/, \w+ '.*'$/, "")}${errno.path !== undefined && errno.path !== path ? ` (${errno.syscall ?? "at"} ${errno.path})` : ""}`;
+  return new MossError(
+    code,
+    `${path}: ${what} (${reason})`,
+    { file: path, errno: errno.code },
+    { cause: error },
+  );
 }
 
 /** Parses the text of a MossContext file, throwing MossError `context-corrupt` naming the file when it is not one. */
@@ -154,7 +184,9 @@ export async function readTextIfExists(path: string): Promise<string | undefined
   try {
     return await readFile(path, "utf8");
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    const code = (error as NodeJS.ErrnoException).code;
+    // ENOTDIR: a folder on the path is a file, so the file cannot exist either.
+    if (code === "ENOENT" || code === "ENOTDIR") return undefined;
     throw error;
   }
 }

@@ -124,7 +124,7 @@ describe("moss agent", () => {
 
   it("rejects a bad --max-steps with the usage", async () => {
     const cli = io();
-    expect(await main(["agent", "examples/todo/context.ts", "hi", "--max-steps", "0"], cli)).toBe(1);
+    expect(await main(["agent", "examples/todo/context.ts", "hi", "--max-steps", "0"], cli)).toBe(2); // a usage error (see moss --help: exit codes)
     expect(cli.err()).toContain("--max-steps needs a positive integer");
   });
 });
@@ -151,13 +151,13 @@ describe("moss agent against servers that misbehave (issue 9)", () => {
     expect(cli.out()).toContain("--context-tokens");
   });
 
-  it("a model that rambles past --max-tokens stops with truncated, exit 4, and says why on the summary line", async () => {
+  it("a model that rambles past --max-tokens stops with truncated, exit 5, and says why on the summary line", async () => {
     server = await startFakeOpenAIServer([{ ramble: true }, { ramble: true }, { ramble: true }], {
       contextTokens: 100_000,
     });
     const cli = io();
     const code = await main(agent("--max-tokens", "50", "--context-tokens", "100000"), cli);
-    expect(code).toBe(4);
+    expect(code).toBe(5);
     expect(server.requests.map((request) => request.body.max_tokens)).toEqual([50, 50, 50]);
     expect(cli.out()).toContain("── cut-off · step 1 ──");
     expect(cli.out()).toMatch(
@@ -172,10 +172,10 @@ describe("moss agent against servers that misbehave (issue 9)", () => {
     expect(server.requests[0]!.body.max_tokens).toBe(77);
   });
 
-  it("an answer with neither code nor a final answer is told once, then stops with unclear-answer, exit 5", async () => {
+  it("an answer with neither code nor a final answer is told once, then stops with unclear-answer, exit 6", async () => {
     server = await startFakeOpenAIServer([{ content: "Let me look:" }, { content: "" }]);
     const cli = io();
-    expect(await main(agent(), cli)).toBe(5);
+    expect(await main(agent(), cli)).toBe(6);
     expect(cli.out()).toContain("── unclear-answer · step 1 ──");
     expect(cli.out()).toContain(
       "── unclear-answer: the model's answer was empty, also after being told once",

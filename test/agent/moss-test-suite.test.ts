@@ -1,8 +1,10 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Readable, Writable } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { MossTestSuite } from "../../engine/agent/moss-test-suite.ts";
+import { main } from "../../engine/cli/main.ts";
 import { MossError } from "../../engine/errors.ts";
 import { type TodoFilter, type TodoItem, TodoList } from "../../examples/todo/todo-list.ts";
 import { writeModule } from "../helpers/compile-from-text.ts";
@@ -117,5 +119,125 @@ export function __moss_compile__(compiler: MossCompiler) { compiler.bind("Weathe
     const error = await suite.testCases(module).catch((caught: unknown) => caught);
     expect(MossError.is(error, "hook-shape")).toBe(true);
     expect((error as Error).message).toContain("cases.ts:2:14");
+  });
+
+  it("a case can expect a failure: kind and message pattern met pass, unmet ones fail with a clear message", async () => {
+    const module = join(directory, "errors.ts");
+    await writeFile(
+      module,
+      `export function divide(a: number, b: number): number {
+  if (b === 0) throw new RangeError("division by zero");
+  return a / b;
+}
+
+export const __moss_test_cases__ = [
+  { name: "divides", code: "function main() { return divide(6, 3); }" },
+  { name: "zero is refused", code: "function main() { return divide(1, 0); }", expectError: { kind: "runtime", message: /division by ZERO/i } },
+  { name: "kind only", code: "function main() { return divide(1, 0); }", expectError: "runtime" },
+  { name: "type path", code: "function main() { return divide('a', 1); }", expectError: { kind: "type", message: "not assignable" } },
+  { name: "expects but succeeds", code: "function main() { return divide(1, 1); }", expectError: "runtime" },
+  { name: "wrong kind", code: "function main() { return divide('a', 1); }", expectError: "runtime" },
+  { name: "wrong message", code: "function main() { return divide(1, 0); }", expectError: { kind: "runtime", message: "overflow" } },
+];
+`,
+    );
+    const report = await new MossTestSuite().runModuleTests(module);
+    const outcome = Object.fromEntries(report.results.map((result) => [result.name, result.ok]));
+    expect(outcome).toEqual({
+      divides: true,
+      "zero is refused": true,
+      "kind only": true,
+      "type path": true,
+      "expects but succeeds": false,
+      "wrong kind": false,
+      "wrong message": false,
+    });
+    expect(report).toMatchObject({ ok: false, passed: 4, failed: 3 });
+    const failure = (name: string) => report.results.find((result) => result.name === name)?.failure;
+    expect(failure("zero is refused")).toBeUndefined();
+    expect(failure("expects but succeeds")).toBe(
+      "expected a runtime error, but the code ran without error (returned 1)",
+    );
+    expect(failure("wrong kind")).toMatch(/^expected a runtime error, but got a type error: /);
+    expect(failure("wrong message")).toBe(
+      'expected a runtime error with a message matching "overflow", but the runtime error was: division by zero',
+    );
+    expect(report.results[1]!.expectError).toEqual({ kind: "runtime", message: /division by ZERO/i });
+  });
+
+  it("an unknown expected kind is refused when the cases are read, naming the kinds and the line", async () => {
+    const module = join(directory, "bad-kind.ts");
+    await writeFile(
+      module,
+      'export const __moss_test_cases__ = [\n  { code: "function main() {}", expectError: "oops" },\n];\n',
+    );
+    const error = await new MossTestSuite().testCases(module).catch((caught: unknown) => caught);
+    expect(MossError.is(error, "hook-shape")).toBe(true);
+    expect((error as Error).message).toContain("bad-kind.ts:2:");
+    expect((error as Error).message).toContain('"runtime"');
+  });
+
+  it("moss test prints an expected failure as a pass and an unmet one with its reason; exits 1", async () => {
+    const module = join(directory, "cli-errors.ts");
+    await writeFile(
+      module,
+      `export function boom(): never {
+  throw new Error("boom");
+}
+export const __moss_test_cases__ = [
+  { name: "boom is an error", code: "function main() { boom(); }", expectError: { kind: "runtime", message: "boom" } },
+  { name: "quiet is no error", code: "function main() { return 2; }", expectError: "runtime" },
+];
+`,
+    );
+    const lines: string[] = [];
+    const stdout = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(String(chunk));
+        done();
+      },
+    });
+    const code = await main(["test", module], {
+      stdout,
+      stderr: stdout,
+      stdin: Readable.from([]),
+      env: { NO_COLOR: "1" },
+      cwd: process.cwd(),
+    });
+    const output = lines.join("");
+    expect(code).toBe(1);
+    expect(output).toMatch(/✓ boom is an error \(expects a runtime error\)/);
+    expect(output).toContain("failed as expected with a runtime error: boom");
+    expect(output).toMatch(/✗ quiet is no error \(expects a runtime error\)/);
+    expect(output).toContain("expected a runtime error, but the code ran without error (returned 2)");
+    expect(output).toContain("1 passed, 1 failed");
+  });
+
+  it("the README's __moss_test_cases__ example runs as documented on the sphero module", async () => {
+    const readme = await readFile("README.md", "utf8");
+    const start = readme.indexOf('export const __moss_test_cases__ = [\n  "testSquare"');
+    expect(start).toBeGreaterThan(-1);
+    const cases = readme.slice(start, readme.indexOf("\n];", start) + 3);
+    const folder = join("test", "fixtures", ".tmp", `readme-cases-${process.pid}`);
+    await mkdir(folder, { recursive: true });
+    try {
+      for (const name of ["bolt.ts", "simulated-bolt.ts"])
+        await copyFile(join("examples/sphero", name), join(folder, name));
+      const source = await readFile("examples/sphero/context.ts", "utf8");
+      expect(source).toContain('export const __moss_test_cases__ = ["testSquare"];');
+      await writeFile(
+        join(folder, "context.ts"),
+        source.replace('export const __moss_test_cases__ = ["testSquare"];', cases),
+      );
+      const report = await new MossTestSuite().runModuleTests(join(folder, "context.ts"));
+      expect(report.results.map((result) => [result.name, result.ok])).toEqual([
+        ["testSquare", true],
+        ["remembers a shape", true],
+        ["a too-fast roll is refused", true],
+        ["a typo does not type-check", true],
+      ]);
+    } finally {
+      await rm(folder, { recursive: true, force: true });
+    }
   });
 });

@@ -1,11 +1,16 @@
 import { execFile } from "node:child_process";
-import { mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { watch } from "node:fs";
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { Readable, Writable } from "node:stream";
 import { promisify } from "node:util";
 import { describe, expect, test } from "vitest";
+import { EXIT, EXIT_CODES_HELP } from "../../engine/cli/exit-codes.ts";
+import { main } from "../../engine/cli/main.ts";
 
 const SPHERO = "examples/sphero/context.ts";
+const IS_ROOT = process.getuid?.() === 0;
 
 /** Runs the real `moss` binary in a child process, as a user would. */
 async function moss(
@@ -68,7 +73,7 @@ describe("moss CLI", () => {
       `async function main(moss: Moss) {\n  await moss.body.roll(0, 999, 1);\n}`,
     );
     expect(result.code).toBe(1);
-    expect(result.stderr).toContain("error[runtime] at snippet.ts:2:");
+    expect(result.stderr).toContain("error[runtime] at <stdin>:2:");
     expect(result.stderr).toContain("speed must be between 0 and 255");
     expect(result.stderr).toContain("> 2 |   await moss.body.roll(0, 999, 1);");
     expect(result.stderr).not.toMatch(/\/work\/|simulated-bolt/);
@@ -82,7 +87,7 @@ describe("moss CLI", () => {
       ["run", SPHERO, "--code", "-", "--context", contextFile],
       "function main() { return 1; }",
     );
-    expect(result.code).toBe(1);
+    expect(result.code).toBe(4);
     expect(result.stderr).toContain("context-corrupt");
     expect(result.stderr).toContain(contextFile);
     expect(await readFile(contextFile, "utf8")).toBe('{ "version": 1, "module": ');
@@ -111,9 +116,200 @@ describe("moss CLI", () => {
     expect(typo.code).toBe(2);
     expect(typo.stderr).toContain('unknown command "promt" — did you mean "prompt"?');
     const option = await moss(["prompt", SPHERO, "--jsn"]);
-    expect(option.code).toBe(1);
+    expect(option.code).toBe(2);
     expect(option.stderr).toContain("unknown option --jsn — did you mean --json?");
     const missing = await moss(["prompt", "examples/nope.ts"]);
     expect(missing.stderr).toContain("error[module-not-found]: examples/nope.ts: no such context module");
+  });
+
+  test("prompt, check, run and test work on a module in a read-only folder and create no file there", {
+    timeout: 300_000,
+  }, async () => {
+    const folder = path.resolve("test/fixtures/.tmp", `read-only-cli-${process.pid}-${Date.now()}`);
+    await mkdir(folder, { recursive: true });
+    for (const name of ["context.ts", "bolt.ts", "simulated-bolt.ts"]) {
+      await copyFile(path.join("examples/sphero", name), path.join(folder, name));
+    }
+    const module = path.join(folder, "context.ts");
+    const before = await readdir(folder);
+    const events: string[] = [];
+    const watcher = watch(folder, (type, name) => events.push(`${type} ${name}`));
+    if (!IS_ROOT) await chmod(folder, 0o555);
+    try {
+      const code = "async function main(moss: Moss) {\n  await moss.body.spin(90, 1);\n  return 1;\n}";
+      const prompt = await moss(["prompt", module]);
+      expect(prompt.stderr).toBe("");
+      expect(prompt.stdout).toContain("abstract class Ball");
+      const check = await moss(["check", module, "--code", "-"], code);
+      expect(check.stdout).toContain("No errors.");
+      const run = await moss(["run", module, "--code", "-"], code);
+      expect(run.stderr).toBe("");
+      expect(run.stdout).toContain("returned: 1");
+      const tested = await moss(["test", module]);
+      expect(tested.stdout).toContain("1 passed, 0 failed");
+      expect([prompt.code, check.code, run.code, tested.code]).toEqual([0, 0, 0, 0]);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(events).toEqual([]);
+      expect(await readdir(folder)).toEqual(before);
+    } finally {
+      watcher.close();
+      await chmod(folder, 0o755);
+      await rm(folder, { recursive: true, force: true });
+    }
+  });
+
+  test('a module outside an ES module package is told to add "type": "module" to the named package.json', async () => {
+    const folder = await mkdtemp(path.join(tmpdir(), "moss-cjs-"));
+    await writeFile(path.join(folder, "package.json"), '{ "name": "cjs-project" }\n');
+    await mkdir(path.join(folder, "node_modules"));
+    await symlink(path.resolve("."), path.join(folder, "node_modules", "moss-ts"));
+    await writeFile(
+      path.join(folder, "services.ts"),
+      'export class Greeter {\n  hello(name: string): string {\n    return "hi " + name;\n  }\n}\n',
+    );
+    const module = path.join(folder, "context.ts");
+    await writeFile(
+      module,
+      'import { Moss as Parent } from "moss-ts";\nimport { Greeter } from "./services.ts";\nexport class Moss extends Parent {\n  greeter?: Greeter;\n}\n',
+    );
+    const result = await moss(["prompt", module]);
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain(module);
+    expect(result.stderr).toContain(`add "type": "module" to ${path.join(folder, "package.json")}`);
+    expect(result.stderr).not.toMatch(/\.moss-\d+|in a cycle/);
+
+    await rm(path.join(folder, "package.json"));
+    const none = await moss(["prompt", module]);
+    expect(none.stderr).toMatch(/no package\.json in .* or any folder above it/);
+    await rm(folder, { recursive: true, force: true });
+  });
+
+  test("a context file whose folder is a file: the run's output and result first, then an error naming the file; exit 4", async () => {
+    const directory = await mkdtemp(path.join(tmpdir(), "moss-cli-"));
+    const notAFolder = path.join(directory, "file.txt");
+    await writeFile(notAFolder, "not a folder\n");
+    const contextFile = path.join(notAFolder, "session.json");
+    const result = await moss(
+      ["run", SPHERO, "--code", "-", "--context", contextFile],
+      'function main() {\n  console.log("did the work");\n  return 42;\n}',
+    );
+    expect(result.code).toBe(4);
+    expect(result.stdout).toContain("did the work");
+    expect(result.stdout).toContain("returned: 42");
+    expect(result.stderr).toMatch(/^error\[context-write\]: /m);
+    expect(result.stderr).toContain(contextFile);
+    expect(result.stderr).toMatch(/ENOTDIR|EEXIST/);
+    expect(result.stderr).not.toMatch(/\n\s+at /);
+    expect(await readFile(notAFolder, "utf8")).toBe("not a folder\n");
+  });
+
+  test.skipIf(IS_ROOT)(
+    "a context file in a read-only folder: output first, a clear EACCES error, the old file survives",
+    async () => {
+      const directory = await mkdtemp(path.join(tmpdir(), "moss-cli-"));
+      const contextFile = path.join(directory, "session.json");
+      const code =
+        'async function main(moss: Moss) {\n  moss.turns += 1;\n  console.log("turn", moss.turns);\n}';
+      expect((await moss(["run", SPHERO, "--code", "-", "--context", contextFile], code)).code).toBe(0);
+      const saved = await readFile(contextFile, "utf8");
+      await chmod(directory, 0o555);
+      try {
+        const result = await moss(["run", SPHERO, "--code", "-", "--context", contextFile], code);
+        expect(result.code).toBe(4);
+        expect(result.stdout).toContain("turn 2");
+        expect(result.stderr).toContain(
+          `error[context-write]: ${contextFile}: cannot write the MossContext file (EACCES`,
+        );
+        expect(await readFile(contextFile, "utf8")).toBe(saved);
+      } finally {
+        await chmod(directory, 0o755);
+      }
+    },
+  );
+});
+
+/** Runs the CLI's main() in this process with captured streams (no child process: the codes are the same). */
+async function mainInProcess(
+  args: string[],
+  input: string,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  const sink = (lines: string[]) =>
+    new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(String(chunk));
+        done();
+      },
+    });
+  const code = await main(args, {
+    stdout: sink(stdout),
+    stderr: sink(stderr),
+    stdin: Readable.from([input]),
+    env: { NO_COLOR: "1" },
+    cwd: process.cwd(),
+  });
+  return { code, stdout: stdout.join(""), stderr: stderr.join("") };
+}
+
+describe("moss exit codes", () => {
+  test("usage errors exit 2, failures 1, unusable inputs 4, the same for every command", async () => {
+    const failing = "async function main(moss: Moss) {\n  await moss.body.roll(0, 999, 1);\n}";
+    const untyped = "async function main(moss: Moss) {\n  moss.nothing();\n}";
+    const cases: Array<[args: string[], input: string, code: number]> = [
+      [[], "", 2],
+      [["nope"], "", 2],
+      [["check", SPHERO, "--code", "-", "--bogus"], "", 2],
+      [["run", SPHERO], "", 2],
+      [["check"], "", 2],
+      [["run", SPHERO, "--code", "-", "--type-check", "sometimes"], "", 2],
+      [["agent", SPHERO], "", 2],
+      [["test"], "", 2],
+      [["test", SPHERO, "--sandbox", "vm"], "", 2],
+      [["check", SPHERO, "--code", "-"], untyped, 1],
+      [["run", SPHERO, "--code", "-", "--sandbox", "in-process"], failing, 1],
+      [["run", SPHERO, "--code", "-", "--sandbox", "in-process"], untyped, 1],
+      [["prompt", "examples/nope.ts"], "", 4],
+      [["check", "examples/nope.ts", "--code", "-"], "", 4],
+      [["run", SPHERO, "--code", "no/such/code.ts"], "", 4],
+      [["test", "examples/nope.ts"], "", 4],
+    ];
+    for (const [args, input, code] of cases) {
+      const result = await mainInProcess(args, input);
+      expect({ args, code: result.code }).toEqual({ args, code });
+      if (code === 2) expect(result.stderr).toMatch(/Usage/);
+      else expect(result.stderr).not.toMatch(/Usage/);
+    }
+  });
+
+  test("--help documents every exit code, and the README carries the same table", async () => {
+    const help = await moss(["--help"]);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain(EXIT_CODES_HELP);
+    for (const code of Object.values(EXIT)) expect(EXIT_CODES_HELP).toMatch(new RegExp(`^  ${code} `, "m"));
+    expect(await readFile("README.md", "utf8")).toContain(EXIT_CODES_HELP);
+  });
+
+  test("an unexpected error is an internal error: exit 70 with its stack", async () => {
+    const stderr: string[] = [];
+    const io = {
+      stdout: new Writable({
+        write() {
+          throw new TypeError("stdout exploded");
+        },
+      }),
+      stderr: new Writable({
+        write(chunk, _encoding, done) {
+          stderr.push(String(chunk));
+          done();
+        },
+      }),
+      stdin: Readable.from([]),
+      env: {},
+      cwd: process.cwd(),
+    };
+    expect(await main(["prompt", "--help"], io)).toBe(70);
+    expect(stderr.join("")).toContain("internal error in moss-ts");
+    expect(stderr.join("")).toContain("TypeError: stdout exploded");
   });
 });

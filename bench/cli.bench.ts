@@ -1,0 +1,169 @@
+// CLI start-up and `moss check` wall times (issue 12), each as a ratio against its baseline measured in the same
+// run, interleaved so both sides see the same machine load:
+//   moss --help  vs  a bare `node -e 0`                         (target ≤ 3×)
+//   moss check   vs  its own cold type-check in a fresh process  (target ≤ 2×): node start + import the checker
+//                    + one ModuleChecker check of the same module and code, nothing else.
+// The CLI is measured as installed users run it: built JavaScript (tsc -p tsconfig.build.json into bench/.tmp),
+// started by bin/moss.js. The source checkout's start (tsx registered first) is shown for comparison.
+import { spawn, spawnSync } from "node:child_process";
+import { copyFile, mkdir, rm, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { formatMs, formatRatio, percentile, printTable, verdict } from "./stats.ts";
+
+const ROOT = fileURLToPath(new URL("../", import.meta.url));
+const BUILD = path.join(ROOT, "bench", ".tmp", "cli-build");
+const MODULE = path.join(ROOT, "examples", "sphero", "context.ts");
+const CODE =
+  "async function main(moss: Moss) {\n  await moss.body.spin(90, 1);\n  return moss.body.history().length;\n}\n";
+const START_RUNS = 9;
+const CHECK_RUNS = 5;
+
+/** Wall time of one child process, which must exit 0. */
+function timeProcess(args: string[]): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const child = spawn(process.execPath, args, {
+      cwd: ROOT,
+      stdio: ["ignore", "ignore", "pipe"],
+      env: { ...process.env, NO_COLOR: "1", CI: "1", VITEST: "" },
+    });
+    let stderr = "";
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+    child.on("error", reject);
+    child.on("exit", (code) => {
+      const elapsed = performance.now() - started;
+      if (code === 0) resolve(elapsed);
+      else reject(new Error(`${args.join(" ")} exited with ${code}\n${stderr.slice(-2000)}`));
+    });
+  });
+}
+
+/** Builds the CLI as it is published (dist/ + bin/) into bench/.tmp, plus the baseline's cold-check script. */
+async function build(): Promise<{ bin: string; coldCheck: string; code: string }> {
+  await rm(BUILD, { recursive: true, force: true });
+  await mkdir(path.join(BUILD, "bin"), { recursive: true });
+  const tsc = spawnSync(
+    process.execPath,
+    [
+      path.join(ROOT, "node_modules", "typescript", "bin", "tsc"),
+      "-p",
+      "tsconfig.build.json",
+      "--outDir",
+      path.join(BUILD, "dist"),
+    ],
+    { cwd: ROOT, encoding: "utf8" },
+  );
+  if (tsc.status !== 0) throw new Error(`building the CLI failed:\n${tsc.stdout}${tsc.stderr}`);
+  const bin = path.join(BUILD, "bin", "moss.js");
+  await copyFile(path.join(ROOT, "bin", "moss.js"), bin);
+  const code = path.join(BUILD, "snippet.ts");
+  await writeFile(code, CODE);
+  const coldCheck = path.join(BUILD, "cold-check.mjs");
+  await writeFile(
+    coldCheck,
+    [
+      'import { readFileSync } from "node:fs";',
+      'const { ModuleChecker } = await import("./dist/engine/check/index.js");',
+      "const [modulePath, codePath] = process.argv.slice(2);",
+      'const checker = new ModuleChecker({ modulePath, source: readFileSync(modulePath, "utf8"), hiddenNames: [] });',
+      'const diagnostics = checker.check(readFileSync(codePath, "utf8"));',
+      'if (diagnostics.some((diagnostic) => diagnostic.severity === "error")) process.exit(1);',
+    ].join("\n"),
+  );
+  return { bin, coldCheck, code };
+}
+
+function median(values: number[]): number {
+  return percentile(values, 0.5);
+}
+
+/** Runs the CLI benchmark and prints its table. */
+export async function run(): Promise<void> {
+  const { bin, coldCheck, code } = await build();
+  const sourceBin = path.join(ROOT, "bin", "moss.js");
+  const figures = {
+    node: [] as number[],
+    help: [] as number[],
+    helpSource: [] as number[],
+    coldCheck: [] as number[],
+    check: [] as number[],
+  };
+  // One unmeasured round warms the OS file cache and tsx's transform cache.
+  await timeProcess(["-e", "0"]);
+  await timeProcess(["--no-node-snapshot", bin, "--help"]);
+  await timeProcess(["--no-node-snapshot", sourceBin, "--help"]);
+  await timeProcess([coldCheck, MODULE, code]);
+  await timeProcess(["--no-node-snapshot", bin, "check", MODULE, "--code", code]);
+  for (let round = 0; round < START_RUNS; round++) {
+    figures.node.push(await timeProcess(["-e", "0"]));
+    figures.help.push(await timeProcess(["--no-node-snapshot", bin, "--help"]));
+    if (round < 5) figures.helpSource.push(await timeProcess(["--no-node-snapshot", sourceBin, "--help"]));
+  }
+  for (let round = 0; round < CHECK_RUNS; round++) {
+    figures.coldCheck.push(await timeProcess([coldCheck, MODULE, code]));
+    figures.check.push(await timeProcess(["--no-node-snapshot", bin, "check", MODULE, "--code", code]));
+  }
+  await rm(BUILD, { recursive: true, force: true });
+
+  const node = median(figures.node);
+  const coldCheckMs = median(figures.coldCheck);
+  const help = median(figures.help);
+  const check = median(figures.check);
+  printTable(
+    "cli: start-up and check, wall time of a fresh process (built JavaScript, as installed)",
+    ["figure", "median", "p90", "samples", "ratio to baseline", "target", "verdict"],
+    [
+      [
+        "baseline: node -e 0",
+        formatMs(node),
+        formatMs(percentile(figures.node, 0.9)),
+        String(figures.node.length),
+        "1.00×",
+        "",
+        "",
+      ],
+      [
+        "moss --help",
+        formatMs(help),
+        formatMs(percentile(figures.help, 0.9)),
+        String(figures.help.length),
+        formatRatio(help, node),
+        "≤ 3×",
+        verdict(help / node, 3),
+      ],
+      [
+        "moss --help from a source checkout (tsx first; comparison)",
+        formatMs(median(figures.helpSource)),
+        formatMs(percentile(figures.helpSource, 0.9)),
+        String(figures.helpSource.length),
+        formatRatio(median(figures.helpSource), node),
+        "",
+        "",
+      ],
+      [
+        "baseline: cold type-check alone, fresh process (sphero)",
+        formatMs(coldCheckMs),
+        formatMs(percentile(figures.coldCheck, 0.9)),
+        String(figures.coldCheck.length),
+        "1.00×",
+        "",
+        "",
+      ],
+      [
+        "moss check (sphero)",
+        formatMs(check),
+        formatMs(percentile(figures.check, 0.9)),
+        String(figures.check.length),
+        formatRatio(check, coldCheckMs),
+        "≤ 2×",
+        verdict(check / coldCheckMs, 2),
+      ],
+    ],
+    [
+      "Rounds interleave each figure with its baseline. The cold type-check baseline is node start + importing the",
+      "checker (ts-morph) + one ModuleChecker check of the same module and code; moss check also loads the module",
+      "on the host (tsx, its hooks, its imports), runs its hooks and resolves its services.",
+    ],
+  );
+}
