@@ -176,7 +176,7 @@ async function perform(operation: ApiOperation, rawArgs: unknown, context: CallC
   await context.authenticator.apply(operation, target);
   for (const [name, value] of target.headers) headers.set(name, value);
   for (const [name, value] of target.query) query.set(name, value);
-  for (const [name, value] of target.cookies) cookies.set(name, value);
+  for (const [name, value] of target.cookies) cookies.set(name, encodeURIComponent(value));
   if (cookies.size > 0)
     headers.set("cookie", [...cookies].map(([name, value]) => `${name}=${value}`).join("; "));
   headers.set("accept", operation.response?.mediaType ?? "application/json, */*;q=0.5");

