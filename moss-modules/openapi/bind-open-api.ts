@@ -1,4 +1,3 @@
-import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { LanguageModel } from "../../engine/agent/language-model.ts";
 import type { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
@@ -12,6 +11,7 @@ import {
 } from "./load-document.ts";
 import { createOpenApiService, type OpenApiServiceOptions } from "./open-api-service.ts";
 import { runFlow } from "./run-flow.ts";
+import { writeIfChanged } from "./write-if-changed.ts";
 
 /** Options of `bindOpenApi` / `openApiService`. */
 export interface BindOpenApiOptions extends OpenApiServiceOptions, LoadOpenApiOptions {
@@ -127,15 +127,4 @@ function defaultTypesFile(
 
 function kebab(name: string): string {
   return name.replace(/([a-z0-9])([A-Z])/g, "$1-$2").toLowerCase();
-}
-
-/** Writes atomically, only when the text differs (so an unchanged API keeps the file and its timestamp). */
-async function writeIfChanged(file: string, text: string): Promise<boolean> {
-  const previous = await readFile(file, "utf8").catch(() => undefined);
-  if (previous === text) return false;
-  await mkdir(path.dirname(file), { recursive: true });
-  const temporary = `${file}.${process.pid}.tmp`;
-  await writeFile(temporary, text, "utf8");
-  await rename(temporary, file);
-  return true;
 }

@@ -28,6 +28,7 @@ beforeAll(async () => {
       id: "pets",
       name: "Pet shelter",
       description: "Pets.",
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: plugin.json's own ${ENV} syntax
       auth: { type: "header", args: { "X-Api-Key": "${PETS_ATTACK_KEY}" } },
     },
     credentials: { "X-Api-Key": KEY },
@@ -93,7 +94,7 @@ describe("model code against an OpenAPI service: credentials stay on the host, c
   catch (error) { return (error as Error).message; }
 }`);
     expect(execution.returns).toBe(
-      "GET /moved: the server redirected to another origin; only " + server.origin + " is reachable",
+      `GET /moved: the server redirected to another origin; only ${server.origin} is reachable`,
     );
     expect(elsewhereHits).toEqual([]);
   });

@@ -54,6 +54,7 @@ describe("plugin.json auth", () => {
     process.env.PETS_TEST_KEY = SECRET;
     try {
       const service = await pluginService(
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: plugin.json's own ${ENV} syntax
         { type: "header", args: { "X-Api-Key": "${PETS_TEST_KEY}" } },
         { serverUrl: server.url },
       );
@@ -66,6 +67,7 @@ describe("plugin.json auth", () => {
   test("a missing environment variable is named in the error, and no request is sent", async () => {
     const server = await serve({ kind: "none" });
     const service = await pluginService(
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: plugin.json's own ${ENV} syntax
       { type: "header", args: { "X-Api-Key": "${PETS_UNSET_KEY}" } },
       { serverUrl: server.url },
     );
