@@ -97,7 +97,11 @@ export function createOpenApiService(
   call: CallOperation;
   secrets: SecretRegistry;
 } {
-  const base = serverBaseUrl(model, options);
+  // A document without servers still loads and declares its operations; its calls fail until a serverUrl is bound.
+  const hasServer =
+    options.serverUrl !== undefined ||
+    (Array.isArray(model.document.servers) && model.document.servers.length > 0);
+  const base = hasServer ? serverBaseUrl(model, options) : undefined;
   const secrets = new SecretRegistry();
   const limits = {
     timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
@@ -120,6 +124,10 @@ export function createOpenApiService(
     const operation = byName.get(name);
     if (!operation) throw new TypeError(`no operation named ${name}`);
     try {
+      if (!base)
+        throw new Error(
+          `${operation.method} ${operation.path}: the document declares no server; the host must bind a serverUrl`,
+        );
       return await perform(operation, args, { base, resolve: model.resolve, authenticator, secrets, limits });
     } catch (error) {
       throw scrubbed(error, secrets);
