@@ -1,3 +1,4 @@
+import { jsonErrorOffset } from "../../engine/context/json-error-offset.ts";
 import { OpenApiLoadError } from "./errors.ts";
 
 /** How a plugin authenticates (`plugin.json` `auth`): fixed header, query-parameter or cookie values, or OIDC. */
@@ -28,7 +29,7 @@ export function parsePluginManifest(text: string, file: string, folderName: stri
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw new OpenApiLoadError(`${file}:${jsonErrorPosition(text, error)} - ${(error as Error).message}`);
+    throw new OpenApiLoadError(`${file}:${jsonErrorPosition(text)} - ${(error as Error).message}`);
   }
   if (!isRecord(value)) throw new OpenApiLoadError(`${file}:1:1 - plugin.json must be an object`);
   const field = (name: string, problem: string) => new OpenApiLoadError(`${file} - "${name}" ${problem}`);
@@ -64,12 +65,11 @@ export function parsePluginManifest(text: string, file: string, folderName: stri
   return manifest;
 }
 
-function jsonErrorPosition(text: string, error: unknown): string {
-  const match = /position (\d+)/.exec(String((error as Error).message));
-  if (!match) return "1:1";
-  const before = text.slice(0, Number(match[1]));
-  const lines = before.split("\n");
-  return `${lines.length}:${lines[lines.length - 1]!.length + 1}`;
+function jsonErrorPosition(text: string): string {
+  const offset = jsonErrorOffset(text);
+  if (offset === undefined) return "1:1";
+  const before = text.slice(0, offset).split("\n");
+  return `${before.length}:${before[before.length - 1]!.length + 1}`;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
