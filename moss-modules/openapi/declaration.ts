@@ -60,7 +60,7 @@ export function openApiDeclaration(model: ApiModel, options: DeclarationOptions)
     methods.push(text);
   }
   for (const flow of options.flows ?? []) {
-    const text = flowDeclaration(flow, "  ");
+    const text = flowDeclaration(flow, model, writer, "  ");
     parts.set(flow.name, text);
     methods.push(text);
   }
@@ -218,14 +218,43 @@ function responseType(operation: ApiOperation, writer: TypeWriterOptions, indent
   return "Uint8Array";
 }
 
-function flowDeclaration(flow: FlowDefinition, indent: string): string {
+function flowDeclaration(
+  flow: FlowDefinition,
+  model: ApiModel,
+  writer: TypeWriterOptions,
+  indent: string,
+): string {
   const lines = [
     flow.description.trim() || `Runs the ${flow.name} flow.`,
     "",
     `A flow: runs its steps (${flow.steps.map((step) => `${step.name}: ${step.callType}`).join(", ")}) on the host`,
-    "and resolves to the last step's result. `args` are the API parameters and body of its api steps.",
+    "and resolves to the last step's result. Its arguments go to the API calls of its steps; `question` is the",
+    "user's question, given to its language-model steps.",
   ];
-  return `${jsDoc(lines, indent)}${indent}${flow.name}(args?: Record<string, unknown>): Promise<unknown>;`;
+  const inner = `${indent}  `;
+  const members = new Map<string, string>();
+  for (const step of flow.steps) {
+    if (step.callType !== "api") continue;
+    const [method, route] = String(step.params.endpoint).split(" ");
+    const operation = model.operations.find(
+      (candidate) => candidate.method === method?.toUpperCase() && candidate.path === route,
+    );
+    for (const parameter of operation?.parameters ?? []) {
+      if (members.has(parameter.key)) continue;
+      const doc = jsDoc(schemaDocLines(parameter.schema, { description: parameter.description }), inner);
+      members.set(
+        parameter.key,
+        `${doc}${inner}${propertyKey(parameter.key)}?: ${schemaToType(parameter.schema, writer, inner)};`,
+      );
+    }
+    if (operation?.body && !members.has(operation.body.key)) {
+      const type = bodyType(operation.body.mediaType, operation.body.schema, writer, inner);
+      members.set(operation.body.key, `${inner}${propertyKey(operation.body.key)}?: ${type};`);
+    }
+  }
+  if (!members.has("question"))
+    members.set("question", `${inner}/** The user's question. */\n${inner}question?: string;`);
+  return `${jsDoc(lines, indent)}${indent}${flow.name}(args?: {\n${[...members.values()].join("\n")}\n${indent}}): Promise<unknown>;`;
 }
 
 function typeDeclaration(name: string, schema: Schema | undefined, writer: TypeWriterOptions): string {

@@ -43,9 +43,15 @@ export async function compilePets(
     context?: string;
     sandbox?: "in-process" | "process";
     typeCheck?: "strict" | "warn" | "off";
+    /** More files for the plugin folder, e.g. \`{ "flows/x.yaml": "..." }\`. */
+    files?: Record<string, string>;
   },
 ): Promise<{ runtime: MossRuntime; binding: OpenApiBinding; cleanup(): Promise<void> }> {
   const workspace = await petsWorkspace(options.pluginJson);
+  for (const [name, text] of Object.entries(options.files ?? {})) {
+    await mkdir(path.dirname(path.join(workspace.plugin, name)), { recursive: true });
+    await writeFile(path.join(workspace.plugin, name), text);
+  }
   const compiler = new MossCompiler({
     sandbox: options.sandbox ?? "in-process",
     typeCheck: options.typeCheck ?? "strict",
