@@ -81,27 +81,41 @@ export function openApiDeclaration(model: ApiModel, options: DeclarationOptions)
   if (!compact) {
     sections.push(`${serviceDoc}export interface ${options.name} {`, methods.join("\n"), "}");
   } else {
-    // The full operation list is declared on a value the prompter does not follow (a `typeof` query, not a type
-    // reference): the checker and the membrane know every operation, the prompt shows the index.
+    // Indexed operations are typed by a \`typeof\` query on a value the prompter does not follow (it follows type
+    // references only): the checker and the membrane know every signature, the prompt shows one line each.
     const included = new Set(options.include ?? []);
-    const shown = methods.filter((_, index) => included.has(model.operations[index]?.name ?? ""));
-    const describe = [
-      "  /**",
-      '   * The full TypeScript declaration of an operation or a type of this API, e.g. `describe("reposGet")`.',
-      "   * Read it before calling an operation the index lists without its signature.",
-      "   */",
-      "  describe(name: string): string;",
-    ].join("\n");
+    const members = [
+      jsDoc(
+        [
+          'The full TypeScript declaration of an operation or a type of this API, e.g. `describe("getPet")`.',
+          "Read it before calling an operation shown only by name.",
+        ],
+        "  ",
+      ) + "  describe(name: string): string;",
+    ];
+    model.operations.forEach((operation, index) => {
+      if (included.has(operation.name)) members.push(methods[index]!);
+      else {
+        const tag = operation.tags[0] ? `[${operation.tags[0]}] ` : "";
+        const summary = oneLine(
+          operation.summary ?? operation.description ?? `${operation.method} ${operation.path}`,
+        );
+        members.push(
+          `${jsDoc([`${tag}${summary}`], "  ")}  ${operation.name}: typeof operations.${operation.name};`,
+        );
+      }
+    });
+    for (const flow of options.flows ?? []) members.push(parts.get(flow.name)!);
     sections.push(
-      `declare const allOperations: ${options.name}Operations;`,
+      `declare const operations: ${options.name}Operations;`,
       "",
-      `${serviceDoc}export type ${options.name} = typeof allOperations & {`,
-      [describe, ...shown].join("\n"),
-      "};",
+      `${serviceDoc}export interface ${options.name} {`,
+      members.join("\n"),
+      "}",
       "",
-      `/** Every operation of ${options.name}. */`,
+      `/** Every operation of ${options.name} in full: what \`describe(name)\` returns. */`,
       `export interface ${options.name}Operations {`,
-      methods.join("\n"),
+      methods.slice(0, model.operations.length).join("\n"),
       "}",
     );
   }
@@ -126,33 +140,10 @@ function serviceDocLines(model: ApiModel, options: DeclarationOptions, compact: 
   if (compact) {
     lines.push(
       "",
-      `This API has ${model.operations.length} operations: too many to declare here. The index below lists them by tag`,
-      "(`name — summary`); call `describe(name)` for the full declaration before using one. Every listed name is a",
-      "method of this object.",
-      "",
-      ...operationIndex(model.operations),
+      `This API has ${model.operations.length} operations: too many to declare here. Most are listed by name with a`,
+      "one-line summary (`name: typeof operations.name`); call `describe(name)` for an operation's full declaration",
+      "before using it. Every listed name is a method of this object.",
     );
-  }
-  return lines;
-}
-
-function operationIndex(operations: readonly ApiOperation[]): string[] {
-  const byTag = new Map<string, ApiOperation[]>();
-  for (const operation of operations) {
-    const tag = operation.tags[0] ?? "other";
-    let list = byTag.get(tag);
-    if (!list) byTag.set(tag, (list = []));
-    list.push(operation);
-  }
-  const lines: string[] = [];
-  for (const [tag, list] of byTag) {
-    lines.push(`${tag}:`);
-    for (const operation of list) {
-      const summary = oneLine(
-        operation.summary ?? operation.description ?? `${operation.method} ${operation.path}`,
-      );
-      lines.push(`- ${operation.name} — ${summary}`);
-    }
   }
   return lines;
 }
