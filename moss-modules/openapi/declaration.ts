@@ -81,17 +81,17 @@ export function openApiDeclaration(model: ApiModel, options: DeclarationOptions)
   if (!compact) {
     sections.push(`${serviceDoc}export interface ${options.name} {`, methods.join("\n"), "}");
   } else {
-    // Indexed operations are typed by a \`typeof\` query on a value the prompter does not follow (it follows type
+    // Indexed operations are typed by a `typeof` query on a value the prompter does not follow (it follows type
     // references only): the checker and the membrane know every signature, the prompt shows one line each.
     const included = new Set(options.include ?? []);
     const members = [
-      jsDoc(
+      `${jsDoc(
         [
           'The full TypeScript declaration of an operation or a type of this API, e.g. `describe("getPet")`.',
           "Read it before calling an operation shown only by name.",
         ],
         "  ",
-      ) + "  describe(name: string): string;",
+      )}  describe(name: string): string;`,
     ];
     model.operations.forEach((operation, index) => {
       if (included.has(operation.name)) members.push(methods[index]!);
