@@ -9,7 +9,7 @@ import { MossCompiler } from "../engine/compiler/moss-compiler.ts";
 import { type ApiModel, bindOpenApi, loadOpenApi } from "../moss-modules/openapi/index.ts";
 import { startPetServer } from "../test/moss-modules/openapi/pet-server.ts";
 import { petsWorkspace } from "../test/moss-modules/openapi/plugin-workspace.ts";
-import { formatMs, formatRatio, printTable, sample } from "./stats.ts";
+import { formatMs, formatRatio, printTable, type Summary, summarize } from "./stats.ts";
 
 const require = createRequire(import.meta.url);
 const TEMPORARY = fileURLToPath(new URL("./.tmp/apis/", import.meta.url));
@@ -19,6 +19,7 @@ const DOCUMENTS = [
   { name: "GitHub", file: require.resolve("@octokit/openapi/generated/api.github.com.json") },
 ];
 const CALLS_PER_RUN = 50;
+const ROUNDS = 15;
 
 /** The same API as OpenAI function-calling tools: one function per operation, `$ref`s inlined (tools allow none). */
 function functionCallingTools(model: ApiModel): object[] {
@@ -112,21 +113,37 @@ async function callRows(): Promise<string[][]> {
   const runtime = await compiler.compile(modulePath);
   try {
     const service = binding.service as { getPet(args: { petId: number }): Promise<unknown> };
-    const direct = await sample(20, async () => {
-      for (let index = 0; index < CALLS_PER_RUN; index++) {
-        const response = await fetch(`${server.url}/pets/1`, { headers: { accept: "application/json" } });
-        await response.json();
-      }
-    });
-    const host = await sample(20, async () => {
-      for (let index = 0; index < CALLS_PER_RUN; index++) await service.getPet({ petId: 1 });
-    });
     const code = `async function main(moss: Moss) { for (let i = 0; i < ${CALLS_PER_RUN}; i++) await moss.pets.getPet({ petId: 1 }); }`;
-    await runtime.execute({ code });
-    const membrane = await sample(20, async () => {
-      const execution = await runtime.execute({ code });
-      if (!execution.ok) throw new Error(execution.error?.message);
-    });
+    const variants: Array<() => Promise<void>> = [
+      async () => {
+        for (let index = 0; index < CALLS_PER_RUN; index++) {
+          const response = await fetch(`${server.url}/pets/1`, { headers: { accept: "application/json" } });
+          await response.json();
+        }
+      },
+      async () => {
+        for (let index = 0; index < CALLS_PER_RUN; index++) await service.getPet({ petId: 1 });
+      },
+      async () => {
+        const execution = await runtime.execute({ code });
+        if (!execution.ok) throw new Error(execution.error?.message);
+      },
+    ];
+    // Rounds interleave the three paths so that load from elsewhere on the machine falls on all of them alike.
+    const durations: number[][] = [[], [], []];
+    for (let round = -3; round < ROUNDS; round++) {
+      for (let offset = 0; offset < variants.length; offset++) {
+        const index = (round + 3 + offset) % variants.length;
+        const started = performance.now();
+        await variants[index]!();
+        if (round >= 0) durations[index]!.push(performance.now() - started);
+      }
+    }
+    const [direct, host, membrane] = durations.map((values) => summarize(values)) as [
+      Summary,
+      Summary,
+      Summary,
+    ];
     const per = (value: number) => value / CALLS_PER_RUN;
     return [
       ["fetch on the host (baseline)", formatMs(per(direct.median)), "1.00×"],

@@ -143,6 +143,18 @@ describe("MCP servers as typed services", () => {
     expect((execution.returns as { kinds: string[] }).kinds).toContain("image");
   });
 
+  test("arguments the server rejects come back as a clear error naming the tool", async () => {
+    const execution = await runtime.execute({
+      code: `async function main(moss: Moss) {
+  const sum = moss.everything.getSum as (args: unknown) => Promise<unknown>;
+  try { await sum({ a: "two", b: 40 }); return "accepted"; } catch (error) { return (error as Error).name + ": " + (error as Error).message; }
+}`,
+    });
+    expect(execution.returns).toBe(
+      "McpToolError: MCP error -32602: Input validation error: Invalid arguments for tool get-sum: Invalid input: expected number, received string at a",
+    );
+  });
+
   test("over streamable HTTP with the host's auth header, which the model never sees", async () => {
     const execution = await runtime.execute({
       code: `async function main(moss: Moss) {
