@@ -166,7 +166,7 @@ async function perform(operation: ApiOperation, rawArgs: unknown, context: CallC
         route = route.split(`{${parameter.name}}`).join(pathSegment(parameter, value));
         break;
       case "query":
-        appendQuery(query, parameter, value);
+        appendQuery(query, parameter, value, context.resolve);
         break;
       case "header": {
         const name = parameter.name.toLowerCase();
@@ -293,7 +293,12 @@ function pathSegment(parameter: ApiParameter, value: unknown): string {
   return encodeURIComponent(text);
 }
 
-function appendQuery(query: URLSearchParams, parameter: ApiParameter, value: unknown): void {
+function appendQuery(
+  query: URLSearchParams,
+  parameter: ApiParameter,
+  value: unknown,
+  resolve: (ref: string) => unknown,
+): void {
   if (Array.isArray(value) && parameter.explode) {
     for (const item of value) query.append(parameter.name, scalarText(parameter, item));
   } else if (
@@ -302,11 +307,33 @@ function appendQuery(query: URLSearchParams, parameter: ApiParameter, value: unk
     !Array.isArray(value) &&
     !(value instanceof Date)
   ) {
-    if (parameter.explode) {
-      for (const [key, item] of Object.entries(value))
-        if (item !== undefined) query.append(key, scalarText(parameter, item));
-    } else query.append(parameter.name, Object.entries(value).flat().map(String).join(","));
+    // An exploded object spreads its keys into the query: only the keys its schema declares, never others.
+    const allowed = objectKeys(parameter.schema, resolve);
+    if (!allowed) throw new TypeError(`argument ${parameter.key} must be a string, number or boolean`);
+    const entries = Object.entries(value).filter(([, item]) => item !== undefined);
+    for (const [key] of entries) {
+      if (allowed !== "any" && !allowed.has(key))
+        throw new TypeError(`argument ${parameter.key} has no field ${JSON.stringify(key)}`);
+      if (allowed === "any" && parameter.explode)
+        throw new TypeError(`argument ${parameter.key} declares no fields to send`);
+    }
+    if (parameter.explode) for (const [key, item] of entries) query.append(key, scalarText(parameter, item));
+    else
+      query.append(
+        parameter.name,
+        entries.map(([key, item]) => `${key},${scalarText(parameter, item)}`).join(","),
+      );
   } else query.append(parameter.name, scalarText(parameter, value));
+}
+
+/** The property names of an object schema, `"any"` for an object without declared properties, else undefined. */
+function objectKeys(schema: unknown, resolve: (ref: string) => unknown): Set<string> | "any" | undefined {
+  let node = schema as Record<string, unknown> | undefined;
+  for (let hops = 0; hops < 10 && typeof node?.$ref === "string"; hops++)
+    node = resolve(node.$ref) as typeof node;
+  if (!node || (node.type !== "object" && node.properties === undefined)) return undefined;
+  const properties = node.properties as Record<string, unknown> | undefined;
+  return properties ? new Set(Object.keys(properties)) : "any";
 }
 
 function headerValue(parameter: ApiParameter, value: unknown): string {

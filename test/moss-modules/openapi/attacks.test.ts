@@ -146,6 +146,17 @@ describe("model code against an OpenAPI service: credentials stay on the host, c
     expect(server.requests.length).toBe(before);
   });
 
+  test("a query argument cannot spread extra query parameters", async () => {
+    const before = server.requests.length;
+    const execution = await run(`async function main(moss: Moss) {
+  const list = moss.pets.listPets as (args: unknown) => Promise<unknown>;
+  try { await list({ limit: { "X-Api-Key": "mine", admin: "1" } }); return "sent"; }
+  catch (error) { return (error as Error).message; }
+}`);
+    expect(execution.returns).toBe("argument limit must be a string, number or boolean");
+    expect(server.requests.length).toBe(before);
+  });
+
   test("arguments with extra keys (a header, a URL) are refused, not forwarded", async () => {
     const execution = await run(`async function main(moss: Moss) {
   const whoami = moss.pets.whoami as (args: unknown) => Promise<unknown>;
