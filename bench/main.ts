@@ -10,6 +10,7 @@ const BENCHMARKS: Record<string, () => Promise<Benchmark>> = {
   prompt: async () => (await import("./prompt.bench.ts")).run,
   runtime: async () => (await import("./runtime.bench.ts")).run,
   cli: async () => (await import("./cli.bench.ts")).run,
+  apis: async () => (await import("./apis.bench.ts")).run,
 };
 
 const CHILD_TASKS: Record<string, (args: string[]) => Promise<void>> = {

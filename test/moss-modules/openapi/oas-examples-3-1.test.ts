@@ -1,0 +1,8 @@
+import { expect, test } from "vitest";
+import { checkCorpus, corpusFiles } from "./oas-corpus.ts";
+
+test("every OpenAPI 3.1 document of @readme/oas-examples loads, declares types that check, and renders a prompt", async () => {
+  const files = await corpusFiles("3.1", "json");
+  expect(files.length).toBeGreaterThan(10);
+  await checkCorpus(files);
+}, 120_000);
