@@ -68,7 +68,10 @@ export interface MossAgentOptions {
   maxSteps?: number;
   /** Failed steps in a row before the run stops with `max-consecutive-errors`. Default 3. */
   maxConsecutiveErrors?: number;
-  /** Output tokens per model call, sent as `max_tokens` (some servers default to unlimited). Default {@link DEFAULT_MAX_TOKENS}. */
+  /**
+   * Output tokens per model call, always sent as `max_tokens` (some servers default to unlimited output).
+   * Default {@link DEFAULT_MAX_TOKENS}, at most a quarter of the context.
+   */
   maxTokens?: number;
   /**
    * The model's context size in tokens; the conversation sent is shortened to fit it. Default: what the model
