@@ -68,7 +68,10 @@ export interface MossAgentOptions {
   maxSteps?: number;
   /** Failed steps in a row before the run stops with `max-consecutive-errors`. Default 3. */
   maxConsecutiveErrors?: number;
-  /** Output tokens per model call, sent as `max_tokens` (some servers default to unlimited). Default {@link DEFAULT_MAX_TOKENS}. */
+  /**
+   * Output tokens per model call, always sent as `max_tokens` (some servers default to unlimited output).
+   * Default {@link DEFAULT_MAX_TOKENS}, at most a quarter of the context.
+   */
   maxTokens?: number;
   /**
    * The model's context size in tokens; the conversation sent is shortened to fit it. Default: what the model
@@ -643,8 +646,8 @@ export class MossAgent {
           emit({ type: "text-delta", step, delta }),
         );
       } catch (error) {
-        if (MossError.is(error) && error.details.reason === "stream-cut") {
-          this.#abandon(error.details.partial as PartialResponse | undefined, step);
+        if (MossError.is(error) && error.details.partial !== undefined) {
+          this.#abandon(error.details.partial as PartialResponse, String(error.details.reason), step);
           await this.#saveConversation().catch(() => undefined);
         }
         if (attempt > 0 || !MossError.is(error) || error.details.reason !== "context-overflow") throw error;
@@ -672,12 +675,11 @@ export class MossAgent {
     }
   }
 
-  /** Keeps a partial answer (a cut stream) as an abandoned branch: the head stays where it was, so a retry starts clean. */
-  #abandon(partial: PartialResponse | undefined, step: number): void {
-    if (partial === undefined) return;
+  /** Keeps a partial answer (a cut or broken stream) as an abandoned branch: the head stays, so a retry starts clean. */
+  #abandon(partial: PartialResponse, reason: string, step: number): void {
     const head = this.#conversation.head;
     this.#conversation.attach(head?.id, "assistant", partial.content, {
-      abandoned: "stream-cut",
+      abandoned: reason,
       toolCalls: partial.toolCalls,
       chunks: partial.chunks,
       step,

@@ -206,7 +206,13 @@ export class OpenAILanguageModel implements LanguageModel {
         }
       } catch (error) {
         if (request.signal?.aborted || chunkCount === 0) throw error;
-        throw this.#streamCut({ content, toolCalls: toolCallList(), chunks: chunkCount }, error);
+        const partial = { content, toolCalls: toolCallList(), chunks: chunkCount };
+        if (error instanceof SyntaxError) {
+          throw this.#invalid(`chunk ${chunkCount + 1} of its stream is not valid JSON (${error.message})`, {
+            partial,
+          });
+        }
+        throw this.#streamCut(partial, error);
       }
       if (chunkCount === 0) {
         throw this.#invalid(

@@ -17,6 +17,8 @@ export type FakeReply =
       noChoices?: boolean;
       /** Leaves `finish_reason` null in every chunk or in the completion. */
       noFinishReason?: boolean;
+      /** Streaming: after this many chunks the server sends a line that is not JSON, then goes on. */
+      garbageAfterChunks?: number;
     }
   | {
       status: number;
@@ -198,6 +200,7 @@ export async function startFakeOpenAIServer(
         response.socket?.destroy();
         return;
       }
+      if (sent === reply.garbageAfterChunks) response.write("data: {oops\n\n");
       const choices = reply.noChoices === true ? [] : [{ index: 0, delta, finish_reason: finish }];
       response.write(`data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices })}\n\n`);
       await new Promise<void>((resolve) => setImmediate(resolve));

@@ -239,6 +239,24 @@ describe("a stream cut mid-answer", () => {
   });
 });
 
+describe("a stream with a chunk that is not JSON", () => {
+  it("is a model-request error naming the chunk, and the partial answer is abandoned", async () => {
+    server = await startFakeOpenAIServer([{ content: "partial answer here", garbageAfterChunks: 2 }]);
+    const agent = new MossAgent({
+      model: openai(server.baseUrl),
+      createRuntime: async () => new ScriptedRuntime([]),
+    });
+    const result = await agent.run("say hi");
+    expect(MossError.is(result.error, "model-request")).toBe(true);
+    expect((result.error as MossError).message).toContain("chunk 3 of its stream is not valid JSON");
+    expect(agent.conversation.head).toMatchObject({ role: "user", content: "say hi" });
+    expect(agent.conversation.children(agent.conversation.head!.id)[0]).toMatchObject({
+      content: "partial",
+      metadata: { abandoned: "invalid-response" },
+    });
+  });
+});
+
 describe("resuming is always well-formed", () => {
   it("a run that failed before any answer is not followed by a second task message", async () => {
     server = await startFakeOpenAIServer([
