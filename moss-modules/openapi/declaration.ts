@@ -16,8 +16,6 @@ export interface DeclarationOptions {
   name: string;
   plugin?: PluginManifest;
   flows?: readonly FlowDefinition[];
-  /** Where the document came from, for the header comment. */
-  source?: string;
   /**
    * Past this many operations the service type shows a compact index (names and one-line summaries by tag) and
    * `describe(name)`; the type-checker still knows every operation. Default 40.
