@@ -40,6 +40,7 @@ describe("an OpenAPI plugin as a typed service", () => {
     expect(prompt).toContain("Pattern: `^[A-Za-z ]{2,40}$`.");
     expect(prompt).not.toContain(KEY);
     expect(prompt).not.toContain("PETS_API_KEY");
+    expect(prompt).not.toContain("biome-ignore");
   });
 
   test("model code lists, creates and reads back pets with JSON bodies", async () => {
