@@ -69,7 +69,7 @@ function childArguments(): string[] {
 }
 
 /** Delay before a spare taken by a session is replaced. */
-const REFILL_DELAY_MS = 250;
+const REFILL_DELAY_MS = 500;
 
 /** Why a run's sandbox process was killed by its supervisor (absent: it died by itself). */
 type KillReason = "timeout" | "disposed" | "stopped";
@@ -408,7 +408,8 @@ export class ProcessDriver implements SandboxDriver {
 
   async open(setup: SessionSetup, membrane: HostMembrane, limits: ExecutionLimits): Promise<SandboxSession> {
     if (this.#closed) throw new MossError("sandbox-failed", "the process sandbox driver is closed");
-    this.#fill();
+    // No spare at all (the first open, or a burst): start just the one this open needs; the pool refills later.
+    if (this.#spares.length === 0) this.#fill(1);
     const index = this.#spares.findIndex((child) => child.isReady);
     const child = this.#spares.splice(index === -1 ? 0 : index, 1)[0]!;
     this.#owned.add(child);
@@ -444,8 +445,8 @@ export class ProcessDriver implements SandboxDriver {
     await Promise.all(children.map((child) => child.stop("disposed")));
   }
 
-  #fill(): void {
-    while (!this.#closed && this.#spares.length < this.#poolSize) {
+  #fill(count = this.#poolSize): void {
+    while (!this.#closed && this.#spares.length < count) {
       const child: SandboxChild = new SandboxChild({
         graceMs: this.#graceMs,
         startTimeoutMs: this.#startTimeoutMs,
