@@ -205,7 +205,7 @@ export class ModuleChecker {
       this.#scopePath,
       scopeSource(source, this.#visibleNames, this.#modulePath) + suffix,
     );
-    sandboxGlobalsText ??= readFileSync(SANDBOX_GLOBALS_PATH, "utf8");
+    sandboxGlobalsText ??= readSandboxGlobals();
     this.#host.setVirtual(SANDBOX_GLOBALS_FILE, sandboxGlobalsText);
     this.#writePrevious();
   }
@@ -553,6 +553,18 @@ function editedOffset(original: number, analysis: SnippetAnalysis): number {
 function relativeSpecifier(fromFile: string, toFile: string): string {
   const relative = path.relative(path.dirname(fromFile), toFile).split(path.sep).join("/");
   return relative.startsWith("../") ? relative : `./${relative}`;
+}
+
+function readSandboxGlobals(): string {
+  try {
+    return readFileSync(SANDBOX_GLOBALS_PATH, "utf8");
+  } catch (error) {
+    throw new MossError(
+      "invalid-argument",
+      `moss-ts cannot read its sandbox globals declaration file (${(error as Error).message}): the package is incomplete; it must ship engine/check/sandbox-globals.d.ts beside module-checker`,
+      { path: SANDBOX_GLOBALS_PATH },
+    );
+  }
 }
 
 /** An identifier that names something by itself (not a member, a property key or a declaration's name). */

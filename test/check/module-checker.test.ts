@@ -354,7 +354,7 @@ describe("a fresh project without @types/node", () => {
     const cwd = process.cwd();
     try {
       const source =
-        "export class Moss {\n  count = 0;\n}\nexport function greet(name: string): string {\n  return `hi ${name}`;\n}\n";
+        "export class Moss {\n  count = 0;\n}\nexport function greet(name: string): string {\n  return 'hi ' + name;\n}\n";
       const modulePath = path.join(directory, "context.ts");
       writeFileSync(modulePath, source);
       // TypeScript resolves type packages from the current folder: make it one with no node_modules at all.
