@@ -98,7 +98,13 @@ const HOST_GLOBALS = new Set([
   "NodeJS",
 ]);
 /** ES globals the sandbox removes (their memory escapes the isolate's limit). */
-const REMOVED_GLOBALS = new Set(["WebAssembly", "SharedArrayBuffer", "Atomics"]);
+const REMOVED_GLOBALS = new Set([
+  "WebAssembly",
+  "SharedArrayBuffer",
+  "Atomics",
+  "WeakRef",
+  "FinalizationRegistry",
+]);
 /** The sandbox's globals beside the ES library, shipped with moss-ts and read by path. */
 const SANDBOX_GLOBALS_PATH = fileURLToPath(new URL("./sandbox-globals.d.ts", import.meta.url));
 /** Where the checker's program shows them (no host path). */

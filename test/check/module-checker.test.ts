@@ -364,7 +364,7 @@ describe("a fresh project without @types/node", () => {
         'function main(moss: Moss) {\n  console.log(greet("x"), moss.count);\n  console.info(1);\n  console.warn(2);\n  console.error(3);\n  console.debug(4);\n  moss.count = [1, 2].findLast((n) => n > 0) ?? 0;\n}';
       expect(fresh.check(clean)).toEqual([]);
       const hostCode =
-        "function main(moss: Moss) {\n  setTimeout(() => {}, 1);\n  process.exit(1);\n  const b = Buffer.from('x');\n  console.table(b);\n  const s = new SharedArrayBuffer(8);\n}";
+        "function main(moss: Moss) {\n  setTimeout(() => {}, 1);\n  process.exit(1);\n  const b = Buffer.from('x');\n  console.table(b);\n  const s = new SharedArrayBuffer(8);\n  const r = new FinalizationRegistry(() => {});\n  const w = new WeakRef({});\n}";
       const diagnostics = fresh.check(hostCode);
       expect(diagnostics.map((diagnostic) => [diagnostic.code, diagnostic.line])).toEqual([
         [90004, 2],
@@ -372,6 +372,8 @@ describe("a fresh project without @types/node", () => {
         [90004, 4],
         [90004, 5],
         [90004, 6],
+        [90004, 7],
+        [90004, 8],
       ]);
       const text = JSON.stringify(diagnostics);
       for (const hint of ["dom", "lib", "@types", "npm i", "tsconfig"]) expect(text).not.toContain(hint);
