@@ -9,6 +9,7 @@ const BENCHMARKS: Record<string, () => Promise<Benchmark>> = {
   check: async () => (await import("./check-report.ts")).run,
   prompt: async () => (await import("./prompt.bench.ts")).run,
   runtime: async () => (await import("./runtime.bench.ts")).run,
+  membrane: async () => (await import("./membrane.bench.ts")).run,
 };
 
 const CHILD_TASKS: Record<string, (args: string[]) => Promise<void>> = {
