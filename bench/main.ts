@@ -11,6 +11,7 @@ const BENCHMARKS: Record<string, () => Promise<Benchmark>> = {
   runtime: async () => (await import("./runtime.bench.ts")).run,
   cli: async () => (await import("./cli.bench.ts")).run,
   apis: async () => (await import("./apis.bench.ts")).run,
+  membrane: async () => (await import("./membrane.bench.ts")).run,
 };
 
 const CHILD_TASKS: Record<string, (args: string[]) => Promise<void>> = {

@@ -222,6 +222,13 @@ export class DeclaredTypes {
   #resolve(given: ts.Type): DeclaredType {
     const type = this.#checker.getAwaitedType(given) ?? given;
     if (type !== given) return this.of(type);
+    if (type.flags & ts.TypeFlags.TypeParameter) {
+      // `this` (fluent methods) and `T extends Ball` stand for their constraint; an unconstrained T says nothing.
+      const constraint = this.#checker.getBaseConstraintOfType(type);
+      return constraint && constraint !== type && !(constraint.flags & ts.TypeFlags.TypeParameter)
+        ? this.of(constraint)
+        : UNDECLARED;
+    }
     if (type.flags & UNTYPED_FLAGS) return UNDECLARED;
     if (type.isUnion()) {
       const parts = type.types.filter((part) => !(part.flags & (ts.TypeFlags.Undefined | ts.TypeFlags.Null)));

@@ -6,7 +6,7 @@ import { createContext, encodeProperties } from "../context/index.ts";
 import { codeFrame, MossError } from "../errors.ts";
 import type { Injection } from "../moss.ts";
 import { MossPrompter } from "../prompter/moss-prompter.ts";
-import { addHostRoot } from "../sandbox/host-error.ts";
+import { addHostRoot, redactHostPaths } from "../sandbox/host-error.ts";
 import type { SandboxDriver, SandboxSession } from "../sandbox/sandbox.ts";
 import { decodeWire, encodeWireFields } from "../sandbox/wire.ts";
 import {
@@ -497,7 +497,10 @@ function runtimeError(
   code: string,
 ): ExecutionError {
   const mapped = mapStack(error.stack, prepared.map);
-  const located: ExecutionError = { kind: error.kind, name: error.name, message: error.message };
+  // Faults of the sandbox machinery (a crash reports the sandbox process's stderr) may name host files; the model's
+  // own errors are its text, and host errors were cleaned when they crossed the membrane.
+  const message = error.kind === "runtime" ? error.message : redactHostPaths(error.message);
+  const located: ExecutionError = { kind: error.kind, name: error.name, message };
   if (mapped.stack) located.stack = mapped.stack;
   if (mapped.line !== undefined && mapped.column !== undefined) {
     located.line = mapped.line;

@@ -4,6 +4,8 @@ import { decodeProperties } from "../../engine/context/index.ts";
 import { MossError } from "../../engine/errors.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
+import { crashResult } from "../../engine/sandbox/crash-result.ts";
+import type { SandboxDriver } from "../../engine/sandbox/sandbox.ts";
 import { writeModule } from "../helpers/compile-from-text.ts";
 
 const MODULE = `import { Moss as Parent } from "moss-ts";
@@ -159,6 +161,29 @@ describe("MossRuntime.execute: the context records the code it runs (GhostOS par
     expect(seen).toEqual([{ executeCode: code, executed: false }]);
     expect(execution.context).toMatchObject({ executeCode: code, executed: true });
     expect(runtime.dumpContext()).toMatchObject({ executeCode: code, executed: true });
+  });
+
+  test("a sandbox crash message (the sandbox process's stderr) reaches the model without host paths", async () => {
+    const crashing: SandboxDriver = {
+      name: "process",
+      async open() {
+        return {
+          alive: true,
+          run: async () =>
+            crashResult(
+              "the sandbox process was killed by SIGABRT (# Fatal error in /srv/données privées/node_modules/isolated-vm/out/isolated_vm.node); it is being replaced",
+              "SandboxCrash",
+            ),
+          dispose: async () => {},
+        };
+      },
+      close: async () => {},
+    };
+    const runtime = await compile({ sandbox: crashing });
+    const execution = await runtime.execute({ code: "function main(moss: Moss) { return 1; }" });
+    expect(execution.error?.kind).toBe("crash");
+    expect(execution.error?.message).toContain("<host path>/isolated_vm.node");
+    expect(execution.error?.message).not.toMatch(/données|node_modules|\/srv/);
   });
 
   test("a visible abstract class cannot be constructed from model code (its declaration forbids it)", async () => {

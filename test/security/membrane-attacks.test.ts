@@ -111,6 +111,16 @@ describe.each(["process", "in-process"] as const)("membrane attacks (%s driver)"
       expectNoHostPath(execution);
     });
 
+    test("a fluent method declared as returning this hands out the declared type again, not the class", async () => {
+      const execution = await run(`function main(moss: Moss) {
+        const again: any = moss.body.matrix().clear();
+        return [typeof again.set, typeof again.clear, attempt(again, "wipe")];
+      }`);
+      expect(execution.error).toBeUndefined();
+      expect(execution.returns).toEqual(["function", "function", "blocked: undefined"]);
+      expectBodyUntouched();
+    });
+
     test("a Promise result is typed by its awaited declared type", async () => {
       const execution = await run(`async function main(moss: Moss) {
         const matrix: any = await moss.body.matrixLater();
