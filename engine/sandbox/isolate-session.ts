@@ -5,6 +5,7 @@ import { crashResult } from "./crash-result.ts";
 import ivm from "./isolated-vm.ts";
 import { errorWire, type HostOperation } from "./membrane-call.ts";
 import type { HostOutcome, SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbox.ts";
+import { WIRE_TEXT_SLACK } from "./wire.ts";
 
 /*
  * One isolate + one context, the only file that imports isolated-vm. Used by both drivers. Host calls are always
@@ -545,11 +546,6 @@ function timeoutFailure(message: string): Failure {
   return { kind: "timeout", name: "TimeoutError", message };
 }
 
-/**
- * Wire text may be this many times longer than the expanded size it stands for: the isolate's slack of 4 for
- * indices and tags, times 4/3 for binary data counted by its bytes but sent as base64.
- */
-const WIRE_TEXT_SLACK = 6;
 const MAX_ERROR_NAME = 200;
 const MAX_ERROR_MESSAGE = 8 * 1024;
 const MAX_ERROR_STACK = 16 * 1024;

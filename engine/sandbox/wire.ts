@@ -1142,6 +1142,8 @@ const hostCodec = createWireCodec();
 export const WIRE_MAX_DEPTH: number = hostCodec.bounds.maxDepth;
 /** Longest bigint (in decimal digits) a value crossing the wire may hold: decimal conversion is quadratic. */
 export const WIRE_MAX_BIGINT_DIGITS: number = hostCodec.bounds.maxBigIntDigits;
+/** Wire text is at most this many times longer than the expanded value (tags, indices; base64 for binary data). */
+export const WIRE_TEXT_SLACK = 6;
 /** Expanded-size budget of a decode that names none (the default result limit). */
 export const DEFAULT_MAX_EXPANDED_BYTES: number = DEFAULT_LIMITS.maxResultBytes;
 
@@ -1225,12 +1227,17 @@ export interface DecodeWireOptions {
  * untrusted isolate). Throws MossError `wire-invalid` for malformed text and `wire-limit` past a bound.
  */
 export function decodeWire(text: string, options: DecodeWireOptions = {}): unknown {
+  const maxExpanded = options.maxExpandedBytes ?? DEFAULT_MAX_EXPANDED_BYTES;
+  if (text.length > WIRE_TEXT_SLACK * maxExpanded) {
+    // Not even parsed: an honest encoding of a value within the budget is never this long.
+    throw new MossError(
+      "wire-limit",
+      `value is sent as ${text.length} characters, more than ${WIRE_TEXT_SLACK} times the limit of ${maxExpanded} bytes`,
+      {},
+    );
+  }
   return hostCall(() =>
-    hostCodec.decode(text, {
-      onHandle: options.onHandle,
-      maxExpanded: options.maxExpandedBytes ?? DEFAULT_MAX_EXPANDED_BYTES,
-      onRefused: options.onRefused,
-    }),
+    hostCodec.decode(text, { onHandle: options.onHandle, maxExpanded, onRefused: options.onRefused }),
   );
 }
 

@@ -188,6 +188,11 @@ describe("wire codec", () => {
     expect(measureWire(small)).toBe(measureValue(decodeWire(small), Number.POSITIVE_INFINITY));
   });
 
+  test("text far longer than any honest encoding of a value within the budget is refused unparsed", () => {
+    const text = JSON.stringify(["x".repeat(7_000)]);
+    expect(() => decodeWire(text, { maxExpandedBytes: 1_000 })).toThrow(/more than 6 times the limit/);
+  });
+
   test("bigints are capped at WIRE_MAX_BIGINT_DIGITS digits on both ends", () => {
     const limit = 10n ** BigInt(WIRE_MAX_BIGINT_DIGITS);
     expect(roundTrip(limit - 1n)).toBe(limit - 1n);
