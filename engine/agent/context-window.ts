@@ -4,7 +4,7 @@ import type { ChatMessage } from "./language-model.ts";
 import { truncateMiddle } from "./observation.ts";
 
 /** The context size assumed when neither the options nor the model server give one. */
-export const DEFAULT_CONTEXT_TOKENS = 8_192;
+export { DEFAULT_CONTEXT_TOKENS } from "./stop-reasons.ts";
 
 /** Tokens kept free besides the output (`max_tokens`): the counting tokenizer is not the model's own. */
 export const CONTEXT_MARGIN_RATIO = 0.1;

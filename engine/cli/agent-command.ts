@@ -1,17 +1,12 @@
 import { join, resolve } from "node:path";
-import { DEFAULT_CONTEXT_TOKENS } from "../agent/context-window.ts";
-import { FileConversationStore } from "../agent/conversation-store.ts";
 import type { LanguageModel } from "../agent/language-model.ts";
+import type { AgentEvent } from "../agent/moss-agent.ts";
 import {
-  type AgentEvent,
+  DEFAULT_CONTEXT_TOKENS,
   DEFAULT_MAX_TOKENS,
-  MossAgent,
   STOP_REASONS,
   type StopReason,
-} from "../agent/moss-agent.ts";
-import { OpenAILanguageModel } from "../agent/openai-language-model.ts";
-import { ScriptedLanguageModel } from "../agent/scripted-language-model.ts";
-import { FileContextStore } from "../context/index.ts";
+} from "../agent/stop-reasons.ts";
 import { MossError } from "../errors.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { EXIT, usageError } from "./exit-codes.ts";

@@ -1,0 +1,37 @@
+/*
+ * The agent's defaults and stop reasons, in a module of their own: the CLI's help and exit codes need them without
+ * loading the agent (and with it the runtime, the compiler and the model client).
+ */
+
+/** The context size assumed when neither the options nor the model server say. */
+export const DEFAULT_CONTEXT_TOKENS = 8_192;
+
+/** Output tokens per model call when the options do not say. */
+export const DEFAULT_MAX_TOKENS = 2_048;
+
+/**
+ * Why a run ended: `answer` (the model answered in plain text), `max-steps`, `max-consecutive-errors`,
+ * `truncated` (answers kept being cut off at the output limit), `unclear-answer` (the model answered without
+ * code and without a clear final answer, also after being told so once), `error` (the model server or the
+ * runtime failed), `aborted` (the caller's signal).
+ */
+export type StopReason =
+  | "answer"
+  | "max-steps"
+  | "max-consecutive-errors"
+  | "truncated"
+  | "unclear-answer"
+  | "error"
+  | "aborted";
+
+/** Every stop reason with one sentence saying what it means (the CLI's help and summary line use these). */
+export const STOP_REASONS: Readonly<Record<StopReason, string>> = Object.freeze({
+  answer: "the model answered in plain text (no code): the task is done or cannot be done",
+  "max-steps": "the step limit (--max-steps) was reached before the model answered",
+  "max-consecutive-errors": "too many steps in a row failed (--max-errors)",
+  truncated: "the model's answers kept being cut off at the output limit (--max-tokens)",
+  "unclear-answer":
+    "the model answered without code and without a clear final answer, also after being told so",
+  error: "the model server or the runtime failed (the error is printed)",
+  aborted: "the run was aborted",
+});
