@@ -9,6 +9,14 @@ const TSX_REGISTERED = Symbol.for("moss-ts.tsx-registered");
 const HOOKS_REGISTERED = Symbol.for("moss-ts.module-hooks-registered");
 let loadCounter = 0;
 
+/**
+ * True inside a vitest test worker, where Vite serves modules. `VITEST` alone is not enough: child processes a
+ * test starts inherit it, and a plain `node` child has no Vite, so it needs moss-ts's own loaders.
+ */
+function underVitest(): boolean {
+  return Boolean(process.env.VITEST) && "__vitest_worker__" in globalThis;
+}
+
 /** The module's namespace plus its top-level values (exported or not), as loaded on the host. */
 export interface LoadedModule {
   namespace: Record<string, unknown>;
@@ -42,7 +50,7 @@ export async function loadModule(
   if (!(LOCALS_EXPORT in namespace)) {
     throw new MossError(
       "module-load",
-      `${modulePath}: loading the context module failed: it was loaded without its locals export, so the loader that served it is not moss-ts's${process.env.VITEST ? ". Under vitest, add mossVitePlugin() (from moss-ts) to plugins in vitest.config.ts" : ""}`,
+      `${modulePath}: loading the context module failed: it was loaded without its locals export, so the loader that served it is not moss-ts's${underVitest() ? ". Under vitest, add mossVitePlugin() (from moss-ts) to plugins in vitest.config.ts" : ""}`,
       { file: modulePath },
     );
   }
@@ -84,7 +92,7 @@ function escapeRegExp(text: string): string {
  */
 export async function ensureModuleLoaders(): Promise<void> {
   const registry = globalThis as Record<symbol, unknown>;
-  if (process.env.VITEST) return;
+  if (underVitest()) return;
   if (!registry[TSX_REGISTERED]) {
     const { register: registerTsx } = await import("tsx/esm/api");
     registerTsx();
