@@ -59,6 +59,8 @@ describe("moss CLI", () => {
     expect(first.code).toBe(0);
     expect(first.stdout).toContain("turn 1");
     expect(first.stdout).toContain("returned: 4");
+    // The duration is the run's, not the save's.
+    expect(first.stderr).toMatch(/^ran in \d+(\.\d)? ms; context saved to .*session\.json$/m);
     const second = await moss(["run", SPHERO, "--code", "-", "--context", contextFile], code);
     expect(second.stdout).toContain("turn 2");
     const saved = JSON.parse(await readFile(contextFile, "utf8")) as {
