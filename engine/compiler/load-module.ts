@@ -68,8 +68,10 @@ async function loadError(
   const clean = (text: string) => text.replaceAll(url, modulePath).replaceAll(bare, modulePath);
   const stack = clean(cause.stack ?? "");
   const frame = stack.match(new RegExp(`${escapeRegExp(modulePath)}:(\\d+):(\\d+)`));
-  const line = frame ? Number(frame[1]) : undefined;
-  const column = frame ? Number(frame[2]) : undefined;
+  // A link error (an import naming an export its module lacks) has no line:column frame: find the import.
+  const linked = frame ? undefined : missingExportLocation(cause.message, source);
+  const line = frame ? Number(frame[1]) : linked?.line;
+  const column = frame ? Number(frame[2]) : linked?.column;
   const where = line ? `${modulePath}:${line}:${column}` : modulePath;
   const sourceLine = line ? `\n\n> ${line} | ${source.split("\n")[line - 1] ?? ""}` : "";
   const packageProblem = await esmPackageProblem(modulePath);
@@ -80,6 +82,39 @@ async function loadError(
     { file: modulePath, line, column },
     { cause },
   );
+}
+
+/**
+ * Where the module imports a name its source module does not export (V8's "The requested module 'X' does not
+ * provide an export named 'Y'"): the name inside the import's braces, else the import's specifier (a default
+ * import). 1-based line and column.
+ */
+function missingExportLocation(
+  message: string,
+  source: string,
+): { line: number; column: number } | undefined {
+  const missing = /The requested module '([^']+)' does not provide an export named '([^']+)'/.exec(message);
+  if (!missing) return undefined;
+  const [, specifier = "", name = ""] = missing;
+  const declaration = new RegExp(
+    `\\bimport\\s+(?:type\\s+)?([\\w$]+\\s*,?\\s*)?(\\{[^}]*\\})?\\s*from\\s*(["'])${escapeRegExp(specifier)}\\3`,
+    "g",
+  );
+  for (const found of source.matchAll(declaration)) {
+    const braces = found[2];
+    const inBraces =
+      braces === undefined ? -1 : braces.search(new RegExp(`(^|[^\\w$])${escapeRegExp(name)}(?![\\w$])`));
+    let offset: number;
+    if (braces !== undefined && inBraces >= 0) {
+      const lead = /^[^\w$]?/.exec(braces.slice(inBraces))?.[0].length ?? 0;
+      offset = found.index + found[0].indexOf(braces) + inBraces + lead;
+    } else if (name === "default" && found[1] !== undefined) {
+      offset = found.index + found[0].indexOf(found[1]);
+    } else continue;
+    const before = source.slice(0, offset).split("\n");
+    return { line: before.length, column: (before.at(-1)?.length ?? 0) + 1 };
+  }
+  return undefined;
 }
 
 function escapeRegExp(text: string): string {

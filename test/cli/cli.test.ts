@@ -95,6 +95,25 @@ describe("moss CLI", () => {
     expect(await readFile(contextFile, "utf8")).toBe('{ "version": 1, "module": ');
   });
 
+  test("a module importing a name its import does not export: the error names the import's line and column", async () => {
+    const directory = await mkdtemp(path.join(tmpdir(), "moss-cli-"));
+    await writeFile(path.join(directory, "package.json"), '{ "type": "module" }\n', "utf8");
+    await writeFile(path.join(directory, "lib.ts"), "export const a = 1;\nexport default 2;\n", "utf8");
+    await mkdir(path.join(directory, "node_modules"));
+    await symlink(process.cwd(), path.join(directory, "node_modules", "moss-ts"));
+    const module = path.join(directory, "context.ts");
+    await writeFile(
+      module,
+      'import { Moss as Parent } from "moss-ts";\nimport { a, nothing } from "./lib.ts";\nexport class Moss extends Parent { n = a }\nexport const z = nothing;\n',
+      "utf8",
+    );
+    const result = await moss(["prompt", module]);
+    expect(result.code).toBe(4);
+    expect(result.stderr).toContain(`${module}:2:13 - loading the context module failed`);
+    expect(result.stderr).toContain("does not provide an export named 'nothing'");
+    expect(result.stderr).toContain('> 2 | import { a, nothing } from "./lib.ts";');
+  });
+
   test("check prints tsc-style diagnostics and exits 1; clean code exits 0", async () => {
     const broken = await moss(
       ["check", SPHERO, "--code", "-"],
