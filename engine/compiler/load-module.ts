@@ -69,7 +69,9 @@ async function loadError(
   const stack = clean(cause.stack ?? "");
   const frame = stack.match(new RegExp(`${escapeRegExp(modulePath)}:(\\d+):(\\d+)`));
   // A link error (an import naming an export its module lacks) has no line:column frame: find the import.
-  const linked = frame ? undefined : missingExportLocation(cause.message, source);
+  const linked = frame
+    ? undefined
+    : (missingExportLocation(cause.message, source) ?? missingPackageLocation(cause.message, source));
   const line = frame ? Number(frame[1]) : linked?.line;
   const column = frame ? Number(frame[2]) : linked?.column;
   const where = line ? `${modulePath}:${line}:${column}` : modulePath;
@@ -115,6 +117,21 @@ function missingExportLocation(
     return { line: before.length, column: (before.at(-1)?.length ?? 0) + 1 };
   }
   return undefined;
+}
+
+/** Where the module imports a package Node cannot find ("Cannot find package 'X' imported from …"): its specifier. */
+function missingPackageLocation(
+  message: string,
+  source: string,
+): { line: number; column: number } | undefined {
+  const missing = /Cannot find package '([^']+)' imported from/.exec(message);
+  if (!missing) return undefined;
+  const name = escapeRegExp(missing[1] ?? "");
+  const specifier = new RegExp(`\\b(?:from|import)\\s*(["'])${name}(?:/[^"']*)?\\1`).exec(source);
+  if (!specifier) return undefined;
+  const offset = specifier.index + specifier[0].indexOf(specifier[1] ?? "");
+  const before = source.slice(0, offset).split("\n");
+  return { line: before.length, column: (before.at(-1)?.length ?? 0) + 1 };
 }
 
 function escapeRegExp(text: string): string {

@@ -112,6 +112,12 @@ describe("moss CLI", () => {
     expect(result.stderr).toContain(`${module}:2:13 - loading the context module failed`);
     expect(result.stderr).toContain("does not provide an export named 'nothing'");
     expect(result.stderr).toContain('> 2 | import { a, nothing } from "./lib.ts";');
+    // Without moss-ts installed beside it, the import of "moss-ts" is the located cause.
+    await rm(path.join(directory, "node_modules"), { recursive: true });
+    const unresolved = await moss(["prompt", module]);
+    expect(unresolved.code).toBe(4);
+    expect(unresolved.stderr).toContain(`${module}:1:32 - loading the context module failed`);
+    expect(unresolved.stderr).toContain("Cannot find package 'moss-ts'");
   });
 
   test("check prints tsc-style diagnostics and exits 1; clean code exits 0", async () => {
