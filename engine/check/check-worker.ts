@@ -26,6 +26,10 @@ export type CheckWorkerReply =
 
 const port = parentPort;
 if (port) {
+  // The host never reads this worker's stdio (reading it would keep the host process alive), so nothing the
+  // checker or a library prints may be written there.
+  process.stdout.write = () => true;
+  process.stderr.write = () => true;
   const data = workerData as CheckWorkerData;
   const send = (reply: CheckWorkerReply): void => port.postMessage(reply);
   let checker: ModuleChecker | undefined;

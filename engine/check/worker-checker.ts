@@ -187,10 +187,11 @@ export class WorkerModuleChecker {
       stdout: true,
       stderr: true,
     });
-    // An idle checker never keeps the process alive; a pending check holds its own timer.
+    // An idle checker never keeps the process alive; a pending check holds its own timer. Its stdout and stderr
+    // are piped (so nothing it prints reaches the user's terminal) but never read: reading a worker's stdio
+    // re-references it on Node 20, and the process would not end until the idle timer (minutes later). The
+    // worker discards its own output (check-worker.ts), so nothing accumulates in the pipes.
     worker.unref();
-    worker.stdout.resume();
-    worker.stderr.resume();
     const started: Started = { worker, ready: Promise.resolve("ready") };
     started.ready = new Promise<"ready" | Diagnostic>((resolve) => {
       const finish = (result: "ready" | Diagnostic): void => {

@@ -73,7 +73,7 @@ export const runCommand: CliCommand = async (argv, io) => {
     if (contextFile) {
       await writeContextFile(contextFile, execution.context);
       if (!values.json)
-        io.stderr.write(`context saved to ${contextFile} (${execution.durationMs.toFixed(1)} ms)\n`);
+        io.stderr.write(`ran in ${execution.durationMs.toFixed(1)} ms; context saved to ${contextFile}\n`);
     }
     return execution.ok ? EXIT.ok : EXIT.failed;
   } finally {

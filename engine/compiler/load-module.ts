@@ -9,6 +9,14 @@ const TSX_REGISTERED = Symbol.for("moss-ts.tsx-registered");
 const HOOKS_REGISTERED = Symbol.for("moss-ts.module-hooks-registered");
 let loadCounter = 0;
 
+/**
+ * True inside a vitest test worker, where Vite serves modules. `VITEST` alone is not enough: child processes a
+ * test starts inherit it, and a plain `node` child has no Vite, so it needs moss-ts's own loaders.
+ */
+function underVitest(): boolean {
+  return Boolean(process.env.VITEST) && "__vitest_worker__" in globalThis;
+}
+
 /** The module's namespace plus its top-level values (exported or not), as loaded on the host. */
 export interface LoadedModule {
   namespace: Record<string, unknown>;
@@ -42,7 +50,7 @@ export async function loadModule(
   if (!(LOCALS_EXPORT in namespace)) {
     throw new MossError(
       "module-load",
-      `${modulePath}: loading the context module failed: it was loaded without its locals export, so the loader that served it is not moss-ts's${process.env.VITEST ? ". Under vitest, add mossVitePlugin() (from moss-ts) to plugins in vitest.config.ts" : ""}`,
+      `${modulePath}: loading the context module failed: it was loaded without its locals export, so the loader that served it is not moss-ts's${underVitest() ? ". Under vitest, add mossVitePlugin() (from moss-ts) to plugins in vitest.config.ts" : ""}`,
       { file: modulePath },
     );
   }
@@ -60,8 +68,12 @@ async function loadError(
   const clean = (text: string) => text.replaceAll(url, modulePath).replaceAll(bare, modulePath);
   const stack = clean(cause.stack ?? "");
   const frame = stack.match(new RegExp(`${escapeRegExp(modulePath)}:(\\d+):(\\d+)`));
-  const line = frame ? Number(frame[1]) : undefined;
-  const column = frame ? Number(frame[2]) : undefined;
+  // A link error (an import naming an export its module lacks) has no line:column frame: find the import.
+  const linked = frame
+    ? undefined
+    : (missingExportLocation(cause.message, source) ?? missingPackageLocation(cause.message, source));
+  const line = frame ? Number(frame[1]) : linked?.line;
+  const column = frame ? Number(frame[2]) : linked?.column;
   const where = line ? `${modulePath}:${line}:${column}` : modulePath;
   const sourceLine = line ? `\n\n> ${line} | ${source.split("\n")[line - 1] ?? ""}` : "";
   const packageProblem = await esmPackageProblem(modulePath);
@@ -74,6 +86,54 @@ async function loadError(
   );
 }
 
+/**
+ * Where the module imports a name its source module does not export (V8's "The requested module 'X' does not
+ * provide an export named 'Y'"): the name inside the import's braces, else the import's specifier (a default
+ * import). 1-based line and column.
+ */
+function missingExportLocation(
+  message: string,
+  source: string,
+): { line: number; column: number } | undefined {
+  const missing = /The requested module '([^']+)' does not provide an export named '([^']+)'/.exec(message);
+  if (!missing) return undefined;
+  const [, specifier = "", name = ""] = missing;
+  const declaration = new RegExp(
+    `\\bimport\\s+(?:type\\s+)?([\\w$]+\\s*,?\\s*)?(\\{[^}]*\\})?\\s*from\\s*(["'])${escapeRegExp(specifier)}\\3`,
+    "g",
+  );
+  for (const found of source.matchAll(declaration)) {
+    const braces = found[2];
+    const inBraces =
+      braces === undefined ? -1 : braces.search(new RegExp(`(^|[^\\w$])${escapeRegExp(name)}(?![\\w$])`));
+    let offset: number;
+    if (braces !== undefined && inBraces >= 0) {
+      const lead = /^[^\w$]?/.exec(braces.slice(inBraces))?.[0].length ?? 0;
+      offset = found.index + found[0].indexOf(braces) + inBraces + lead;
+    } else if (name === "default" && found[1] !== undefined) {
+      offset = found.index + found[0].indexOf(found[1]);
+    } else continue;
+    const before = source.slice(0, offset).split("\n");
+    return { line: before.length, column: (before.at(-1)?.length ?? 0) + 1 };
+  }
+  return undefined;
+}
+
+/** Where the module imports a package Node cannot find ("Cannot find package 'X' imported from …"): its specifier. */
+function missingPackageLocation(
+  message: string,
+  source: string,
+): { line: number; column: number } | undefined {
+  const missing = /Cannot find package '([^']+)' imported from/.exec(message);
+  if (!missing) return undefined;
+  const name = escapeRegExp(missing[1] ?? "");
+  const specifier = new RegExp(`\\b(?:from|import)\\s*(["'])${name}(?:/[^"']*)?\\1`).exec(source);
+  if (!specifier) return undefined;
+  const offset = specifier.index + specifier[0].indexOf(specifier[1] ?? "");
+  const before = source.slice(0, offset).split("\n");
+  return { line: before.length, column: (before.at(-1)?.length ?? 0) + 1 };
+}
+
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
@@ -84,7 +144,7 @@ function escapeRegExp(text: string): string {
  */
 export async function ensureModuleLoaders(): Promise<void> {
   const registry = globalThis as Record<symbol, unknown>;
-  if (process.env.VITEST) return;
+  if (underVitest()) return;
   if (!registry[TSX_REGISTERED]) {
     const { register: registerTsx } = await import("tsx/esm/api");
     registerTsx();

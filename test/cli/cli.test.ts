@@ -59,6 +59,8 @@ describe("moss CLI", () => {
     expect(first.code).toBe(0);
     expect(first.stdout).toContain("turn 1");
     expect(first.stdout).toContain("returned: 4");
+    // The duration is the run's, not the save's.
+    expect(first.stderr).toMatch(/^ran in \d+(\.\d)? ms; context saved to .*session\.json$/m);
     const second = await moss(["run", SPHERO, "--code", "-", "--context", contextFile], code);
     expect(second.stdout).toContain("turn 2");
     const saved = JSON.parse(await readFile(contextFile, "utf8")) as {
@@ -91,6 +93,31 @@ describe("moss CLI", () => {
     expect(result.stderr).toContain("context-corrupt");
     expect(result.stderr).toContain(contextFile);
     expect(await readFile(contextFile, "utf8")).toBe('{ "version": 1, "module": ');
+  });
+
+  test("a module importing a name its import does not export: the error names the import's line and column", async () => {
+    const directory = await mkdtemp(path.join(tmpdir(), "moss-cli-"));
+    await writeFile(path.join(directory, "package.json"), '{ "type": "module" }\n', "utf8");
+    await writeFile(path.join(directory, "lib.ts"), "export const a = 1;\nexport default 2;\n", "utf8");
+    await mkdir(path.join(directory, "node_modules"));
+    await symlink(process.cwd(), path.join(directory, "node_modules", "moss-ts"));
+    const module = path.join(directory, "context.ts");
+    await writeFile(
+      module,
+      'import { Moss as Parent } from "moss-ts";\nimport { a, nothing } from "./lib.ts";\nexport class Moss extends Parent { n = a }\nexport const z = nothing;\n',
+      "utf8",
+    );
+    const result = await moss(["prompt", module]);
+    expect(result.code).toBe(4);
+    expect(result.stderr).toContain(`${module}:2:13 - loading the context module failed`);
+    expect(result.stderr).toContain("does not provide an export named 'nothing'");
+    expect(result.stderr).toContain('> 2 | import { a, nothing } from "./lib.ts";');
+    // Without moss-ts installed beside it, the import of "moss-ts" is the located cause.
+    await rm(path.join(directory, "node_modules"), { recursive: true });
+    const unresolved = await moss(["prompt", module]);
+    expect(unresolved.code).toBe(4);
+    expect(unresolved.stderr).toContain(`${module}:1:32 - loading the context module failed`);
+    expect(unresolved.stderr).toContain("Cannot find package 'moss-ts'");
   });
 
   test("check prints tsc-style diagnostics and exits 1; clean code exits 0", async () => {
