@@ -166,6 +166,44 @@ describe.each(["process", "in-process"] as const)("red team (%s driver)", (drive
     });
   });
 
+  test("an object literal behind an interface (visible value and service) shows only the declared keys", async () => {
+    const runtime = await new MossCompiler({ sandbox: driver, limits: LIMITS }).compile(
+      "test/fixtures/security/redteam-literal-context.ts",
+    );
+    try {
+      const execution = await runtime.execute({
+        code: `function main(moss: Moss) {
+          const seen: unknown[] = [];
+          for (const value of [store as any, moss.svc as any]) {
+            let erased = "blocked";
+            try { erased = String(value.erase()); } catch {}
+            seen.push(Object.keys(value), value.apiKey ?? null, "apiKey" in value, erased, value.read(), value.info());
+          }
+          return seen;
+        }`,
+        typeCheck: "off",
+      });
+      expect(execution.error).toBeUndefined();
+      expect(execution.returns).toEqual([
+        ["read", "info"],
+        null,
+        false,
+        "blocked",
+        "value",
+        { id: 1 },
+        ["read", "info"],
+        null,
+        false,
+        "blocked",
+        "value",
+        { id: 1 },
+      ]);
+      expect(JSON.stringify(execution)).not.toContain("sk-hidden-api-key");
+    } finally {
+      await runtime.close();
+    }
+  });
+
   describe("held: a declared handle under reflection", () => {
     let runtime: MossRuntime;
     beforeAll(async () => {
