@@ -53,7 +53,8 @@ export class HostMembrane implements HostMembraneContract {
   }
 
   /** Encodes a host value for the isolate; host objects in it become handles typed by `type` (its declaration). */
-  encode(value: unknown, rootPath?: string, type: DeclaredType = UNDECLARED): string {
+  encode(given: unknown, rootPath?: string, type: DeclaredType = UNDECLARED): string {
+    const value = declaredView(given, type);
     const typed = typeHostObjects(value, type);
     return encodeWire(value, {
       rootPath,
@@ -198,6 +199,47 @@ export class HostMembrane implements HostMembraneContract {
 function memberType(entry: HandleEntry, name: string): DeclaredType {
   if (entry.type.kind === "runtime") return UNDECLARED;
   return entry.type.members.get(name) ?? NOTHING;
+}
+
+/** How many levels of plain objects holding host functions are narrowed to their declared keys. */
+const MAX_VIEW_DEPTH = 8;
+
+/**
+ * What the isolate may see of a plain object holding host functions (a service or visible value written as an
+ * object literal, a record of callbacks) at a position declared with a shape: only the keys its declared type names.
+ * Without this, its undeclared keys crossed as data, with their values (an `apiKey` the interface never showed).
+ * Plain data without functions is copied whole, as before; so are index signatures and undeclared positions.
+ */
+function declaredView(value: unknown, type: DeclaredType, depth = 0): unknown {
+  if (depth > MAX_VIEW_DEPTH || type.kind !== "declared" || type.rest !== NOTHING) return value;
+  if (value === null || typeof value !== "object" || isErrorValue(value)) return value;
+  const prototype = Object.getPrototypeOf(value);
+  if (prototype !== Object.prototype && prototype !== null) return value;
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record);
+  const holdsFunctions = keys.some((key) => {
+    const descriptor = Object.getOwnPropertyDescriptor(record, key);
+    return descriptor !== undefined && "value" in descriptor && typeof descriptor.value === "function";
+  });
+  const view: Record<string, unknown> = {};
+  let changed = holdsFunctions;
+  for (const key of keys) {
+    const memberType = type.members.get(key);
+    if (memberType === undefined || NEVER_EXPOSED.has(key)) {
+      if (holdsFunctions) continue;
+      view[key] = record[key];
+      continue;
+    }
+    const descriptor = Object.getOwnPropertyDescriptor(record, key);
+    if (descriptor === undefined || !("value" in descriptor)) {
+      view[key] = record[key];
+      continue;
+    }
+    const child = declaredView(descriptor.value, memberType, depth + 1);
+    changed ||= child !== descriptor.value;
+    view[key] = child;
+  }
+  return changed ? view : value;
 }
 
 /**

@@ -56,6 +56,19 @@ export async function prepareSnippet(code: string): Promise<PreparedSnippet | Sn
 }
 
 async function compileSnippet(code: string): Promise<PreparedSnippet | SnippetSyntaxError> {
+  try {
+    return await rewriteAndTransform(code);
+  } catch (error) {
+    // The TypeScript parser and the rewrite walk recurse once per nesting level on the host's stack: model code
+    // nested a few thousand levels deep (`[[[…]]]`, `((…))`) overflows it. That is bad input, never a host failure.
+    if (error instanceof RangeError) {
+      return { message: "the code is nested too deeply to compile", line: 1, column: 1 };
+    }
+    throw error;
+  }
+}
+
+async function rewriteAndTransform(code: string): Promise<PreparedSnippet | SnippetSyntaxError> {
   const sourceFile = ts.createSourceFile(SNIPPET_FILE, code, ts.ScriptTarget.ES2022, true, ts.ScriptKind.TS);
   const edits: Array<{ start: number; end: number; text: string }> = [];
   const definitions: string[] = [];

@@ -1,4 +1,4 @@
-import { realpathSync } from "node:fs";
+import { readdirSync, realpathSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -85,6 +85,67 @@ function replacement(found: string): string {
   return `${HOST_PATH_MARKER}/${base}`;
 }
 
+/** At most this many places in one text are tried as the start of a path on the host's file system. */
+const MAX_WALK_STARTS = 64;
+/** At most this many folders are listed while cleaning one text. */
+const MAX_WALK_LISTINGS = 256;
+const STICKY_TAIL = new RegExp(TAIL, "uy");
+
+/**
+ * Paths in `text` that exist on the host, whatever characters their folder names hold (quotes, commas, tabs,
+ * emoji, parentheses, several spaces: any of them ends a path token for the patterns below, and the rest of the
+ * folder names would stay in the text). From each place where a known host folder, or an absolute path, starts,
+ * the text is followed one real directory entry at a time; what follows the last entry that exists is taken by the
+ * ordinary path pattern. Listings are bounded, so a text full of slashes costs little.
+ */
+function hostPathsOnDisk(text: string): string[] {
+  const found: string[] = [];
+  const listings = new Map<string, readonly string[]>();
+  const list = (folder: string): readonly string[] => {
+    let entries = listings.get(folder);
+    if (entries) return entries;
+    if (listings.size >= MAX_WALK_LISTINGS) return [];
+    try {
+      entries = readdirSync(folder);
+    } catch {
+      entries = [];
+    }
+    listings.set(folder, entries);
+    return entries;
+  };
+  const starts: Array<{ index: number; folder: string; length: number }> = [];
+  for (const root of hostRoots) {
+    for (let index = text.indexOf(root); index !== -1; index = text.indexOf(root, index + 1)) {
+      starts.push({ index, folder: root, length: root.length });
+    }
+  }
+  for (const match of text.matchAll(/(?<![\w.:/\\>~-])\//gu)) {
+    starts.push({ index: match.index, folder: "/", length: 0 });
+  }
+  for (const start of starts.slice(0, MAX_WALK_STARTS)) {
+    let end = start.index + start.length;
+    let folder = start.folder;
+    let walked = 0;
+    while (text[end] === "/" && walked < 64) {
+      let best = "";
+      for (const entry of list(folder)) {
+        if (entry.length > best.length && text.startsWith(entry, end + 1)) best = entry;
+      }
+      if (best === "") break;
+      end += 1 + best.length;
+      folder = path.join(folder, best);
+      walked++;
+    }
+    if (walked === 0) continue;
+    if (text[end] === "/") {
+      STICKY_TAIL.lastIndex = end + 1;
+      if (STICKY_TAIL.exec(text)) end = STICKY_TAIL.lastIndex;
+    }
+    found.push(text.slice(start.index, end));
+  }
+  return found;
+}
+
 /**
  * Removes host paths from text bound for model code: the exact `paths` given (a Node system error's `path` and
  * `dest`), host stack-frame lines, `file://` URLs, quoted paths, every occurrence of the known host folders (working
@@ -92,7 +153,9 @@ function replacement(found: string): string {
  */
 export function redactHostPaths(text: string, paths: readonly string[] = []): string {
   let result = text;
-  for (const exact of [...paths].filter((item) => item.length > 1).sort((a, b) => b.length - a.length)) {
+  for (const exact of [...paths, ...hostPathsOnDisk(text)]
+    .filter((item) => item.length > 1)
+    .sort((a, b) => b.length - a.length)) {
     result = result.split(exact).join(replacement(exact));
   }
   return result
