@@ -302,6 +302,20 @@ function sandboxBootstrap(
         configurable: true,
       } as PropertyDescriptor);
     }
+    const fields = value !== null && typeof value === "object" ? value.fields : undefined;
+    if (fields !== null && typeof fields === "object" && !ArrayIsArray(fields)) {
+      for (const key of ObjectKeys(fields)) {
+        if (key === "name" || key === "message" || key === "code" || key === "stack" || key === "__proto__")
+          continue;
+        ReflectDefineProperty(error, key, {
+          __proto__: null,
+          value: fields[key],
+          writable: true,
+          enumerable: true,
+          configurable: true,
+        } as PropertyDescriptor);
+      }
+    }
     return error;
   }
 

@@ -2,7 +2,7 @@ import { readdirSync, realpathSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { encodeWire } from "./wire.ts";
+import { encodeWire, measureWire } from "./wire.ts";
 
 /*
  * Host error text on its way to model code. Only `{ name, message, code }` of a host error ever crosses (never its
@@ -59,6 +59,26 @@ const QUOTED_PATTERN = new RegExp(
   "giu",
 );
 const STACK_FRAME_PATTERN = /^[ \t]*at [^\n]*(?:\(|:\d+:\d+)[^\n]*(?:\n|$)/gmu;
+
+/** Entries of the file system's root: a POSIX path whose first folder is not one of them names no host file. */
+const ROOT_ENTRIES: ReadonlySet<string> | undefined = (() => {
+  try {
+    return new Set(readdirSync("/"));
+  } catch {
+    return undefined;
+  }
+})();
+
+/**
+ * Whether a `/…` token can name a host file: only when its first folder exists at the root (`/home/…`, `/tmp/…`).
+ * `/pets/{petId}` in an HTTP error is a route, not a path, and stays readable. Other shapes (drive, UNC, `~/`,
+ * `../`) are always treated as host paths.
+ */
+function mayBeHostPath(found: string): boolean {
+  if (ROOT_ENTRIES === undefined || !/^\/(?![\\/])/.test(found)) return true;
+  const first = found.slice(1).split(/[\\/]/, 1)[0] ?? "";
+  return first === "" || ROOT_ENTRIES.has(first);
+}
 
 function rootsPattern(): RegExp {
   if (rootPattern) return rootPattern;
@@ -161,12 +181,11 @@ export function redactHostPaths(text: string, paths: readonly string[] = []): st
   return result
     .replace(STACK_FRAME_PATTERN, "")
     .replace(FILE_URL_PATTERN, replacement)
-    .replace(
-      QUOTED_PATTERN,
-      (_match, quote: string, inner: string) => `${quote}${replacement(inner)}${quote}`,
+    .replace(QUOTED_PATTERN, (match, quote: string, inner: string) =>
+      mayBeHostPath(inner) ? `${quote}${replacement(inner)}${quote}` : match,
     )
     .replace(rootsPattern(), (found) => (hostRoots.has(found) ? HOST_PATH_MARKER : replacement(found)))
-    .replace(PATH_PATTERN, replacement)
+    .replace(PATH_PATTERN, (found) => (mayBeHostPath(found) ? replacement(found) : found))
     .trimEnd();
 }
 
@@ -188,8 +207,36 @@ function text(value: unknown, fallback: string): string {
   }
 }
 
-/** The `{ name, message, code? }` model code may see of anything a host function threw, host paths removed. */
-export function hostErrorFields(error: unknown): { name: string; message: string; code?: string | number } {
+/** Most bytes the opted-in fields of one host error may take once expanded (more are left out). */
+export const MAX_ERROR_FIELDS_BYTES = 16 * 1024;
+/** Names a host error's fields may never use inside the isolate. */
+const RESERVED_FIELDS = new Set([
+  "name",
+  "message",
+  "code",
+  "stack",
+  "cause",
+  "errors",
+  "constructor",
+  "__proto__",
+  "prototype",
+]);
+
+/** What model code may see of anything a host function threw: name, message, code, opted-in fields; no host paths. */
+export interface HostErrorFields {
+  name: string;
+  message: string;
+  code?: string | number;
+  /** Plain-data fields the error's class opted in with a static `mossErrorFields` list (e.g. an HTTP status). */
+  fields?: Record<string, unknown>;
+}
+
+/**
+ * The `{ name, message, code?, fields? }` model code may see of anything a host function threw, host paths removed.
+ * Other properties of an error never cross (they may hold credentials: a client's request config, headers …), unless
+ * its class lists them in a static `mossErrorFields`; those cross as plain data, strings without host paths, bounded.
+ */
+export function hostErrorFields(error: unknown): HostErrorFields {
   const objectLike = typeof error === "object" && error !== null;
   const paths = objectLike
     ? [read(error, "path"), read(error, "dest")].filter((item): item is string => typeof item === "string")
@@ -197,15 +244,51 @@ export function hostErrorFields(error: unknown): { name: string; message: string
   const name = objectLike ? text(read(error, "name"), "Error") : "Error";
   const message = objectLike ? text(read(error, "message"), "") : text(error, "");
   const code = objectLike ? read(error, "code") : undefined;
+  const fields = objectLike ? optedInFields(error as object, paths) : undefined;
   return {
     name: redactHostPaths(name, paths).slice(0, 200) || "Error",
     message: redactHostPaths(message, paths),
     ...(typeof code === "number" ? { code } : {}),
     ...(typeof code === "string" ? { code: redactHostPaths(code, paths) } : {}),
+    ...(fields === undefined ? {} : { fields }),
   };
 }
 
-/** Wire text of a host-side failure for the isolate: `{ name, message, code? }` without host paths, never a stack. */
+/** The fields a host error's class opted in to show model code, as plain data within {@link MAX_ERROR_FIELDS_BYTES}. */
+function optedInFields(error: object, paths: readonly string[]): Record<string, unknown> | undefined {
+  const errorClass = read(error, "constructor");
+  const listed = typeof errorClass === "function" ? read(errorClass, "mossErrorFields") : undefined;
+  if (!Array.isArray(listed)) return undefined;
+  const fields: Record<string, unknown> = {};
+  let budget = MAX_ERROR_FIELDS_BYTES;
+  for (const field of listed.slice(0, 32)) {
+    if (typeof field !== "string" || RESERVED_FIELDS.has(field) || field.startsWith("_")) continue;
+    const value = redactStrings(read(error, field), paths, 0);
+    try {
+      // Plain data only (no handle can be made here: encodeWire throws for host objects), measured expanded.
+      const size = measureWire(encodeWire(value), budget);
+      budget -= size;
+      fields[field] = value;
+    } catch {
+      // Not plain data, or over what is left of the budget: left out.
+    }
+  }
+  return Object.keys(fields).length === 0 ? undefined : fields;
+}
+
+/** A copy of plain data with host paths removed from its strings (non-plain values are returned as they are). */
+function redactStrings(value: unknown, paths: readonly string[], depth: number): unknown {
+  if (typeof value === "string") return redactHostPaths(value, paths);
+  if (depth > 32 || value === null || typeof value !== "object") return value;
+  if (Array.isArray(value)) return value.map((item) => redactStrings(item, paths, depth + 1));
+  const prototype = Object.getPrototypeOf(value);
+  if (prototype !== Object.prototype && prototype !== null) return value;
+  const copy: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) copy[key] = redactStrings(item, paths, depth + 1);
+  return copy;
+}
+
+/** Wire text of a host-side failure for the isolate: `{ name, message, code?, fields? }` without host paths, never a stack. */
 export function hostErrorWire(error: unknown): string {
   return encodeWire(hostErrorFields(error));
 }

@@ -5,9 +5,11 @@ export class OpenApiLoadError extends Error {
 
 /**
  * A response outside 2xx. Inside the sandbox it arrives as an `Error` named `HttpError` whose message is
- * `HTTP <status> <statusText>: <body>` (the body bounded); on the host it also carries the fields.
+ * `HTTP <status> <statusText>: <body>` (the body bounded), with `status`, `statusText`, `body` and `code` as fields.
  */
 export class HttpError extends Error {
+  /** The fields the membrane copies into the sandbox's error (plain data, bounded; see `mossErrorFields`). */
+  static readonly mossErrorFields = ["status", "statusText", "body"] as const;
   override name = "HttpError";
   /** The HTTP status, e.g. 404. */
   readonly status: number;

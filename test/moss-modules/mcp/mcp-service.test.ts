@@ -171,7 +171,9 @@ describe("MCP servers as typed services", () => {
       listed: [{ type: "text", text: "buy milk" }],
       refused: "refusing a note that contains [redacted]",
     });
-    expect(JSON.stringify(execution)).not.toContain(TOKEN);
+    // The context records the snippet (executeCode), which is the model's own text: everything else must not carry it.
+    const { context, ...seen } = execution;
+    expect(JSON.stringify({ ...seen, properties: context.properties })).not.toContain(TOKEN);
     expect(notesServer.authorizations.every((value) => value === `Bearer ${TOKEN}`)).toBe(true);
   });
 

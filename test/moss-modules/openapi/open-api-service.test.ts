@@ -76,7 +76,7 @@ describe("an OpenAPI plugin as a typed service", () => {
     });
   });
 
-  test("a non-2xx answer is an HttpError model code can catch, with status and body in its message", async () => {
+  test("a non-2xx answer is an HttpError model code can catch, with status, statusText and the parsed body", async () => {
     const runtime = await pets();
     const execution = await runtime.execute({
       code: `async function main(moss: Moss) {
@@ -84,8 +84,8 @@ describe("an OpenAPI plugin as a typed service", () => {
     await moss.pets.getPet({ petId: 999 });
     return "no error";
   } catch (error) {
-    const e = error as Error;
-    return { name: e.name, message: e.message };
+    const e = error as Error & { status: number; statusText: string; body: { message: string }; code: number };
+    return { name: e.name, message: e.message, status: e.status, statusText: e.statusText, body: e.body, code: e.code };
   }
 }`,
     });
@@ -93,6 +93,10 @@ describe("an OpenAPI plugin as a typed service", () => {
     expect(execution.returns).toEqual({
       name: "HttpError",
       message: 'HTTP 404 Not Found from GET /pets/{petId}: {"message":"no pet 999"}',
+      status: 404,
+      statusText: "Not Found",
+      body: { message: "no pet 999" },
+      code: 404,
     });
   });
 
