@@ -172,6 +172,35 @@ function hostPathsOnDisk(text: string): string[] {
  * directory, home, temp, module folders, moss-ts's own install) and every absolute or climbing path token.
  */
 export function redactHostPaths(text: string, paths: readonly string[] = []): string {
+  // The same path spelled another way (%-encoded, or with decomposed accents) must not slip through: the text is
+  // also redacted in those spellings, and the most redacted result (the shortest) is what the model sees.
+  let result = redactSpelling(text, paths);
+  for (const spelling of otherSpellings(text)) {
+    const other = redactSpelling(spelling, paths);
+    if (other.length < result.length) result = other;
+  }
+  return result;
+}
+
+/** The text %-decoded (sequence by sequence; broken sequences stay) and in NFC, where those differ from it. */
+function otherSpellings(text: string): string[] {
+  const spellings: string[] = [];
+  const normalized = text.normalize("NFC");
+  if (/%[0-9A-Fa-f]{2}/.test(text)) {
+    const decoded = normalized.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => {
+      try {
+        return decodeURIComponent(run);
+      } catch {
+        return run;
+      }
+    });
+    if (decoded !== text) spellings.push(decoded);
+  }
+  if (normalized !== text) spellings.push(normalized);
+  return spellings;
+}
+
+function redactSpelling(text: string, paths: readonly string[]): string {
   let result = text;
   for (const exact of [...paths, ...hostPathsOnDisk(text)]
     .filter((item) => item.length > 1)

@@ -44,3 +44,28 @@ describe("routes are not host paths", () => {
     );
   });
 });
+
+describe("a host path spelled another way is still removed", () => {
+  it("%-encoded and decomposed (NFD) spellings of a folder under a host root", async () => {
+    const { mkdtempSync, mkdirSync, rmSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const path = await import("node:path");
+    const { redactHostPaths } = await import("../../engine/sandbox/host-error.ts");
+    const root = mkdtempSync(path.join(tmpdir(), "moss-spelling-"));
+    const folder = path.join(root, "café privé 'x', #1");
+    mkdirSync(folder);
+    try {
+      for (const text of [
+        `bad ${encodeURI(folder)}/x.txt`,
+        `bad ${encodeURI(folder).normalize("NFD")}/x.txt`,
+        `cannot open ${folder.normalize("NFD")}/x.txt`,
+      ]) {
+        const redacted = redactHostPaths(text);
+        expect(redacted, text).not.toMatch(/caf|priv|moss-spelling/i);
+        expect(redacted).toContain("x.txt");
+      }
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
