@@ -1,4 +1,4 @@
-import { readdirSync, realpathSync } from "node:fs";
+import { readdirSync, realpathSync, statSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -102,7 +102,17 @@ function replacement(found: string): string {
   if (base === "" || base === "." || base === ".." || base === "~" || /^[A-Za-z]:$/.test(base)) {
     return HOST_PATH_MARKER;
   }
+  // A file's base name keeps the message useful; a folder's name is layout (Node 26's EISDIR names the folder).
+  if (isFolder(trimmed)) return HOST_PATH_MARKER;
   return `${HOST_PATH_MARKER}/${base}`;
+}
+
+function isFolder(candidate: string): boolean {
+  try {
+    return path.isAbsolute(candidate) && statSync(candidate, { throwIfNoEntry: false })?.isDirectory() === true;
+  } catch {
+    return false;
+  }
 }
 
 /** At most this many places in one text are tried as the start of a path on the host's file system. */
