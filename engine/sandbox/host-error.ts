@@ -109,7 +109,9 @@ function replacement(found: string): string {
 
 function isFolder(candidate: string): boolean {
   try {
-    return path.isAbsolute(candidate) && statSync(candidate, { throwIfNoEntry: false })?.isDirectory() === true;
+    return (
+      path.isAbsolute(candidate) && statSync(candidate, { throwIfNoEntry: false })?.isDirectory() === true
+    );
   } catch {
     return false;
   }
