@@ -25,6 +25,31 @@ const LOADERS: Record<string, "ts" | "tsx" | "js" | "jsx"> = {
   ".jsx": "jsx",
 };
 
+type NextResolve = (specifier: string, context?: Record<string, unknown>) => Promise<unknown>;
+
+/** Whether the engine runs from its TypeScript sources (a checkout) rather than from its build (dist/). */
+const FROM_SOURCES = import.meta.url.endsWith(".ts");
+const SOURCE_CONDITION = "moss-ts-source";
+
+/**
+ * The `resolve` hook: when the engine runs from its sources, `import … from "moss-ts"` in a context module resolves
+ * to those same sources (package.json's `moss-ts-source` condition), never to a dist/ build that may be missing or
+ * stale: the module's `Moss` base class is then the one the running engine knows.
+ */
+export async function resolve(
+  specifier: string,
+  context: Record<string, unknown>,
+  nextResolve: NextResolve,
+): Promise<unknown> {
+  if (FROM_SOURCES && (specifier === "moss-ts" || specifier.startsWith("moss-ts/"))) {
+    const conditions = (context.conditions as string[] | undefined) ?? [];
+    if (!conditions.includes(SOURCE_CONDITION)) {
+      return nextResolve(specifier, { ...context, conditions: [...conditions, SOURCE_CONDITION] });
+    }
+  }
+  return nextResolve(specifier, context);
+}
+
 /** The `load` hook: context-module imports are handled here, everything else goes on down the chain. */
 export async function load(
   url: string,
