@@ -60,14 +60,18 @@ const QUOTED_PATTERN = new RegExp(
 );
 const STACK_FRAME_PATTERN = /^[ \t]*at [^\n]*(?:\(|:\d+:\d+)[^\n]*(?:\n|$)/gmu;
 
-/** Entries of the file system's root: a POSIX path whose first folder is not one of them names no host file. */
-const ROOT_ENTRIES: ReadonlySet<string> | undefined = (() => {
-  try {
-    return new Set(readdirSync("/"));
-  } catch {
-    return undefined;
+/** Entries of the file system's root, read once on first use (not at import): undefined when unreadable. */
+let rootEntries: readonly string[] | null | undefined = null;
+function rootListing(): readonly string[] | undefined {
+  if (rootEntries === null) {
+    try {
+      rootEntries = readdirSync("/");
+    } catch {
+      rootEntries = undefined;
+    }
   }
-})();
+  return rootEntries;
+}
 
 /**
  * Whether a `/…` token can name a host file: only when its first folder exists at the root (`/home/…`, `/tmp/…`).
@@ -75,9 +79,10 @@ const ROOT_ENTRIES: ReadonlySet<string> | undefined = (() => {
  * `../`) are always treated as host paths.
  */
 function mayBeHostPath(found: string): boolean {
-  if (ROOT_ENTRIES === undefined || !/^\/(?![\\/])/.test(found)) return true;
+  const root = rootListing();
+  if (root === undefined || !/^\/(?![\\/])/.test(found)) return true;
   const first = found.slice(1).split(/[\\/]/, 1)[0] ?? "";
-  return first === "" || ROOT_ENTRIES.has(first);
+  return first === "" || root.includes(first);
 }
 
 function rootsPattern(): RegExp {
@@ -137,6 +142,7 @@ function hostPathsOnDisk(text: string): string[] {
     let entries = listings.get(folder);
     if (entries) return entries;
     if (listings.size >= MAX_WALK_LISTINGS) return [];
+    if (folder === "/") return rootListing() ?? [];
     try {
       entries = readdirSync(folder);
     } catch {
