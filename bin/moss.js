@@ -10,10 +10,6 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 
 const argv = process.argv.slice(2);
-const SOURCE_CONDITION_HOOK = `data:text/javascript,${encodeURIComponent(
-  "export function resolve(specifier, context, next) {" +
-    ' return next(specifier, { ...context, conditions: [...context.conditions, "moss-ts-source"] }); }',
-)}`;
 const ISOLATE_COMMANDS = new Set(["run", "test", "agent"]);
 
 if (ISOLATE_COMMANDS.has(argv[0] ?? "") && !hasFlag("--no-node-snapshot")) {
@@ -38,8 +34,8 @@ if (ISOLATE_COMMANDS.has(argv[0] ?? "") && !hasFlag("--no-node-snapshot")) {
   let main;
   if (fromSource) {
     // `import … from "moss-ts"` in the repository's modules resolves to the sources too ("moss-ts-source").
-    const { register: registerHooks } = await import("node:module");
-    registerHooks(SOURCE_CONDITION_HOOK);
+    const { addSourceCondition } = await import("../scripts/source-condition.js");
+    await addSourceCondition();
     const { register } = await import("tsx/esm/api");
     register();
     globalThis[Symbol.for("moss-ts.tsx-registered")] = true;

@@ -1,4 +1,4 @@
-import { register } from "node:module";
+import nodeModule from "node:module";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { MossError } from "../errors.ts";
@@ -151,8 +151,15 @@ export async function ensureModuleLoaders(): Promise<void> {
     registry[TSX_REGISTERED] = true;
   }
   if (!registry[HOOKS_REGISTERED]) {
-    const extension = path.extname(new URL(import.meta.url).pathname);
-    register(new URL(`./module-hooks${extension}`, import.meta.url));
+    // In-thread hooks where Node has them (module.register is deprecated from Node 24 on), else off-thread ones.
+    const { registerHooks } = nodeModule as { registerHooks?: (hooks: object) => unknown };
+    if (typeof registerHooks === "function") {
+      const { syncHooks } = await import("./module-hooks.ts");
+      registerHooks(syncHooks);
+    } else {
+      const extension = path.extname(new URL(import.meta.url).pathname);
+      nodeModule.register(new URL(`./module-hooks${extension}`, import.meta.url));
+    }
     registry[HOOKS_REGISTERED] = true;
   }
 }
