@@ -23,7 +23,8 @@ export type MossErrorCode =
   | "model-connection"
   | "invalid-argument"
   | "wire-invalid"
-  | "wire-limit";
+  | "wire-limit"
+  | "continuation-invalid";
 
 const BRAND = Symbol.for("moss-ts.MossError");
 

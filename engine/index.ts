@@ -42,6 +42,11 @@ export { type AttributeEntry, MossPrompter } from "./prompter/moss-prompter.ts";
 export { MossRuntime, type MossRuntimeOptions } from "./runtime/moss-runtime.ts";
 export { closeSharedSandboxes } from "./runtime/shared-sandbox.ts";
 export {
+  type Answer,
+  type Answers,
+  type ApprovalRequest,
+  type CallPolicy,
+  type ClarificationRequest,
   DEFAULT_LIMITS,
   type Diagnostic,
   type ExecuteRequest,
@@ -49,6 +54,10 @@ export {
   type ExecutionError,
   type ExecutionErrorKind,
   type ExecutionLimits,
+  type HostCallRecord,
   type MossContext,
+  type PendingRequest,
+  type PendingRun,
+  type PolicyCall,
   type TypeCheckMode,
 } from "./types.ts";

@@ -7,6 +7,11 @@ import type { MossContext } from "./types.ts";
 export class Moss {
   /** Prints values to the execution's stdout, pretty-formatted. Available inside the sandbox. */
   declare pprint: (...values: unknown[]) => void;
+  /**
+   * Asks the user a question and waits for the answer: the run pauses until a person answers (with `choices`, one
+   * of them). Available inside the sandbox.
+   */
+  declare ask: (question: string, options?: { choices?: string[] }) => Promise<string>;
 }
 
 /** What an injected service sees of the runtime it is injected into. */

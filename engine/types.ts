@@ -7,7 +7,9 @@ export type ExecutionErrorKind =
   | "memory"
   | "output-limit"
   | "call-limit"
-  | "crash";
+  | "crash"
+  /** A resumed run took another path than its log (another call, other arguments): nothing after it ran. */
+  | "replay-diverged";
 
 /** A fault of the model's code, with line/column relative to the model's snippet (1-based). */
 export interface ExecutionError {
@@ -101,6 +103,90 @@ export interface Execution {
   /** The MossContext after this execution (already persisted into the runtime). */
   context: MossContext;
   durationMs: number;
+  /**
+   * Set when the run paused for decisions (`ok` is false and there is no `error`): the requests a person must
+   * answer and the continuation to pass to `runtime.resume()` with the answers. Nothing of a paused run persisted.
+   */
+  pending?: PendingRun;
+  /** One entry per host call the run made (replayed ones included), in call order: sizes, never payloads. */
+  calls: HostCallRecord[];
+}
+
+/** What a paused run waits for. */
+export interface PendingRun {
+  /** Every request the run issued before it could go no further (siblings of one `Promise.all` together). */
+  requests: PendingRequest[];
+  /** Signed, expiring: resumes the run (here or in another process) with `runtime.resume(continuation, answers)`. */
+  continuation: string;
+}
+
+/** A decision a paused run waits for: approve a host call, or answer a question the code asked. */
+export type PendingRequest = ApprovalRequest | ClarificationRequest;
+
+interface RequestSite {
+  /** Unique within the run (stable across its pauses); the key of its answer. */
+  id: string;
+  /** 1-based line of the model's code that made the call, when known. */
+  line?: number;
+  /** The lines of the model's code around `line` (a code frame), when known. */
+  code?: string;
+}
+
+/** A host call that needs a person's yes: `@approval` on its declaration, or the policy said "ask". */
+export interface ApprovalRequest extends RequestSite {
+  kind: "approval";
+  /** The service (the `moss` field or module name) the call reaches, e.g. `robot`; absent for a bare handle. */
+  service?: string;
+  /** The member called, e.g. `move` (or the function's name). */
+  member: string;
+  /** The call's arguments as data (host objects appear as `[host object]`). */
+  args: unknown[];
+  /** Why it waits: the declaration's `@approval` tag or the host's policy. */
+  reason: "tag" | "policy";
+}
+
+/** A question the model's code asked with `moss.ask(question, { choices })`. */
+export interface ClarificationRequest extends RequestSite {
+  kind: "clarification";
+  question: string;
+  choices?: string[];
+}
+
+/** A person's answer to one request: approve or deny a call, or answer a question. */
+export type Answer = { approved: true } | { approved: false; reason?: string } | { answer: string };
+
+/** Answers by request id. */
+export type Answers = Record<string, Answer>;
+
+/** What a call policy sees of one host call from model code. */
+export interface PolicyCall {
+  /** The service (the `moss` field or visible module name) the call reaches, when known. */
+  service: string | undefined;
+  /** The member called (or the function's name for a module function). */
+  member: string;
+  /** The arguments as data (host objects appear as `[host object]`). */
+  args: unknown[];
+  /** 1-based line of the model's code, when known. */
+  line: number | undefined;
+}
+
+/** Decides a host call: run it, refuse it (the code sees an `ApprovalDenied` error), or pause for a person. */
+export type CallPolicy = (call: PolicyCall) => "allow" | "deny" | "ask" | undefined;
+
+/** One host call of a run, as traced in `execution.calls`. */
+export interface HostCallRecord {
+  /** `service.member` (or the member alone), e.g. `robot.move`; `ask` for `moss.ask`. */
+  member: string;
+  /** 1-based line of the model's code that made the call, when known. */
+  line?: number;
+  /** `value`/`error`: ran on the host; `replayed`: answered from the run's log; `denied`; `pending`: waits. */
+  outcome: "value" | "error" | "replayed" | "denied" | "pending";
+  /** Time on the host until the result was known (0 for replayed and pending calls). */
+  durationMs: number;
+  /** Bytes of the wire-encoded arguments. */
+  argsBytes: number;
+  /** Bytes of the wire-encoded result or error (absent while pending). */
+  resultBytes?: number;
 }
 
 /** The persisted state of a session: the PyContext of GhostOS. */
