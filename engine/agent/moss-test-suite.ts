@@ -333,6 +333,7 @@ const ERROR_KINDS: Record<ExecutionErrorKind, true> = {
   runtime: true,
   timeout: true,
   memory: true,
+  "replay-diverged": true,
   "output-limit": true,
   "call-limit": true,
   crash: true,

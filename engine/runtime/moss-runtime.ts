@@ -234,9 +234,14 @@ export class MossRuntime {
     const warnings: string[] = [];
     // GhostOS parity: the context names the code being run and says whether it returned normally.
     this.#context = { ...this.#context, executeCode: code, executed: false };
-    const finish = (partial: Omit<Execution, "context" | "durationMs" | "warnings">): Execution => {
+    const finish = (
+      partial: Omit<Execution, "context" | "durationMs" | "warnings" | "calls"> & {
+        calls?: Execution["calls"];
+      },
+    ): Execution => {
       this.#context = { ...this.#context, executed: partial.ok };
       return {
+        calls: [],
         ...partial,
         warnings,
         context: this.dumpContext(),

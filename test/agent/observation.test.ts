@@ -16,6 +16,7 @@ function execution(overrides: Partial<Execution>): Execution {
     warnings: [],
     context: { version: 1, module: "m.ts", properties: {}, executed: false },
     durationMs: 1,
+    calls: [],
     ...overrides,
   };
 }

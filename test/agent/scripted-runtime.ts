@@ -25,6 +25,7 @@ export class ScriptedRuntime implements AgentRuntime {
       stdout: "",
       warnings: [],
       durationMs: 1,
+      calls: [],
       ...outcome,
       context: structuredClone(this.context),
     };
