@@ -22,6 +22,7 @@ export const HOOK_NAMES = [
   "__moss_module_prompt__",
   "__moss_exec__",
   "__moss_test_cases__",
+  "__moss_policy__",
 ] as const;
 export type HookName = (typeof HOOK_NAMES)[number];
 

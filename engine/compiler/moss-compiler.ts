@@ -4,8 +4,15 @@ import { Container, type Provider, type Token, tokenName } from "../../container
 import { decodeProperties } from "../context/index.ts";
 import { locatedMessage, MossError } from "../errors.ts";
 import { Moss as MossBase } from "../moss.ts";
+import { continuationKey } from "../runtime/continuation.ts";
 import { MossRuntime, type MossRuntimeOptions } from "../runtime/moss-runtime.ts";
-import { DEFAULT_LIMITS, type ExecutionLimits, type MossContext, type TypeCheckMode } from "../types.ts";
+import {
+  type CallPolicy,
+  DEFAULT_LIMITS,
+  type ExecutionLimits,
+  type MossContext,
+  type TypeCheckMode,
+} from "../types.ts";
 import type { CompiledModule } from "./compiled-module.ts";
 import { loadModule } from "./load-module.ts";
 import {
@@ -27,6 +34,15 @@ export interface MossCompilerOptions {
   limits?: Partial<ExecutionLimits>;
   /** Where isolates run: `process` (supervised child processes, the default) or `in-process`. */
   sandbox?: MossRuntimeOptions["sandbox"];
+  /**
+   * Signs the continuations of paused runs (HMAC-SHA256, at least 16 bytes). Give the same key to every process that
+   * must resume another's runs; without one, each process signs with a random key of its own.
+   */
+  continuationKey?: string | Uint8Array;
+  /** How long a paused run can be resumed, in milliseconds. Default one hour. */
+  continuationTtlMs?: number;
+  /** Whether runs pause for approvals and `moss.ask` (default true); when false such calls are denied instead. */
+  durableRuns?: boolean;
 }
 
 const NON_FUNCTION_HOOKS: readonly HookName[] = ["__moss_test_cases__"];
@@ -45,11 +61,14 @@ export class MossCompiler {
   /** Tokens the module's `__moss_compile__` bound (it may rebind its own). */
   readonly #moduleTokens = new Set<Token>();
   readonly #warnings: string[] = [];
+  readonly #policies: CallPolicy[] = [];
   #context: MossContext | undefined;
   #state: "new" | "compiling" | "compiled" = "new";
   #modulePath = "";
 
   constructor(options: MossCompilerOptions = {}) {
+    // A bad key is refused now, not at the first paused run.
+    if (options.continuationKey !== undefined) continuationKey(options.continuationKey);
     this.#options = options;
     this.#container = (options.container ?? new Container({ name: "moss" })).child("moss-compiler");
   }
@@ -76,6 +95,25 @@ export class MossCompiler {
     if (contract === undefined || this.#admit(contract, "register")) {
       Container.prototype.register.call(this.#container, provider);
     }
+    return this;
+  }
+
+  /**
+   * Decides every host call of model code: `"allow"`, `"deny"` (the code gets an `ApprovalDenied` error) or `"ask"`
+   * (the run pauses for a person; see `runtime.resume`). `call` is `{ service, member, args, line }`. Several
+   * policies, and the module's own `__moss_policy__`, combine: the strictest verdict wins. A member declared with
+   * `@approval` always asks unless a policy denies it.
+   */
+  policy(decide: CallPolicy): this {
+    this.#assertOpen("policy");
+    if (typeof decide !== "function") {
+      throw new MossError(
+        "invalid-argument",
+        'policy() takes a function (call) => "allow" | "deny" | "ask"',
+        {},
+      );
+    }
+    this.#policies.push(decide);
     return this;
   }
 
@@ -171,6 +209,17 @@ export class MossCompiler {
       limits: this.#options.limits,
       sandbox: this.#options.sandbox,
       compileWarnings: this.#warnings,
+      policies: [
+        ...this.#policies,
+        ...(module.hooks.__moss_policy__ ? [module.hooks.__moss_policy__ as CallPolicy] : []),
+      ],
+      ...(this.#options.continuationKey === undefined
+        ? {}
+        : { continuationKey: this.#options.continuationKey }),
+      ...(this.#options.continuationTtlMs === undefined
+        ? {}
+        : { continuationTtlMs: this.#options.continuationTtlMs }),
+      ...(this.#options.durableRuns === undefined ? {} : { durableRuns: this.#options.durableRuns }),
     });
     try {
       const services = await this.#resolveServices(module);

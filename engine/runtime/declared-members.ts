@@ -23,14 +23,23 @@ export interface DeclaredType {
   readonly constructResult: DeclaredType | undefined;
   /** Data types (primitives, arrays, maps, dates, …): left out of the member intersection of a union. */
   readonly data: boolean;
+  /** Members whose declaration carries the JSDoc tag `@approval`: each call from model code waits for a person. */
+  readonly approvals: ReadonlySet<string>;
+  /** Whether calling a handle here needs approval (a function declared with `@approval`). */
+  readonly callApproval: boolean;
 }
 
 const EMPTY: ReadonlyMap<string, DeclaredType> = new Map();
+const NO_APPROVALS: ReadonlySet<string> = new Set();
+/** The JSDoc tag that makes every call of a member from model code wait for a person's yes. */
+export const APPROVAL_TAG = "approval";
 
 function fixedType(kind: DeclaredType["kind"], callable: boolean): DeclaredType {
   const type: DeclaredType = {
     kind,
     members: EMPTY,
+    approvals: NO_APPROVALS,
+    callApproval: false,
     data: kind === "declared",
     get rest() {
       return kind === "declared" ? NOTHING : type;
@@ -62,6 +71,8 @@ interface Parts {
   callResult?: DeclaredType;
   constructResult?: DeclaredType;
   data?: boolean;
+  approvals?: ReadonlySet<string>;
+  callApproval?: boolean;
 }
 
 /** A declared type whose parts are computed on first use, once. */
@@ -96,6 +107,12 @@ class LazyType implements DeclaredType {
   }
   get data(): boolean {
     return this.#get().data ?? false;
+  }
+  get approvals(): ReadonlySet<string> {
+    return this.#get().approvals ?? NO_APPROVALS;
+  }
+  get callApproval(): boolean {
+    return this.#get().callApproval ?? false;
   }
 }
 
@@ -266,8 +283,11 @@ export class DeclaredTypes {
   #objectParts(type: ts.Type): Parts {
     const checker = this.#checker;
     const members = new Map<string, DeclaredType>();
+    const approvals = new Set<string>();
     for (const symbol of checker.getPropertiesOfType(type)) {
       if (!isPublicMember(symbol)) continue;
+      if (symbol.getJsDocTags(checker).some((tag) => tag.name === APPROVAL_TAG))
+        approvals.add(symbol.getName());
       const memberType = checker.getTypeOfSymbol(symbol);
       members.set(
         symbol.getName(),
@@ -275,12 +295,18 @@ export class DeclaredTypes {
       );
     }
     const index = checker.getIndexInfoOfType(type, ts.IndexKind.String);
-    const calls = type.getCallSignatures().map((signature) => this.of(signature.getReturnType()));
+    const signatures = type.getCallSignatures();
+    const calls = signatures.map((signature) => this.of(signature.getReturnType()));
+    const callApproval = signatures.some((signature) =>
+      signature.getJsDocTags().some((tag) => tag.name === APPROVAL_TAG),
+    );
     const constructs = isAbstractClass(type)
       ? []
       : type.getConstructSignatures().map((signature) => this.of(signature.getReturnType()));
     return {
       members,
+      approvals,
+      callApproval,
       ...(index ? { rest: this.of(index.type) } : {}),
       ...(calls.length > 0 ? { callResult: combine(calls) } : {}),
       ...(constructs.length > 0 ? { constructResult: combine(constructs) } : {}),
@@ -356,6 +382,12 @@ function lazyOf(resolve: () => DeclaredType): DeclaredType {
     get data() {
       return get().data;
     },
+    get approvals() {
+      return get().approvals;
+    },
+    get callApproval() {
+      return get().callApproval;
+    },
   };
 }
 
@@ -388,8 +420,12 @@ export function combine(types: readonly DeclaredType[]): DeclaredType {
     };
     const calls = all((type) => type.callResult);
     const constructs = all((type) => type.constructResult);
+    // A member any alternative declares with @approval waits for a person whichever alternative it is.
+    const approvals = new Set(objects.flatMap((type) => [...type.approvals]));
     return {
       members,
+      approvals,
+      callApproval: objects.some((type) => type.callApproval),
       data: objects.length === 0,
       rest:
         objects.length > 0 && objects.every((type) => type.rest !== NOTHING)

@@ -22,6 +22,18 @@ interface HandleEntry {
   shape: HandleShape;
   /** The declared type the handle was made for: it decides the members and the types of what they return. */
   type: DeclaredType;
+  /** The service (`moss` field) or module name the handle was reached from, for approvals and call traces. */
+  label: string | undefined;
+}
+
+/** What a host call reaches, as approvals, policies and call traces name it. */
+export interface CallTarget {
+  /** The `moss` field or visible module name the handle was reached from (results inherit their caller's). */
+  service: string | undefined;
+  /** The member called or read; a function's own name when the handle itself is called. */
+  member: string;
+  /** Whether the member's declaration carries `@approval`. */
+  approval: boolean;
 }
 
 /** Answers, for an undeclared position, the declared type of the value's nearest declared class. */
@@ -39,6 +51,9 @@ export class HostMembrane implements HostMembraneContract {
   readonly #ids = new WeakMap<object, Map<DeclaredType, number>>();
   readonly #nearestDeclaredClass: NearestDeclaredClass;
   readonly #programClass: NearestDeclaredClass;
+  readonly #labels = new WeakMap<object, string>();
+  /** The label handles made while encoding a call's result inherit: the service the call reached. */
+  #resultLabel: string | undefined;
   #nextId = 1;
 
   /**
@@ -50,6 +65,39 @@ export class HostMembrane implements HostMembraneContract {
   ) {
     this.#nearestDeclaredClass = options.nearestDeclaredClass ?? (() => undefined);
     this.#programClass = options.programClass ?? (() => undefined);
+  }
+
+  /** Names a host value (a service, a visible module value): handles of it say which service a call reaches. */
+  label(value: unknown, name: string): void {
+    if ((typeof value === "object" || typeof value === "function") && value !== null)
+      this.#labels.set(value, name);
+  }
+
+  /** What a call names (`operation` as the isolate sends it), or undefined for a handle that does not exist. */
+  describe(
+    operation: "call" | "construct" | "get",
+    handle: number,
+    member: string | null,
+  ): CallTarget | undefined {
+    const entry = this.#entries.get(handle);
+    if (entry === undefined) return undefined;
+    if (operation === "get") return { service: entry.label, member: member ?? "", approval: false };
+    if (operation === "construct")
+      return { service: undefined, member: `new ${entry.label ?? "(class)"}`, approval: false };
+    if (member === null) {
+      return { service: undefined, member: entry.label ?? "(function)", approval: entry.type.callApproval };
+    }
+    return { service: entry.label, member, approval: entry.type.approvals.has(member) };
+  }
+
+  /** Decodes call arguments as data for a person or a policy to read: host objects appear as `[host object]`. */
+  argumentsAsData(args: string): unknown[] {
+    try {
+      const decoded = decodeWire(args, { onHandle: () => "[host object]" });
+      return Array.isArray(decoded) ? decoded : [];
+    } catch {
+      return [];
+    }
   }
 
   /** Encodes a host value for the isolate; host objects in it become handles typed by `type` (its declaration). */
@@ -128,22 +176,26 @@ export class HostMembrane implements HostMembraneContract {
       return {
         kind: "promise",
         settled: Promise.resolve(outcome.result).then(
-          (value) => this.#value(value, type),
+          (value) => this.#value(value, type, entry.label),
           (error: unknown) => ({ kind: "error" as const, wire: hostErrorWire(error) }),
         ),
       };
     }
-    return this.#value(outcome.result, type);
+    return this.#value(outcome.result, type, entry.label);
   }
 
   #value(
     value: unknown,
     type: DeclaredType,
+    label: string | undefined,
   ): { kind: "value"; wire: string } | { kind: "error"; wire: string } {
+    this.#resultLabel = label;
     try {
       return { kind: "value", wire: redactErrorValues(this.encode(value, "result", type)) };
     } catch (error) {
       return { kind: "error", wire: hostErrorWire(error) };
+    } finally {
+      this.#resultLabel = undefined;
     }
   }
 
@@ -190,7 +242,7 @@ export class HostMembrane implements HostMembraneContract {
       this.#ids.set(value, ids);
     }
     ids.set(type, id);
-    this.#entries.set(id, { value, shape, type });
+    this.#entries.set(id, { value, shape, type, label: this.#labels.get(value) ?? this.#resultLabel });
     return shape;
   }
 }

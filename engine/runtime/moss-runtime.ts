@@ -1,15 +1,24 @@
+import { createHash, randomUUID } from "node:crypto";
 import path from "node:path";
 import { type Container, destroyOnce } from "../../container/index.ts";
 import { renderDiagnostics, WorkerModuleChecker } from "../check/index.ts";
 import { type CompiledModule, hiddenNames, visibleValueNames } from "../compiler/compiled-module.ts";
-import { createContext, encodeProperties } from "../context/index.ts";
+import { createContext, decodeProperties, encodeProperties } from "../context/index.ts";
 import { codeFrame, MossError } from "../errors.ts";
 import type { Injection } from "../moss.ts";
 import { MossPrompter } from "../prompter/moss-prompter.ts";
 import { addHostRoot, redactHostPaths } from "../sandbox/host-error.ts";
-import type { SandboxDriver, SandboxSession } from "../sandbox/sandbox.ts";
+import type {
+  HostMembrane as HostMembraneContract,
+  Nondeterminism,
+  SandboxDriver,
+  SandboxRunResult,
+  SandboxSession,
+} from "../sandbox/sandbox.ts";
 import { decodeWire, encodeWireFields } from "../sandbox/wire.ts";
 import {
+  type Answers,
+  type CallPolicy,
   DEFAULT_LIMITS,
   type Diagnostic,
   type ExecuteRequest,
@@ -17,17 +26,27 @@ import {
   type ExecutionError,
   type ExecutionLimits,
   type MossContext,
+  type PendingRequest,
   type TypeCheckMode,
 } from "../types.ts";
+import {
+  type ContinuationPayload,
+  continuationKey,
+  DEFAULT_CONTINUATION_TTL_MS,
+  openContinuation,
+  signContinuation,
+} from "./continuation.ts";
 import { type DeclaredType, DeclaredTypes, RUNTIME } from "./declared-members.ts";
 import { HostMembrane } from "./host-membrane.ts";
 import {
+  mapLineToSnippet,
   mapStack,
   type PreparedSnippet,
   prepareSnippet,
   SNIPPET_SCRIPT,
   stripFences,
 } from "./prepare-snippet.ts";
+import { type LogEntry, RunLog } from "./run-log.ts";
 import { sharedSandboxDriver } from "./shared-sandbox.ts";
 
 /** Node 20.4+ and 22+ define Symbol.asyncDispose; older runtimes get Node's registered symbol. */
@@ -45,6 +64,39 @@ export interface MossRuntimeOptions {
   sandbox?: "process" | "in-process" | SandboxDriver;
   /** Warnings of the compile that built this runtime (binding conflicts). */
   compileWarnings?: readonly string[];
+  /** Decide each host call from model code (the compiler's `policy()`, then the module's `__moss_policy__`). */
+  policies?: readonly CallPolicy[];
+  /** Signs continuations of paused runs (HMAC-SHA256); default: a random key of this process. */
+  continuationKey?: string | Uint8Array;
+  /** How long a continuation can be resumed. Default one hour. */
+  continuationTtlMs?: number;
+  /**
+   * Whether runs can pause for approvals and questions (default true). When false, a call that needs a decision is
+   * denied (`ApprovalDenied`) instead of pausing; the call trace is kept either way.
+   */
+  durableRuns?: boolean;
+}
+
+/** Options of `runtime.resume()`. */
+export interface ResumeOptions {
+  /** Overrides any limit for the resumed run. */
+  limits?: Partial<ExecutionLimits>;
+}
+
+/** One run of model code: a new execute, or a resume replaying a log. */
+interface RunPlan {
+  code: string;
+  prepared: PreparedSnippet;
+  target: string;
+  /** Wire-encoded extra arguments. */
+  args: string[];
+  localArgs: string[];
+  limits: ExecutionLimits;
+  replay: readonly LogEntry[];
+  nondeterminism?: Nondeterminism;
+  answers: Answers;
+  /** The data fields' encoded properties when the run began (a continuation carries them). */
+  dataBefore: Record<string, unknown>;
 }
 
 type ExecHook = (
@@ -67,6 +119,15 @@ export class MossRuntime {
   readonly #sandbox: "process" | "in-process" | SandboxDriver;
   readonly #services = new Map<string, unknown>();
   readonly #compileWarnings: readonly string[];
+  readonly #policies: readonly CallPolicy[];
+  readonly #continuationKey: Uint8Array;
+  readonly #continuationTtlMs: number;
+  readonly #durableRuns: boolean;
+  /** Names this runtime's handles in run logs: a logged result holding them replays only here. */
+  readonly #origin = randomUUID();
+  #moduleHash: string | undefined;
+  /** The log of the run in progress: the session's host calls go through it. */
+  #runLog: RunLog | undefined;
   #data: Record<string, unknown> = {};
   #context: MossContext;
   #hostMoss: Record<string, unknown> | undefined;
@@ -92,6 +153,10 @@ export class MossRuntime {
     this.#limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.#sandbox = options.sandbox ?? "process";
     this.#compileWarnings = options.compileWarnings ?? [];
+    this.#policies = options.policies ?? [];
+    this.#continuationKey = continuationKey(options.continuationKey);
+    this.#continuationTtlMs = options.continuationTtlMs ?? DEFAULT_CONTINUATION_TTL_MS;
+    this.#durableRuns = options.durableRuns ?? true;
     addHostRoot(path.dirname(options.module.path));
     this.#declaredTypes = new DeclaredTypes(options.module.analysis.declaredTypes.program);
     this.#context = {
@@ -228,52 +293,88 @@ export class MossRuntime {
     if (errors.length > 0) throw new AggregateError(errors, "onDestroy failed for some services");
   }
 
+  /**
+   * Resumes a paused run: the same code runs again from the start against its log. Calls that completed return
+   * their logged results without running again, the clock and random values replay, the answered requests proceed
+   * (or fail with `ApprovalDenied`), new calls run for real. It may pause again. Faults of the code come back in
+   * `Execution.error` (`replay-diverged` when it leaves its log); a continuation this runtime cannot resume (tampered,
+   * signed with another key, expired, made for another module) and answers that do not fit its requests throw
+   * `MossError` (`continuation-invalid`, `invalid-argument`).
+   */
+  async resume(continuation: string, answers: Answers, options: ResumeOptions = {}): Promise<Execution> {
+    this.#assertOpen();
+    if (this.#busy) {
+      throw new MossError(
+        "concurrent-execute",
+        "resume() while a run is in progress on this runtime: await it first",
+        {},
+      );
+    }
+    const payload = openContinuation(continuation, this.#continuationKey, {
+      displayPath: this.#module.displayPath,
+      hash: this.#hash(),
+    });
+    checkAnswers(payload.requests, answers);
+    this.#busy = true;
+    try {
+      const started = performance.now();
+      const prepared = await prepareSnippet(payload.code);
+      if (!("script" in prepared)) {
+        throw new MossError("continuation-invalid", "the continuation's code no longer compiles", {});
+      }
+      // The run starts over from the data as it was when it first began (a paused run persisted nothing).
+      this.#data = {
+        ...this.#data,
+        ...decodeProperties(payload.data, { maxBytes: this.#limits.maxResultBytes }),
+      };
+      this.#context = { ...this.#context, properties: payload.data };
+      await this.#discardSession();
+      return await this.#run(
+        {
+          code: payload.code,
+          prepared,
+          target: payload.target,
+          args: payload.args,
+          localArgs: payload.localArgs,
+          limits: { ...this.#limits, ...options.limits },
+          replay: payload.log,
+          nondeterminism: payload.nondeterminism,
+          answers,
+          dataBefore: payload.data,
+        },
+        [],
+        started,
+      );
+    } finally {
+      this.#busy = false;
+    }
+  }
+
   async #executeDefault(request: ExecuteRequest): Promise<Execution> {
     const started = performance.now();
     const code = stripFences(request.code);
     const warnings: string[] = [];
-    // GhostOS parity: the context names the code being run and says whether it returned normally.
-    this.#context = { ...this.#context, executeCode: code, executed: false };
-    const finish = (
-      partial: Omit<Execution, "context" | "durationMs" | "warnings" | "calls"> & {
-        calls?: Execution["calls"];
-      },
-    ): Execution => {
-      this.#context = { ...this.#context, executed: partial.ok };
-      return {
-        calls: [],
-        ...partial,
-        warnings,
-        context: this.dumpContext(),
-        durationMs: performance.now() - started,
-      };
-    };
+    const fail = (error: ExecutionError): Execution =>
+      this.#finish({ ok: false, returns: undefined, stdout: "", error, calls: [] }, code, warnings, started);
 
     const mode = request.typeCheck ?? this.#typeCheck;
     if (mode !== "off") {
       const timeoutMs = request.limits?.typeCheckTimeoutMs ?? this.#limits.typeCheckTimeoutMs;
       const diagnostics = await this.#moduleChecker().check(code, { timeoutMs });
       const errors = diagnostics.filter((diagnostic) => diagnostic.severity === "error");
-      if (errors.length > 0 && mode === "strict") {
-        return finish({ ok: false, returns: undefined, stdout: "", error: typeError(errors, code) });
-      }
+      if (errors.length > 0 && mode === "strict") return fail(typeError(errors, code));
       if (diagnostics.length > 0) warnings.push(renderDiagnostics(diagnostics));
     }
 
     const prepared = await prepareSnippet(code);
     if (!("script" in prepared)) {
-      return finish({
-        ok: false,
-        returns: undefined,
-        stdout: "",
-        error: {
-          kind: "syntax",
-          name: "SyntaxError",
-          message: prepared.message,
-          line: prepared.line,
-          column: prepared.column,
-          frame: codeFrame(code, prepared.line, prepared.column, 0),
-        },
+      return fail({
+        kind: "syntax",
+        name: "SyntaxError",
+        message: prepared.message,
+        line: prepared.line,
+        column: prepared.column,
+        frame: codeFrame(code, prepared.line, prepared.column, 0),
       });
     }
 
@@ -283,41 +384,119 @@ export class MossRuntime {
       ...(request.timeoutMs === undefined ? {} : { wallTimeMs: request.timeoutMs }),
     };
     const target = request.target ?? "main";
+    const membrane = this.#membraneFor();
+    return this.#run(
+      {
+        code,
+        prepared,
+        target,
+        args: (request.args ?? []).map((value) => membrane.encode(value)),
+        localArgs: request.localArgs ?? defaultLocalArgs(code, target),
+        limits,
+        replay: [],
+        answers: {},
+        dataBefore: this.#context.properties,
+      },
+      warnings,
+      started,
+    );
+  }
+
+  /** Runs a prepared snippet through a run log: to its end, to a pause, or to a fault of the code. */
+  async #run(plan: RunPlan, warnings: string[], started: number): Promise<Execution> {
+    const { code, prepared, limits } = plan;
     const session = await this.#openSession(limits);
-    const membrane = this.#membrane!;
-    const args = [
-      ...(request.localArgs ?? defaultLocalArgs(code, target)).map((local) => ({ local })),
-      ...(request.args ?? []).map((value) => ({ wire: membrane.encode(value) })),
-    ];
-    const result = await session.run({
-      script: prepared.script,
-      filename: SNIPPET_SCRIPT,
-      target,
-      args,
-      limits,
+    const runLog = new RunLog({
+      membrane: this.#membraneFor(),
+      replay: plan.replay,
+      answers: plan.answers,
+      policy: this.#policies.length === 0 ? undefined : (call) => strictest(this.#policies, call),
+      siteOf: (scriptLine) => {
+        const line = scriptLine > 0 ? mapLineToSnippet(prepared.map, scriptLine) : undefined;
+        return line === undefined ? {} : { line, code: codeFrame(code, line, 1, 2) };
+      },
+      origin: this.#origin,
+      canPause: this.#durableRuns ? true : "this runtime does not pause runs (durableRuns is off)",
     });
+    this.#runLog = runLog;
+    let result: SandboxRunResult;
+    try {
+      result = await session.run({
+        script: prepared.script,
+        filename: SNIPPET_SCRIPT,
+        target: plan.target,
+        args: [...plan.localArgs.map((local) => ({ local })), ...plan.args.map((wire) => ({ wire }))],
+        limits,
+        ...(plan.nondeterminism === undefined ? {} : { replay: plan.nondeterminism }),
+      });
+    } finally {
+      this.#runLog = undefined;
+    }
     warnings.push(...this.#installWarnings.splice(0), ...result.warnings);
+    if (!session.alive) this.#session = undefined;
+    const calls = runLog.calls;
+
+    if (result.paused && runLog.requests.length > 0 && result.error === undefined) {
+      // Nothing of a paused run persists: the isolate it changed is gone, the data stay as they were.
+      this.#recordStdout(result.stdout);
+      const payload: ContinuationPayload = {
+        v: 1,
+        module: this.#module.displayPath,
+        moduleHash: this.#hash(),
+        code,
+        target: plan.target,
+        args: plan.args,
+        localArgs: plan.localArgs,
+        log: runLog.entries,
+        nondeterminism: plainNondeterminism(result.nondeterminism),
+        data: plan.dataBefore,
+        requests: runLog.requests,
+        issuedAt: Date.now(),
+        expiresAt: Date.now() + this.#continuationTtlMs,
+      };
+      const pending = {
+        requests: structuredClone(runLog.requests),
+        continuation: signContinuation(payload, this.#continuationKey),
+      };
+      return this.#finish(
+        { ok: false, returns: undefined, stdout: result.stdout, pending, calls },
+        code,
+        warnings,
+        started,
+      );
+    }
+
+    const membrane = this.#membrane!;
     if (result.mossData === undefined && session.alive) {
       // The isolate holds data that could not be snapshotted (too large, say): keeping it would fail every later
       // execute, so the next one starts a fresh isolate from the last persisted context.
       await session.dispose();
+      this.#session = undefined;
       warnings.push(
         "moss data could not be saved after this run; the next run starts from the last saved data",
       );
     }
-    if (!session.alive) this.#session = undefined;
+    let sandboxError = result.error;
+    if (sandboxError === undefined && result.ok && !runLog.replayComplete) {
+      sandboxError = {
+        kind: "replay-diverged",
+        name: "Error",
+        message: `the resumed run ended before its log did: it never made call ${runLog.entries.length + 1} (${runLog.firstMissed}); its effects were not kept`,
+      };
+    }
+    const diverged = sandboxError?.kind === "replay-diverged";
     let returns: unknown;
     let decodeError: ExecutionError | undefined;
     // The isolate bounded these already; the host checks again before it builds anything (the isolate is untrusted).
     try {
-      if (result.mossData !== undefined) {
+      if (result.mossData !== undefined && !diverged) {
         const data = decodeWire(result.mossData, {
           maxExpandedBytes: limits.maxResultBytes,
           onRefused: (field, reason) => warnings.push(refusedFieldWarning(field, reason)),
         });
         this.#data = { ...this.#data, ...(data as object) };
       }
-      if (result.ok && result.returns !== undefined)
+      if (result.ok && result.returns !== undefined && !diverged)
         returns = membrane.decode(result.returns, limits.maxResultBytes);
     } catch (error) {
       decodeError = MossError.is(error, "wire-limit")
@@ -332,18 +511,85 @@ export class MossRuntime {
             message: `the sandbox returned a malformed result: ${(error as Error).message}`,
           };
     }
-    this.#persist(warnings, limits.maxResultBytes);
-    if (result.error?.kind !== "syntax") this.#acceptDefinitions(code);
+    if (diverged) {
+      // A run that left its log is not the run that was approved: nothing of it is kept, and its isolate goes.
+      await this.#discardSession();
+    } else {
+      this.#persist(warnings, limits.maxResultBytes);
+    }
+    if (sandboxError?.kind !== "syntax" && plan.replay.length === 0) this.#acceptDefinitions(code);
 
     const stdout = result.stdout;
     this.#recordStdout(stdout);
-    const error = result.error ? runtimeError(result.error, prepared, code) : decodeError;
-    return finish({
-      ok: result.ok && !error,
-      returns: error ? undefined : returns,
-      stdout,
-      ...(error ? { error } : {}),
+    const error = sandboxError ? runtimeError(sandboxError, prepared, code) : decodeError;
+    return this.#finish(
+      {
+        ok: result.ok && !error,
+        returns: error ? undefined : returns,
+        stdout,
+        ...(error ? { error } : {}),
+        calls,
+      },
+      code,
+      warnings,
+      started,
+    );
+  }
+
+  /** The execution, with the context (GhostOS parity: it names the code run and says whether it returned normally). */
+  #finish(
+    partial: Omit<Execution, "context" | "durationMs" | "warnings">,
+    code: string,
+    warnings: string[],
+    started: number,
+  ): Execution {
+    this.#context = { ...this.#context, executeCode: code, executed: partial.ok };
+    return { ...partial, warnings, context: this.dumpContext(), durationMs: performance.now() - started };
+  }
+
+  /** Disposes the current session (its isolate holds state a new run must not see). */
+  async #discardSession(): Promise<void> {
+    const session = this.#session;
+    this.#session = undefined;
+    await session?.dispose().catch(() => {});
+  }
+
+  #hash(): string {
+    this.#moduleHash ??= createHash("sha256").update(this.#module.analysis.source).digest("base64url");
+    return this.#moduleHash;
+  }
+
+  /** The membrane of this runtime (made when the first session opens, or now). */
+  #membraneFor(): HostMembrane {
+    if (this.#membrane) return this.#membrane;
+    const declared = this.#declaredTypes;
+    const visibleClasses = new Map<unknown, DeclaredType>();
+    const { names: nameTypes } = this.#module.analysis.declaredTypes;
+    for (const name of visibleValueNames(this.#module)) {
+      const value = this.#module.locals[name];
+      const type = nameTypes.get(name);
+      if (type && typeof value === "function") visibleClasses.set(value, declared.of(type));
+    }
+    this.#membrane = new HostMembrane({
+      nearestDeclaredClass: declared.nearestDeclaredClass(visibleClasses),
+      programClass: (value) => declared.programClass(value),
     });
+    return this.#membrane;
+  }
+
+  /** What the sandbox calls: the run log of the run in progress (outside a run, the membrane refuses by itself). */
+  #dispatch(): HostMembraneContract {
+    const current = () => this.#runLog ?? this.#membraneFor();
+    return {
+      call: (handle, member, args, line) => current().call(handle, member, args, line),
+      construct: (handle, args, line) => current().construct(handle, args, line),
+      get: (handle, property, line) => current().get(handle, property, line),
+      ask: (args, line) => {
+        const log = this.#runLog;
+        if (log === undefined) throw new TypeError("moss.ask can only be used while the code runs");
+        return log.ask(args, line);
+      },
+    };
   }
 
   async #openSession(limits: ExecutionLimits): Promise<SandboxSession> {
@@ -352,32 +598,29 @@ export class MossRuntime {
       typeof this.#sandbox === "string" ? await sharedSandboxDriver(this.#sandbox) : this.#sandbox;
     const declared = this.#declaredTypes;
     const { names: nameTypes, fields: fieldTypes } = this.#module.analysis.declaredTypes;
+    const membrane = this.#membraneFor();
     const globals: Record<string, unknown> = {};
     const globalTypes = new Map<string, DeclaredType>();
-    const visibleClasses = new Map<unknown, DeclaredType>();
     for (const name of visibleValueNames(this.#module)) {
       const value = this.#module.locals[name];
       globals[name] = value;
+      membrane.label(value, name);
       const type = nameTypes.get(name);
-      if (!type) continue;
-      globalTypes.set(name, declared.of(type));
-      if (typeof value === "function") visibleClasses.set(value, declared.of(type));
+      if (type) globalTypes.set(name, declared.of(type));
     }
-    this.#membrane ??= new HostMembrane({
-      nearestDeclaredClass: declared.nearestDeclaredClass(visibleClasses),
-      programClass: (value) => declared.programClass(value),
-    });
-    const membrane = this.#membrane;
     // withLocals values have no static type: the host handed them over as they are.
     for (const [name, value] of Object.entries(this.#locals)) {
       globals[name] = value;
+      membrane.label(value, name);
       globalTypes.set(name, RUNTIME);
     }
     const services: Record<string, unknown> = {};
     const serviceTypes = new Map<string, DeclaredType>();
     for (const field of this.#module.analysis.mossClass?.fields ?? []) {
       if (field.kind !== "service") continue;
-      services[field.name] = this.#services.get(field.name);
+      const service = this.#services.get(field.name);
+      services[field.name] = service;
+      membrane.label(service, field.name);
       const type = fieldTypes.get(field.name);
       if (type) serviceTypes.set(field.name, declared.of(type));
     }
@@ -395,7 +638,7 @@ export class MossRuntime {
         mossServices: membrane.encode(services, "moss", declared.record(serviceTypes)),
         dataFields: this.#dataFields(),
       },
-      membrane,
+      this.#dispatch(),
       limits,
     );
     return this.#session;
@@ -447,6 +690,60 @@ export class MossRuntime {
   #assertOpen(): void {
     if (this.#closed)
       throw new MossError("runtime-closed", `this MossRuntime (${this.modulePath}) is closed`, {});
+  }
+}
+
+/** The strictest verdict of the policies: deny over ask over allow (undefined: no opinion). */
+function strictest(policies: readonly CallPolicy[], call: Parameters<CallPolicy>[0]): ReturnType<CallPolicy> {
+  let verdict: ReturnType<CallPolicy>;
+  for (const policy of policies) {
+    const given = policy(call);
+    if (given === "deny") return "deny";
+    if (given === "ask" || (given === "allow" && verdict === undefined)) verdict = given;
+  }
+  return verdict;
+}
+
+/** The clock and random log a sandbox reported, as plain numbers (a sandbox process is not trusted). */
+function plainNondeterminism(given: unknown): Nondeterminism {
+  const numbers = (value: unknown) =>
+    Array.isArray(value)
+      ? value.filter((item): item is number => typeof item === "number").slice(0, 1_000_000)
+      : [];
+  const record = (given ?? {}) as { clock?: unknown; random?: unknown };
+  return { clock: numbers(record.clock), random: numbers(record.random) };
+}
+
+/** Answers must name the run's requests and fit them: a typo must not silently leave a request waiting. */
+function checkAnswers(requests: readonly PendingRequest[], answers: Answers): void {
+  const invalid = (message: string) => new MossError("invalid-argument", `resume(): ${message}`, {});
+  if (answers === null || typeof answers !== "object")
+    throw invalid("answers must be an object of request id -> answer");
+  const byId = new Map(requests.map((request) => [request.id, request]));
+  for (const [id, answer] of Object.entries(answers)) {
+    const request = byId.get(id);
+    if (request === undefined) {
+      throw invalid(
+        `no pending request has the id "${id}" (pending: ${[...byId.keys()].join(", ") || "none"})`,
+      );
+    }
+    if (request.kind === "approval") {
+      const approved = (answer as { approved?: unknown } | null)?.approved;
+      const reason = (answer as { reason?: unknown } | null)?.reason;
+      if (typeof approved !== "boolean" || (reason !== undefined && typeof reason !== "string")) {
+        throw invalid(
+          `request ${id} asks for an approval: answer { approved: true } or { approved: false, reason? }`,
+        );
+      }
+      continue;
+    }
+    const text = (answer as { answer?: unknown } | null)?.answer;
+    if (typeof text !== "string") throw invalid(`request ${id} is a question: answer { answer: "…" }`);
+    if (request.choices !== undefined && !request.choices.includes(text)) {
+      throw invalid(
+        `request ${id} must be answered with one of ${request.choices.map((c) => JSON.stringify(c)).join(", ")}`,
+      );
+    }
   }
 }
 

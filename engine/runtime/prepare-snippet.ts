@@ -1,4 +1,9 @@
-import { originalPositionFor, TraceMap } from "@jridgewell/trace-mapping";
+import {
+  GREATEST_LOWER_BOUND,
+  LEAST_UPPER_BOUND,
+  originalPositionFor,
+  TraceMap,
+} from "@jridgewell/trace-mapping";
 import { transform } from "esbuild";
 import { ts } from "ts-morph";
 
@@ -163,6 +168,15 @@ export function mapToSnippet(
   const original = originalPositionFor(map, { line, column: Math.max(0, column - 1) });
   if (original.line === null || original.column === null) return undefined;
   return { line: original.line, column: original.column + 1 };
+}
+
+/** The snippet line of a script line (the first mapped position on it), or undefined when nothing maps there. */
+export function mapLineToSnippet(map: TraceMap, line: number): number | undefined {
+  for (const bias of [LEAST_UPPER_BOUND, GREATEST_LOWER_BOUND] as const) {
+    const original = originalPositionFor(map, { line, column: 0, bias });
+    if (original.line !== null) return original.line;
+  }
+  return undefined;
 }
 
 /** Rewrites `snippet.js:L:C` frames of a sandbox stack to snippet positions, keeping only snippet frames. */

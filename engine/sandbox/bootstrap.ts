@@ -24,8 +24,11 @@ export interface SandboxEntryPoints {
     target: string,
     argumentsJson: string,
     maxResultBytes: number,
+    replayJson: string,
   ): void;
   settle(promiseId: number, tag: string, body: string): void;
+  /** The clock and random values the current run has read so far (JSON `{ clock, random }`): a paused run's log. */
+  recorded(): string;
 }
 
 /** The JSON envelope a run hands to `done`. */
@@ -33,7 +36,12 @@ export interface SandboxEnvelope {
   ok: boolean;
   returns?: string;
   mossData?: string;
-  error?: { kind: "runtime" | "output-limit" | "call-limit"; name: string; message: string; stack?: string };
+  error?: {
+    kind: "runtime" | "output-limit" | "call-limit" | "replay-diverged";
+    name: string;
+    message: string;
+    stack?: string;
+  };
   warnings: string[];
 }
 
@@ -44,7 +52,7 @@ export function stdoutTruncationMarker(limitBytes: number): string {
 
 function sandboxBootstrap(
   codec: import("./wire.ts").WireCodec,
-  hostCall: (operation: string, handle: number, member: string | null, args: string) => string,
+  hostCall: (operation: string, handle: number, member: string | null, args: string, line: number) => string,
   emit: (text: string) => void,
   done: (envelope: string) => void,
 ): SandboxEntryPoints {
@@ -103,6 +111,12 @@ function sandboxBootstrap(
   const WeakMapSet = WeakMap.prototype.set;
   const IteratorNext = Object.getPrototypeOf(new Map().entries()).next;
   const SetIteratorNext = Object.getPrototypeOf(new Set().values()).next;
+  const DateCtor = Date;
+  const DateNow = Date.now;
+  const DateToString = Date.prototype.toString;
+  const MathObject = Math;
+  const MathRandom = Math.random;
+  const ProxyCtor = Proxy;
   const DateToISOString = Date.prototype.toISOString;
   const DateGetTime = Date.prototype.getTime;
   const RegExpToString = RegExp.prototype.toString;
@@ -184,7 +198,7 @@ function sandboxBootstrap(
   let maxStdout = 65536;
   let stdoutBytes = 0;
   let stdoutClosed = false;
-  let limitHit: null | { kind: "output-limit" | "call-limit"; message: string } = null;
+  let limitHit: null | { kind: "output-limit" | "call-limit" | "replay-diverged"; message: string } = null;
   const pending = new MapCtor<
     number,
     { resolve: (value: unknown) => void; reject: (error: unknown) => void; site?: string }
@@ -319,15 +333,99 @@ function sandboxBootstrap(
     return error;
   }
 
+  // ---- the run's clock and random values: recorded, and replayed on resume -----------------------------------
+  let runFilename = "";
+  let clockLog: number[] = [];
+  let randomLog: number[] = [];
+  let clockReplay: number[] = [];
+  let randomReplay: number[] = [];
+
+  function replayed(log: number[], replay: number[], fresh: () => number): number {
+    const index = log.length;
+    const value = index < replay.length && typeof replay[index] === "number" ? replay[index]! : fresh();
+    append(log, value);
+    return value;
+  }
+  function clock(): number {
+    return replayed(clockLog, clockReplay, () => ReflectApply(DateNow, DateCtor, []));
+  }
+  function random(): number {
+    return replayed(randomLog, randomReplay, () => ReflectApply(MathRandom, MathObject, []));
+  }
+  // `new Date()`, `Date()` and `Date.now()` read the run's clock; every other use of Date is untouched.
+  const RecordedDate = new ProxyCtor(DateCtor, {
+    __proto__: null,
+    construct(target: DateConstructor, args: unknown[], newTarget: Function) {
+      return ReflectConstruct(target, args.length === 0 ? [clock()] : args, newTarget);
+    },
+    apply() {
+      return ReflectApply(DateToString, ReflectConstruct(DateCtor, [clock()]), []);
+    },
+  } as ProxyHandler<DateConstructor>);
+  ReflectDefineProperty(DateCtor, "now", {
+    __proto__: null,
+    value: function now() {
+      return clock();
+    },
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  } as PropertyDescriptor);
+  ReflectDefineProperty(DateCtor.prototype, "constructor", {
+    __proto__: null,
+    value: RecordedDate,
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  } as PropertyDescriptor);
+  ReflectDefineProperty(global, "Date", {
+    __proto__: null,
+    value: RecordedDate,
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  } as PropertyDescriptor);
+  ReflectDefineProperty(MathObject, "random", {
+    __proto__: null,
+    value: function random_() {
+      return random();
+    },
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  } as PropertyDescriptor);
+
+  function recorded(): string {
+    return JSONStringify({ __proto__: null, clock: clockLog, random: randomLog });
+  }
+
+  // The line of the model's script that made the current host call (0 when not found): approvals name it.
+  function callerLine(): number {
+    const site: { stack?: string } = ObjectCreate(null);
+    ErrorCaptureStackTrace(site);
+    const stack = site.stack;
+    if (typeof stack !== "string" || runFilename === "") return 0;
+    const at = ReflectApply(StringIndexOf, stack, [`${runFilename}:`]);
+    if (at === -1) return 0;
+    let line = 0;
+    for (let i = at + runFilename.length + 1; i < stack.length; i++) {
+      const code = ReflectApply(StringCharCodeAt, stack, [i]);
+      if (code < 48 || code > 57) break;
+      line = line * 10 + (code - 48);
+    }
+    return line;
+  }
+
   function callHost(operation: string, id: number, member: string | null, args: unknown[]): unknown {
-    if (limitHit !== null && limitHit.kind === "call-limit") throw new ErrorCtor(limitHit.message);
+    if (limitHit !== null && (limitHit.kind === "call-limit" || limitHit.kind === "replay-diverged"))
+      throw new ErrorCtor(limitHit.message);
     const label = member === null ? "host function" : `${member}()`;
     const encoded = codec.encode(args, {
       __proto__: null,
       rootPath: `arguments of ${label}`,
       knownHandle,
     } as any);
-    const reply = hostCall(operation, id, member, encoded);
+    const reply = hostCall(operation, id, member, encoded, callerLine());
     const tag = slice(reply, 0, 1);
     const body = slice(reply, 1);
     if (tag === "v") return codec.decode(body, decodeOptions);
@@ -341,8 +439,11 @@ function sandboxBootstrap(
         ReflectApply(MapSet, pending, [promiseId, { __proto__: null, resolve, reject, site: site.stack }]);
       });
     }
-    if (tag === "l") {
-      if (limitHit === null) limitHit = { __proto__: null, kind: "call-limit", message: body } as any;
+    // The call waits for a person's decision: the run pauses once nothing else can happen (the host decides when).
+    if (tag === "w") return new PromiseCtor(() => {});
+    if (tag === "l" || tag === "d") {
+      const kind = tag === "l" ? "call-limit" : "replay-diverged";
+      if (limitHit === null) limitHit = { __proto__: null, kind, message: body } as any;
       throw new ErrorCtor(body);
     }
     throw new ErrorCtor(`unexpected host reply ${JSONStringify(tag)}`);
@@ -664,6 +765,17 @@ function sandboxBootstrap(
       ReflectDefineProperty(moss, name, data(services[name], false));
     }
     ReflectDefineProperty(moss, "pprint", data(logger(true), false, false));
+    ReflectDefineProperty(
+      moss,
+      "ask",
+      data(
+        async function ask(question: unknown, options?: unknown) {
+          return callHost("ask", 0, "ask", [question, options]);
+        },
+        false,
+        false,
+      ),
+    );
     ReflectDefineProperty(global, "moss", data(moss, false));
     const parsed = JSONParse(fields);
     dataFields = ArrayIsArray(parsed) ? parsed : [];
@@ -922,8 +1034,15 @@ function sandboxBootstrap(
     target: string,
     argumentsJson: string,
     maxResultBytes: number,
+    replayJson: string,
   ): void {
     begin(maxStdoutBytes);
+    runFilename = filename;
+    clockLog = [];
+    randomLog = [];
+    const replay = replayJson === "" ? null : JSONParse(replayJson);
+    clockReplay = replay !== null && ArrayIsArray(replay.clock) ? replay.clock : [];
+    randomReplay = replay !== null && ArrayIsArray(replay.random) ? replay.random : [];
     let scriptError = "";
     try {
       IndirectEval(`${source}\n//# sourceURL=${filename}`);
@@ -936,7 +1055,7 @@ function sandboxBootstrap(
     start(target, argumentsJson, maxResultBytes, scriptError);
   }
 
-  return ObjectFreeze({ __proto__: null, install, runScript, settle } as any);
+  return ObjectFreeze({ __proto__: null, install, runScript, settle, recorded } as any);
 }
 
 /**

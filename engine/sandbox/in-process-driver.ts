@@ -31,7 +31,8 @@ export class InProcessDriver implements SandboxDriver {
     const isolate = await this.#warm.take(memoryLimitMebibytes(limits.memoryLimitBytes));
     try {
       await isolate.install(setup, {
-        call: (operation, handle, member, args) => callMembrane(membrane, operation, handle, member, args),
+        call: (operation, handle, member, args, line) =>
+          callMembrane(membrane, operation, handle, member, args, line),
       });
     } catch (error) {
       isolate.dispose();

@@ -19,7 +19,13 @@ import { WIRE_TEXT_SLACK } from "./wire.ts";
 
 /** What an isolate session asks of the host: the membrane itself, or a blocking channel to the parent process. */
 export interface SessionHost {
-  call(operation: HostOperation, handle: number, member: string | null, args: string): HostOutcome;
+  call(
+    operation: HostOperation,
+    handle: number,
+    member: string | null,
+    args: string,
+    line: number,
+  ): HostOutcome;
 }
 
 /** Where the isolate executes: on isolated-vm's thread (never blocks the caller) or on the calling thread. */
@@ -42,7 +48,11 @@ interface ActiveRun {
   lastCpuMs: number;
   readonly stdout: string[];
   ended: boolean;
-  finish?: (envelope: string) => void;
+  finish?: (envelope: string | typeof PAUSED) => void;
+  /** Host calls waiting for a decision (their isolate promises never settle in this run). */
+  waiting: number;
+  /** Host promises whose settlement has not entered the isolate yet. */
+  outstanding: number;
   /** The envelope `done` delivered; the run finishes once no entry into the isolate is still in flight. */
   envelope?: string;
   /** Entries into the isolate (the script, promise settlements) not yet returned: their microtasks belong to the run. */
@@ -55,6 +65,8 @@ interface ActiveRun {
 }
 
 const ABORTED = Symbol("aborted");
+/** What `finish` receives when the run paused instead of delivering an envelope. */
+const PAUSED = Symbol("paused");
 
 class RunAborted extends Error {
   constructor(readonly failure: Failure) {
@@ -86,6 +98,7 @@ export class IsolateSession {
   readonly #install: ivm.Reference;
   readonly #runScript: ivm.Reference;
   readonly #settle: ivm.Reference;
+  readonly #recorded: ivm.Reference;
   #host: SessionHost | undefined;
   #active: ActiveRun | undefined;
   #nextPromiseId = 1;
@@ -96,7 +109,12 @@ export class IsolateSession {
     memoryLimit: number,
     thread: ExecutionThread,
     isolate: ivm.Isolate,
-    entries: { install: ivm.Reference; runScript: ivm.Reference; settle: ivm.Reference },
+    entries: {
+      install: ivm.Reference;
+      runScript: ivm.Reference;
+      settle: ivm.Reference;
+      recorded: ivm.Reference;
+    },
     references: Array<{ release(): void }>,
   ) {
     this.memoryLimitMebibytes = memoryLimit;
@@ -105,6 +123,7 @@ export class IsolateSession {
     this.#install = entries.install;
     this.#runScript = entries.runScript;
     this.#settle = entries.settle;
+    this.#recorded = entries.recorded;
     this.#references = references;
   }
 
@@ -117,8 +136,8 @@ export class IsolateSession {
     try {
       const context = await isolate.createContext();
       const bridge = new ivm.Callback(
-        (operation: HostOperation, handle: number, member: string | null, args: string) =>
-          session!.#answer(operation, handle, member, args),
+        (operation: HostOperation, handle: number, member: string | null, args: string, line: number) =>
+          session!.#answer(operation, handle, member, args, line),
       );
       // On the isolate thread stdout is fire-and-forget; on the caller thread a direct call keeps it in order.
       const emit = new ivm.Callback(
@@ -135,13 +154,14 @@ export class IsolateSession {
         result: { reference: true },
       })) as ivm.Reference;
       const get = (name: string) => entry.get(name, { reference: true }) as Promise<ivm.Reference>;
-      const [install, runScript, settle] = await Promise.all([
+      const [install, runScript, settle, recorded] = await Promise.all([
         get("install"),
         get("runScript"),
         get("settle"),
+        get("recorded"),
       ]);
-      const entries = { install, runScript, settle };
-      const references = [entry, install, runScript, settle, context];
+      const entries = { install, runScript, settle, recorded };
+      const references = [entry, install, runScript, settle, recorded, context];
       session = new IsolateSession(memoryLimit, options.thread, isolate, entries, references);
       return session;
     } catch (error) {
@@ -188,6 +208,8 @@ export class IsolateSession {
       cpuStart: this.#isolate.cpuTime,
       hostCalls: 0,
       inFlight: 0,
+      waiting: 0,
+      outstanding: 0,
       lastCpuMs: 0,
       stdout: [],
       ended: false,
@@ -248,7 +270,7 @@ export class IsolateSession {
 
   async #execute(run: ActiveRun, request: SandboxRunRequest): Promise<SandboxRunResult> {
     const limits = run.limits;
-    const finished = new Promise<string>((resolve) => {
+    const finished = new Promise<string | typeof PAUSED>((resolve) => {
       run.finish = resolve;
     });
     // One entry evaluates the script and starts the target: each entry into the isolate is a thread hop.
@@ -259,13 +281,29 @@ export class IsolateSession {
       request.target,
       JSON.stringify(request.args),
       limits.maxResultBytes,
+      request.replay === undefined ? "" : JSON.stringify(request.replay),
     ];
     // A limit failure of this entry aborts the run (the guard throws it); an unhandled rejection is recorded.
     await this.#guard(run, this.#enter(run, this.#runScript, args, this.#syncTimeout(run)));
-    const envelope = JSON.parse(await this.#guard(run, finished)) as SandboxEnvelope;
+    const outcome = await this.#guard(run, finished);
+    if (outcome === PAUSED) return this.#paused(run);
+    const envelope = JSON.parse(outcome) as SandboxEnvelope;
     if ((envelope.error?.kind as string | undefined) === "syntax")
       await this.#locateSyntaxError(envelope.error!, request);
     return this.#result(run, envelope);
+  }
+
+  /**
+   * A paused run: its clock and random log is read, then the isolate is discarded (model code changed its state
+   * part-way; a resume starts over from the data as it was before the run).
+   */
+  async #paused(run: ActiveRun): Promise<SandboxRunResult> {
+    let nondeterminism: SandboxRunResult["nondeterminism"] = { clock: [], random: [] };
+    try {
+      nondeterminism = JSON.parse(String(await this.#apply(this.#recorded, [], 1_000)));
+    } catch {}
+    this.#kill();
+    return { ...this.#result(run, { ok: false, warnings: [] }), paused: true, nondeterminism };
   }
 
   /**
@@ -423,11 +461,17 @@ export class IsolateSession {
   }
 
   /** Answers a host call from the isolate (synchronous for the isolate on either thread). */
-  #answer(operation: HostOperation, handle: number, member: string | null, args: string): string {
+  #answer(
+    operation: HostOperation,
+    handle: number,
+    member: string | null,
+    args: string,
+    line: number,
+  ): string {
     const run = this.#admit();
     if (typeof run === "string") return run;
     try {
-      return this.#reply(run, this.#host!.call(operation, handle, member, args));
+      return this.#reply(run, this.#host!.call(operation, handle, member, args, line));
     } catch (error) {
       return `e${errorWire(error)}`;
     }
@@ -471,9 +515,18 @@ export class IsolateSession {
     this.#finishWhenIdle(run);
   }
 
+  /**
+   * The run ends once no entry into the isolate is in flight and either its envelope arrived or it can only wait
+   * for decisions: calls wait for one, and every host promise it started has settled and been delivered (so each
+   * completed call of the run's log has its result). A waiting call keeps a finished run from ending as a success.
+   */
   #finishWhenIdle(run: ActiveRun): void {
-    if (run.envelope !== undefined && run.inFlight === 0 && !run.ended && run.failure === undefined)
-      run.finish?.(run.envelope);
+    if (run.inFlight !== 0 || run.ended || run.failure !== undefined) return;
+    if (run.waiting > 0) {
+      if (run.outstanding === 0) run.finish?.(PAUSED);
+      return;
+    }
+    if (run.envelope !== undefined) run.finish?.(run.envelope);
   }
 
   /**
@@ -501,6 +554,12 @@ export class IsolateSession {
   #reply(run: ActiveRun, outcome: HostOutcome): string {
     if (outcome.kind === "value") return `v${outcome.wire}`;
     if (outcome.kind === "error") return `e${outcome.wire}`;
+    if (outcome.kind === "pending") {
+      run.waiting++;
+      return "w";
+    }
+    if (outcome.kind === "refuse") return `d${outcome.message}`;
+    run.outstanding++;
     const promiseId = this.#nextPromiseId++;
     outcome.settled.then(
       (settled) => this.#deliver(run, promiseId, settled.kind === "value" ? "v" : "e", settled.wire),
@@ -511,6 +570,7 @@ export class IsolateSession {
 
   #deliver(run: ActiveRun, promiseId: number, tag: "v" | "e", wire: string): void {
     if (run.ended || run.failure !== undefined || !this.alive) return;
+    run.outstanding--;
     void this.#enter(run, this.#settle, [promiseId, tag, wire], this.#syncTimeout(run));
   }
 

@@ -10,14 +10,20 @@ import type { SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbo
 /** A host call from an isolate, as the sandbox process writes it on the call pipe. */
 export interface HostCall {
   session: number;
-  operation: "call" | "construct" | "get";
+  operation: "call" | "construct" | "get" | "ask";
   handle: number;
   member: string | null;
   args: string;
+  /** The script line that made the call (0: unknown). */
+  line: number;
 }
 
 /** The parent's answer to a host call: a value, an error, or the id of a promise settled later on fd 3. */
-export type CallReply = { kind: "value" | "error"; wire: string } | { kind: "promise"; promiseId: number };
+export type CallReply =
+  | { kind: "value" | "error"; wire: string }
+  | { kind: "promise"; promiseId: number }
+  | { kind: "pending" }
+  | { kind: "refuse"; failure: "replay-diverged"; message: string };
 
 /** Messages the parent sends to a sandbox process. */
 export type ParentMessage =
@@ -36,7 +42,7 @@ export type ChildMessage =
       type: "call";
       session: number;
       call: number;
-      operation: "call" | "construct" | "get";
+      operation: "call" | "construct" | "get" | "ask";
       handle: number;
       member: string | null;
       args: string;

@@ -2,7 +2,7 @@ import { hostErrorWire } from "./host-error.ts";
 import type { HostMembrane, HostOutcome } from "./sandbox.ts";
 
 /** The membrane operations a proxy inside the isolate can request. */
-export type HostOperation = "call" | "construct" | "get";
+export type HostOperation = "call" | "construct" | "get" | "ask";
 
 /** Dispatches one proxy access to the membrane; a membrane that throws becomes an error outcome. */
 export function callMembrane(
@@ -11,11 +11,18 @@ export function callMembrane(
   handle: number,
   member: string | null,
   args: string,
+  given = 0,
 ): HostOutcome {
+  // The line comes from the isolate (or a sandbox process): only a plain line number is passed on.
+  const line = Number.isSafeInteger(given) && given > 0 ? given : 0;
   try {
-    if (operation === "construct") return membrane.construct(handle, args);
-    if (operation === "get") return membrane.get(handle, member ?? "");
-    return membrane.call(handle, member, args);
+    if (operation === "construct") return membrane.construct(handle, args, line);
+    if (operation === "get") return membrane.get(handle, member ?? "", line);
+    if (operation === "ask") {
+      if (membrane.ask === undefined) throw new TypeError("moss.ask is not available in this run");
+      return membrane.ask(args, line);
+    }
+    return membrane.call(handle, member, args, line);
   } catch (error) {
     return { kind: "error", wire: hostErrorWire(error) };
   }

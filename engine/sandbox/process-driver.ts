@@ -304,7 +304,7 @@ class SandboxChild {
     const outcome =
       membrane === undefined
         ? { kind: "error" as const, wire: errorWire(new Error("the session is closed")) }
-        : callMembrane(membrane, call.operation, call.handle, call.member, call.args);
+        : callMembrane(membrane, call.operation, call.handle, call.member, call.args, call.line);
     if (outcome.kind !== "promise") {
       this.#reply(outcome);
       return;

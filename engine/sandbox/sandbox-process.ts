@@ -53,8 +53,9 @@ function callParent(
   handle: number,
   member: string | null,
   args: string,
+  line: number,
 ): HostOutcome {
-  writeAll(`${JSON.stringify({ session, operation, handle, member, args })}\n`);
+  writeAll(`${JSON.stringify({ session, operation, handle, member, args, line })}\n`);
   const chunks: Buffer[] = [];
   for (;;) {
     let count: number;
@@ -99,7 +100,7 @@ async function open(
     // One session per process: no successor is warmed here (the driver keeps spare processes instead).
     void warm.close();
     await session.install(setup, {
-      call: (operation, handle, member, args) => callParent(id, operation, handle, member, args),
+      call: (operation, handle, member, args, line) => callParent(id, operation, handle, member, args, line),
     });
     sessions.set(id, session);
     channel.send({ type: "opened", session: id });

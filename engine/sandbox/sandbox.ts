@@ -28,16 +28,34 @@ export type HostOutcome =
   /** The host function threw synchronously: `wire` encodes `{ name, message }`. */
   | { kind: "error"; wire: string }
   /** The host function returned a Promise; it settles to a `value` or `error` outcome. */
-  | { kind: "promise"; settled: Promise<{ kind: "value" | "error"; wire: string }> };
+  | { kind: "promise"; settled: Promise<{ kind: "value" | "error"; wire: string }> }
+  /**
+   * The call waits for a decision the run does not have (an approval, an answer): the isolate gets a promise that
+   * never settles, and the run pauses as soon as nothing else can happen.
+   */
+  | { kind: "pending" }
+  /** The call must not happen (a resumed run left its log): this and every later host call fail, the run ends so. */
+  | { kind: "refuse"; failure: "replay-diverged"; message: string };
 
 /** The host side of the membrane, implemented by the runtime; the driver calls it for every proxy access. */
 export interface HostMembrane {
-  /** Calls `member` of the handle (or the handle itself when member is null); args are wire-encoded. */
-  call(handle: number, member: string | null, args: string): HostOutcome;
+  /**
+   * Calls `member` of the handle (or the handle itself when member is null); args are wire-encoded. `line` (every
+   * operation has it) is the line of the running script that made the call, 0 when unknown.
+   */
+  call(handle: number, member: string | null, args: string, line?: number): HostOutcome;
   /** Constructs a class handle (`new Handle(...args)`). */
-  construct(handle: number, args: string): HostOutcome;
+  construct(handle: number, args: string, line?: number): HostOutcome;
   /** Reads a public property of the handle. */
-  get(handle: number, property: string): HostOutcome;
+  get(handle: number, property: string, line?: number): HostOutcome;
+  /** `moss.ask(question, options)`: args are the wire-encoded `[question, options]`. */
+  ask?(args: string, line?: number): HostOutcome;
+}
+
+/** The clock and random values a run read inside the isolate, in order: logged for a resume to replay. */
+export interface Nondeterminism {
+  clock: number[];
+  random: number[];
 }
 
 /** Everything the isolate sees besides the model's code: installed once per session (and again after a rebuild). */
@@ -63,6 +81,8 @@ export interface SandboxRunRequest {
   /** Arguments: `{ local: name }` refers to an isolate global (e.g. `moss`), `{ wire }` is a copied value. */
   args: Array<{ local: string } | { wire: string }>;
   limits: ExecutionLimits;
+  /** Values the isolate's clock and `Math.random` return first (a resumed run replays its log's). */
+  replay?: Nondeterminism;
 }
 
 /** The result of one execution, data only. */
@@ -79,6 +99,10 @@ export interface SandboxRunResult {
   warnings: string[];
   /** Host calls made during this run. */
   hostCalls: number;
+  /** The run paused: a host call waits for a decision and nothing else could happen. The isolate was discarded. */
+  paused?: boolean;
+  /** The clock and random values the run read (set when it paused). */
+  nondeterminism?: Nondeterminism;
   cpuTimeMs: number;
 }
 

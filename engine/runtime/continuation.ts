@@ -1,0 +1,109 @@
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { MossError } from "../errors.ts";
+import type { Nondeterminism } from "../sandbox/sandbox.ts";
+import type { PendingRequest } from "../types.ts";
+import type { LogEntry } from "./run-log.ts";
+
+/*
+ * A paused run as a string: everything a resume needs (the code, its target and arguments, the run's log, the data
+ * as it was before the run, the pending requests), signed with HMAC-SHA256 and stamped with an expiry. The payload is
+ * readable (base64url JSON), never secret: it holds what the model's code already saw. The signature makes it
+ * tamper-evident and ties it to the key of the compiler that made it.
+ */
+
+const VERSION = 1;
+/** Default lifetime of a continuation. */
+export const DEFAULT_CONTINUATION_TTL_MS = 60 * 60 * 1000;
+/** The key of compilers given none: random, so continuations resume only in this process. */
+const PROCESS_KEY = randomBytes(32);
+
+/** What a continuation carries. */
+export interface ContinuationPayload {
+  v: typeof VERSION;
+  /** The module (its display path) and a hash of its source: a resume against another module is refused. */
+  module: string;
+  moduleHash: string;
+  code: string;
+  target: string;
+  /** Wire-encoded extra arguments and the local names passed first (as the paused execute had them). */
+  args: string[];
+  localArgs: string[];
+  /** The run's log: completed calls with their results, calls that wait with their request. */
+  log: LogEntry[];
+  nondeterminism: Nondeterminism;
+  /** `MossContext.properties` as they were when the run began. */
+  data: Record<string, unknown>;
+  requests: PendingRequest[];
+  /** Milliseconds since the epoch. */
+  issuedAt: number;
+  expiresAt: number;
+}
+
+/** The signing key of a compiler: its `continuationKey`, else this process's random key. */
+export function continuationKey(given: string | Uint8Array | undefined): Uint8Array {
+  if (given === undefined) return PROCESS_KEY;
+  const key = typeof given === "string" ? Buffer.from(given, "utf8") : given;
+  if (key.length < 16) {
+    throw new MossError(
+      "invalid-argument",
+      `continuationKey must be at least 16 bytes (it signs paused runs); got ${key.length}`,
+    );
+  }
+  return key;
+}
+
+/** Encodes and signs a paused run. */
+export function signContinuation(payload: ContinuationPayload, key: Uint8Array): string {
+  const body = Buffer.from(JSON.stringify(payload), "utf8").toString("base64url");
+  return `moss1.${body}.${mac(body, key)}`;
+}
+
+/**
+ * Verifies and decodes a continuation. A malformed, tampered, foreign (signed with another key) or expired one is
+ * refused with `continuation-invalid`; so is one made for another module or another version of it.
+ */
+export function openContinuation(
+  text: unknown,
+  key: Uint8Array,
+  module: { displayPath: string; hash: string },
+  now = Date.now(),
+): ContinuationPayload {
+  const invalid = (why: string) =>
+    new MossError("continuation-invalid", `the continuation cannot be resumed: ${why}`, {});
+  if (typeof text !== "string")
+    throw invalid(`expected a string, got ${text === null ? "null" : typeof text}`);
+  const parts = text.split(".");
+  if (parts.length !== 3 || parts[0] !== "moss1" || !parts[1] || !parts[2]) {
+    throw invalid("it is not a moss-ts continuation (expected moss1.<payload>.<signature>)");
+  }
+  const [, body, signature] = parts as [string, string, string];
+  const expected = Buffer.from(mac(body, key), "utf8");
+  const given = Buffer.from(signature, "utf8");
+  if (expected.length !== given.length || !timingSafeEqual(expected, given)) {
+    throw invalid(
+      "its signature does not match: it was changed, or signed with another continuationKey (a compiler without one signs with a random key of its own process)",
+    );
+  }
+  let payload: ContinuationPayload;
+  try {
+    payload = JSON.parse(Buffer.from(body, "base64url").toString("utf8")) as ContinuationPayload;
+  } catch {
+    throw invalid("its payload is not JSON");
+  }
+  if (payload?.v !== VERSION) throw invalid(`unknown continuation version ${String(payload?.v)}`);
+  if (typeof payload.expiresAt !== "number" || now > payload.expiresAt) {
+    throw invalid(`it expired at ${new Date(payload.expiresAt).toISOString()}`);
+  }
+  if (payload.module !== module.displayPath || payload.moduleHash !== module.hash) {
+    throw invalid(
+      payload.module !== module.displayPath
+        ? `it was made by a run of ${payload.module}, not ${module.displayPath}`
+        : `${module.displayPath} changed since the run paused (its source differs)`,
+    );
+  }
+  return payload;
+}
+
+function mac(body: string, key: Uint8Array): string {
+  return createHmac("sha256", key).update(`moss1.${body}`).digest("base64url");
+}

@@ -1,0 +1,375 @@
+import { trace as otelTrace, type Span, SpanStatusCode } from "@opentelemetry/api";
+import { hostErrorWire } from "../sandbox/host-error.ts";
+import type { HostMembrane as HostMembraneContract, HostOutcome } from "../sandbox/sandbox.ts";
+import { decodeWire, encodeWire } from "../sandbox/wire.ts";
+import type { Answers, CallPolicy, HostCallRecord, PendingRequest } from "../types.ts";
+import type { CallTarget, HostMembrane } from "./host-membrane.ts";
+
+/*
+ * The run log: every host call a run makes passes through here. A call is answered from the log when a resumed run
+ * replays it, decided (allow, deny, ask) when it is new, run on the host and recorded when allowed, and traced in
+ * `execution.calls` and OpenTelemetry spans either way.
+ */
+
+/** One host call of a run, in call order, as a continuation carries it. */
+export interface LogEntry {
+  /** What was called: `service.member`, a function's name, `ask`; reads end in ` (read)`. */
+  key: string;
+  /** The wire-encoded arguments, as the isolate sent them. */
+  args: string;
+  /** The result: `value`/`error` answered at once, `promise-value`/`promise-error` through a promise. */
+  result?: { kind: "value" | "error" | "promise-value" | "promise-error"; wire: string; handles: boolean };
+  /** The request the call waited for (still waiting when `result` is absent). */
+  request?: PendingRequest;
+  /** The runtime that ran the call: its handles (host objects in the result) exist only there. */
+  origin?: string;
+}
+
+/** A denied call: model code sees an `Error` named `ApprovalDenied` with `reason` and `member`. */
+export class ApprovalDenied extends Error {
+  static readonly mossErrorFields = ["reason", "member"];
+  override readonly name = "ApprovalDenied";
+  readonly code = "approval-denied";
+  constructor(
+    readonly member: string,
+    readonly reason: string,
+  ) {
+    super(`${member} was not approved: ${reason}`);
+  }
+}
+
+/** Where in the model's code a call was made: its 1-based line and a code frame, when known. */
+export type SiteOf = (scriptLine: number) => { line?: number; code?: string };
+
+export interface RunLogOptions {
+  membrane: HostMembrane;
+  /** The log of the run being resumed (empty for a new run). */
+  replay: readonly LogEntry[];
+  answers: Answers;
+  policy: CallPolicy | undefined;
+  siteOf: SiteOf;
+  /** Identifies the runtime (its membrane's handles). */
+  origin: string;
+  /** Whether a call may wait for a person; when false, such a call is denied with this reason. */
+  canPause: boolean | string;
+}
+
+type Operation = "call" | "construct" | "get";
+
+const tracer = () => otelTrace.getTracer("moss-ts");
+
+/** The membrane of one run: replays, decides, records and traces every host call. */
+export class RunLog implements HostMembraneContract {
+  readonly #options: RunLogOptions;
+  /** The new log: replayed entries, then what this run did. */
+  readonly entries: LogEntry[] = [];
+  readonly calls: HostCallRecord[] = [];
+  /** Requests this run waits for. */
+  readonly requests: PendingRequest[] = [];
+  /** The first difference from the replayed log, when the run left it. */
+  diverged: string | undefined;
+
+  constructor(options: RunLogOptions) {
+    this.#options = options;
+  }
+
+  /** Whether the run made every call its replayed log holds (a resumed run that ends early took another path). */
+  get replayComplete(): boolean {
+    return this.entries.length >= this.#options.replay.length;
+  }
+
+  /** The replayed call the run did not reach, described (when it ended early). */
+  get firstMissed(): string | undefined {
+    const entry = this.#options.replay[this.entries.length];
+    return entry === undefined ? undefined : entry.key;
+  }
+
+  call(handle: number, member: string | null, args: string, line = 0): HostOutcome {
+    return this.#handle("call", handle, member, args, line, () =>
+      this.#options.membrane.call(handle, member, args),
+    );
+  }
+
+  construct(handle: number, args: string, line = 0): HostOutcome {
+    return this.#handle("construct", handle, null, args, line, () =>
+      this.#options.membrane.construct(handle, args),
+    );
+  }
+
+  get(handle: number, property: string, line = 0): HostOutcome {
+    return this.#handle("get", handle, property, "[]", line, () =>
+      this.#options.membrane.get(handle, property),
+    );
+  }
+
+  ask(args: string, line = 0): HostOutcome {
+    const membrane = this.#options.membrane;
+    const values = membrane.argumentsAsData(args);
+    const [question, options] = values as [unknown, { choices?: unknown } | undefined];
+    const choices = options?.choices;
+    if (typeof question !== "string" || question.trim() === "") {
+      return errorOutcome(new TypeError("moss.ask(question) needs the question as a non-empty string"));
+    }
+    if (
+      choices !== undefined &&
+      (!Array.isArray(choices) || choices.length === 0 || !choices.every((c) => typeof c === "string"))
+    ) {
+      return errorOutcome(new TypeError("moss.ask: options.choices must be a non-empty array of strings"));
+    }
+    const target: CallTarget = { service: undefined, member: "ask", approval: false };
+    return this.#record(target, "ask", args, line, () => ({ kind: "pending-ask", question, choices }));
+  }
+
+  #handle(
+    operation: Operation,
+    handle: number,
+    member: string | null,
+    args: string,
+    line: number,
+    run: () => HostOutcome,
+  ): HostOutcome {
+    const target = this.#options.membrane.describe(operation, handle, member);
+    // An unknown handle: the membrane answers with its own error; nothing to decide or record.
+    if (target === undefined) return run();
+    const key = `${target.service === undefined ? "" : `${target.service}.`}${target.member}${operation === "get" ? " (read)" : ""}`;
+    return this.#record(target, key, args, line, () => {
+      if (operation === "get") return { kind: "run", run };
+      const decision = this.#decide(target, args, line);
+      if (decision.kind === "ask") return { kind: "pending-approval", reason: decision.reason, run };
+      if (decision.kind === "deny") return { kind: "denied", reason: decision.reason };
+      return { kind: "run", run };
+    });
+  }
+
+  #decide(
+    target: CallTarget,
+    args: string,
+    line: number,
+  ): { kind: "allow" } | { kind: "deny"; reason: string } | { kind: "ask"; reason: "tag" | "policy" } {
+    const policy = this.#options.policy;
+    let verdict: ReturnType<CallPolicy>;
+    if (policy !== undefined) {
+      try {
+        verdict = policy({
+          service: target.service,
+          member: target.member,
+          args: this.#options.membrane.argumentsAsData(args),
+          line: this.#options.siteOf(line).line,
+        });
+      } catch {
+        return { kind: "deny", reason: "the host's policy failed while deciding this call" };
+      }
+    }
+    if (verdict === "deny") return { kind: "deny", reason: "denied by the host's policy" };
+    // `@approval` asks whatever the policy allows: the declaration promises a person sees every call.
+    if (target.approval) return { kind: "ask", reason: "tag" };
+    if (verdict === "ask") return { kind: "ask", reason: "policy" };
+    return { kind: "allow" };
+  }
+
+  /**
+   * One call: answered from the replayed log while the run follows it, else decided by `decide` and run (or made to
+   * wait, or denied), recorded in the new log and traced.
+   */
+  #record(
+    target: CallTarget,
+    key: string,
+    args: string,
+    line: number,
+    decide: () =>
+      | { kind: "run"; run: () => HostOutcome }
+      | { kind: "pending-approval"; reason: "tag" | "policy"; run: () => HostOutcome }
+      | { kind: "pending-ask"; question: string; choices: unknown }
+      | { kind: "denied"; reason: string },
+  ): HostOutcome {
+    if (this.diverged !== undefined)
+      return { kind: "refuse", failure: "replay-diverged", message: this.diverged };
+    const index = this.entries.length;
+    const site = this.#options.siteOf(line);
+    const trace: HostCallRecord = {
+      member: key,
+      ...(site.line === undefined ? {} : { line: site.line }),
+      outcome: "value",
+      durationMs: 0,
+      argsBytes: args.length,
+    };
+    this.calls.push(trace);
+    const logged = this.#options.replay[index];
+    if (logged !== undefined) {
+      if (logged.key !== key || !sameArguments(logged.args, args)) {
+        this.diverged =
+          `the resumed run left its log at call ${index + 1} of ${this.#options.replay.length}` +
+          `${site.line === undefined ? "" : ` (line ${site.line})`}: it called ${key}` +
+          `${logged.key === key ? " with other arguments than" : " where the log has"} ${logged.key}; ` +
+          "nothing after that ran";
+        trace.outcome = "error";
+        this.calls.pop();
+        return { kind: "refuse", failure: "replay-diverged", message: this.diverged };
+      }
+      if (logged.result !== undefined && !(logged.result.handles && logged.origin !== this.#options.origin)) {
+        const entry: LogEntry = { ...logged };
+        this.entries.push(entry);
+        trace.outcome = "replayed";
+        trace.resultBytes = logged.result.wire.length;
+        return replayedOutcome(logged.result);
+      }
+      if (logged.request !== undefined && logged.result === undefined) {
+        return this.#answered(logged, key, args, trace, decide);
+      }
+      // A result holding host objects of another runtime: the call runs again here to make them (see README).
+    }
+    const decision = decide();
+    const entry: LogEntry = { key, args };
+    this.entries.push(entry);
+    if (decision.kind === "denied") return this.#deny(entry, trace, target.member, decision.reason);
+    if (decision.kind === "run") return this.#run(entry, trace, decision.run);
+    if (this.#options.canPause !== true) {
+      const reason =
+        typeof this.#options.canPause === "string" ? this.#options.canPause : "this run cannot pause";
+      return this.#deny(entry, trace, target.member, reason);
+    }
+    const request: PendingRequest =
+      decision.kind === "pending-ask"
+        ? {
+            id: `r${index + 1}`,
+            kind: "clarification",
+            question: decision.question,
+            ...(Array.isArray(decision.choices) ? { choices: decision.choices as string[] } : {}),
+            ...site,
+          }
+        : {
+            id: `r${index + 1}`,
+            kind: "approval",
+            ...(target.service === undefined ? {} : { service: target.service }),
+            member: target.member,
+            args: this.#options.membrane.argumentsAsData(args),
+            reason: decision.reason,
+            ...site,
+          };
+    return this.#wait(entry, trace, request);
+  }
+
+  /** A logged call that waited: its answer decides it now, or it waits again. */
+  #answered(
+    logged: LogEntry,
+    key: string,
+    args: string,
+    trace: HostCallRecord,
+    decide: () =>
+      | { kind: "run"; run: () => HostOutcome }
+      | { kind: "pending-approval"; reason: "tag" | "policy"; run: () => HostOutcome }
+      | { kind: "pending-ask"; question: string; choices: unknown }
+      | { kind: "denied"; reason: string },
+  ): HostOutcome {
+    const request = logged.request!;
+    const entry: LogEntry = { key, args, request };
+    this.entries.push(entry);
+    const answer = this.#options.answers[request.id];
+    if (answer === undefined) return this.#wait(entry, trace, request);
+    if (request.kind === "clarification") {
+      const text = "answer" in answer ? answer.answer : "";
+      const outcome = { kind: "value" as const, wire: encodeWire(text) };
+      entry.result = { kind: "promise-value", wire: outcome.wire, handles: false };
+      trace.resultBytes = outcome.wire.length;
+      return { kind: "promise", settled: Promise.resolve(outcome) };
+    }
+    if ("approved" in answer && answer.approved) {
+      const decision = decide();
+      if (decision.kind === "pending-approval" || decision.kind === "run") {
+        return this.#run(entry, trace, decision.run);
+      }
+    }
+    const reason =
+      "approved" in answer && !answer.approved && answer.reason ? answer.reason : "denied by a person";
+    return this.#deny(entry, trace, request.kind === "approval" ? request.member : key, reason);
+  }
+
+  #wait(entry: LogEntry, trace: HostCallRecord, request: PendingRequest): HostOutcome {
+    entry.request = request;
+    trace.outcome = "pending";
+    this.requests.push(request);
+    return { kind: "pending" };
+  }
+
+  #deny(entry: LogEntry, trace: HostCallRecord, member: string, reason: string): HostOutcome {
+    const wire = hostErrorWire(new ApprovalDenied(member, reason));
+    entry.result = { kind: "error", wire, handles: false };
+    trace.outcome = "denied";
+    trace.resultBytes = wire.length;
+    return { kind: "error", wire };
+  }
+
+  /** Runs the call on the host: its outcome is recorded (when a promise settles, then) and traced. */
+  #run(entry: LogEntry, trace: HostCallRecord, run: () => HostOutcome): HostOutcome {
+    entry.origin = this.#options.origin;
+    const started = performance.now();
+    const span: Span = tracer().startSpan(`moss.call ${entry.key}`, {
+      attributes: { "moss.member": entry.key, "moss.args_bytes": entry.args.length },
+    });
+    const finish = (kind: "value" | "error", wire: string, settledLater: boolean) => {
+      entry.result = {
+        kind: settledLater ? (kind === "value" ? "promise-value" : "promise-error") : kind,
+        wire,
+        handles: holdsHandles(wire),
+      };
+      trace.outcome = kind;
+      trace.durationMs = performance.now() - started;
+      trace.resultBytes = wire.length;
+      span.setAttribute("moss.result_bytes", wire.length);
+      if (kind === "error") span.setStatus({ code: SpanStatusCode.ERROR });
+      span.end();
+    };
+    const outcome = run();
+    if (outcome.kind === "value" || outcome.kind === "error") {
+      finish(outcome.kind, outcome.wire, false);
+      return outcome;
+    }
+    if (outcome.kind !== "promise") {
+      span.end();
+      return outcome;
+    }
+    return {
+      kind: "promise",
+      settled: outcome.settled.then((settled) => {
+        finish(settled.kind, settled.wire, true);
+        return settled;
+      }),
+    };
+  }
+}
+
+/** Whether a wire text holds a host handle (a node `["H", shape]`). */
+function holdsHandles(wire: string): boolean {
+  if (!wire.includes('["H",')) return false;
+  try {
+    return (JSON.parse(wire) as unknown[]).some((node) => Array.isArray(node) && node[0] === "H");
+  } catch {
+    return true;
+  }
+}
+
+function errorOutcome(error: Error): HostOutcome {
+  return { kind: "error", wire: hostErrorWire(error) };
+}
+
+/** A logged result, answered the way the call was first answered (at once, or through a promise). */
+function replayedOutcome(result: NonNullable<LogEntry["result"]>): HostOutcome {
+  if (result.kind === "value" || result.kind === "error") return { kind: result.kind, wire: result.wire };
+  const kind = result.kind === "promise-value" ? "value" : "error";
+  return { kind: "promise", settled: Promise.resolve({ kind, wire: result.wire }) };
+}
+
+/**
+ * Whether two argument wires are the same call: equal text, or equal once handle ids (which differ between
+ * runtimes and runs) are left out.
+ */
+function sameArguments(logged: string, given: string): boolean {
+  if (logged === given) return true;
+  try {
+    const canonical = (wire: string) =>
+      encodeWire(decodeWire(wire, { onHandle: (shape) => `[handle ${shape.kind}]` }));
+    return canonical(logged) === canonical(given);
+  } catch {
+    return false;
+  }
+}

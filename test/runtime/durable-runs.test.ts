@@ -1,0 +1,405 @@
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, describe, expect, test } from "vitest";
+import { MossCompiler, type MossCompilerOptions } from "../../engine/compiler/moss-compiler.ts";
+import { decodeProperties } from "../../engine/context/index.ts";
+import { MossError } from "../../engine/errors.ts";
+import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
+import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
+import type { ApprovalRequest, ClarificationRequest, Execution } from "../../engine/types.ts";
+
+/*
+ * Issue 10: durable runs. A run pauses when a host call needs a person's decision (`@approval`, a policy's "ask",
+ * `moss.ask`), comes back with `pending: { requests, continuation }`, and `runtime.resume(continuation, answers)`
+ * re-runs the code against its log: completed calls are not repeated, the clock and random values replay.
+ */
+
+const ROOT = path.resolve(fileURLToPath(new URL("../..", import.meta.url)));
+const MODULE = path.join(ROOT, "test/fixtures/durable/context.ts");
+const KEY = "a shared continuation key for these tests";
+
+interface HostRobot {
+  at: number;
+  moves: number;
+  notes: string[];
+  wipes: number;
+}
+
+const runtimes: MossRuntime[] = [];
+afterAll(async () => {
+  await Promise.all(runtimes.map((runtime) => runtime.close()));
+  await closeSharedSandboxes();
+});
+
+async function compile(
+  sandbox: "process" | "in-process",
+  configure: (compiler: MossCompiler) => void = () => {},
+  options: MossCompilerOptions = {},
+): Promise<{ runtime: MossRuntime; robot: HostRobot }> {
+  const compiler = new MossCompiler({ sandbox, continuationKey: KEY, ...options });
+  configure(compiler);
+  const runtime = await compiler.compile(MODULE);
+  runtimes.push(runtime);
+  return { runtime, robot: runtime.mossInjections().robot as HostRobot };
+}
+
+/** The runtime's saved data fields, decoded. */
+function saved(runtime: MossRuntime): Record<string, unknown> {
+  return decodeProperties(runtime.dumpContext().properties);
+}
+
+function pendingOf(execution: Execution) {
+  expect(execution.error, JSON.stringify(execution.error)).toBeUndefined();
+  expect(execution.ok).toBe(false);
+  expect(execution.pending).toBeDefined();
+  return execution.pending!;
+}
+
+function okOf(execution: Execution): unknown {
+  expect(execution.error, JSON.stringify(execution.error)).toBeUndefined();
+  expect(execution.pending).toBeUndefined();
+  expect(execution.ok).toBe(true);
+  return execution.returns;
+}
+
+describe.each(["in-process", "process"] as const)("durable runs (%s driver)", (sandbox) => {
+  test("an @approval call pauses the run; approved, it runs once and the run goes on", async () => {
+    const { runtime, robot } = await compile(sandbox);
+    const code = `async function main(moss: Moss) {
+  await moss.robot.note("start");
+  const at = await moss.robot.move(3);
+  moss.trips++;
+  return { at, lines: await moss.robot.note("moved") };
+}`;
+    const paused = await runtime.execute({ code });
+    const pending = pendingOf(paused);
+    expect(pending.requests).toHaveLength(1);
+    const request = pending.requests[0] as ApprovalRequest;
+    expect(request).toMatchObject({
+      kind: "approval",
+      service: "robot",
+      member: "move",
+      args: [3],
+      reason: "tag",
+    });
+    expect(request.line).toBe(3);
+    expect(request.code).toContain("moss.robot.move(3)");
+    expect(robot.moves).toBe(0);
+    expect(robot.notes).toEqual(["start"]);
+    // A paused run changes no data.
+    expect(decodeProperties(paused.context.properties).trips).toBe(0);
+    expect(saved(runtime).trips).toBe(0);
+
+    const resumed = await runtime.resume(pending.continuation, { [request.id]: { approved: true } });
+    expect(okOf(resumed)).toEqual({ at: 3, lines: 2 });
+    // The note made before the pause was replayed, not repeated; the move ran once.
+    expect(robot.notes).toEqual(["start", "moved"]);
+    expect(robot.moves).toBe(1);
+    expect(saved(runtime).trips).toBe(1);
+    expect(resumed.calls.map((call) => [call.member, call.outcome])).toEqual([
+      ["robot.note", "replayed"],
+      ["robot.move", "value"],
+      ["robot.note", "value"],
+    ]);
+  });
+
+  test("a denied call throws ApprovalDenied inside the code, with the reason; the code can catch it", async () => {
+    const { runtime, robot } = await compile(sandbox);
+    const code = `async function main(moss: Moss) {
+  try {
+    await moss.robot.move(5);
+    return "moved";
+  } catch (error) {
+    const e = error as Error & { reason?: string };
+    return [e.name, e.reason, e.message];
+  }
+}`;
+    const pending = pendingOf(await runtime.execute({ code }));
+    const id = pending.requests[0]!.id;
+    const resumed = await runtime.resume(pending.continuation, {
+      [id]: { approved: false, reason: "too far" },
+    });
+    const [name, reason, message] = okOf(resumed) as string[];
+    expect(name).toBe("ApprovalDenied");
+    expect(reason).toBe("too far");
+    expect(message).toContain("too far");
+    expect(robot.moves).toBe(0);
+    expect(resumed.calls[0]?.outcome).toBe("denied");
+  });
+
+  test("requests issued in the same turn are reported together", async () => {
+    const { runtime, robot } = await compile(sandbox);
+    const code = `async function main(moss: Moss) {
+  const [a, b, n] = await Promise.all([moss.robot.move(1), moss.robot.move(2), moss.robot.note("side")]);
+  return [a, b, n];
+}`;
+    const pending = pendingOf(await runtime.execute({ code }));
+    expect(pending.requests.map((request) => (request as ApprovalRequest).args)).toEqual([[1], [2]]);
+    expect(robot.notes).toEqual(["side"]);
+    const [first, second] = pending.requests;
+    const resumed = await runtime.resume(pending.continuation, {
+      [first!.id]: { approved: true },
+      [second!.id]: { approved: true },
+    });
+    expect(okOf(resumed)).toEqual([1, 3, 1]);
+    expect(robot.moves).toBe(2);
+    expect(robot.notes).toEqual(["side"]);
+  });
+
+  test("moss.ask pauses with a clarification; its answer is the promise's value", async () => {
+    const { runtime, robot } = await compile(sandbox);
+    const code = `async function main(moss: Moss) {
+  const way = await moss.ask("Which way?", { choices: ["left", "right"] });
+  return moss.robot.note("going " + way);
+}`;
+    const pending = pendingOf(await runtime.execute({ code }));
+    const request = pending.requests[0] as ClarificationRequest;
+    expect(request).toMatchObject({
+      kind: "clarification",
+      question: "Which way?",
+      choices: ["left", "right"],
+    });
+    await expect(runtime.resume(pending.continuation, { [request.id]: { answer: "up" } })).rejects.toThrow(
+      /one of "left", "right"/,
+    );
+    const resumed = await runtime.resume(pending.continuation, { [request.id]: { answer: "left" } });
+    expect(okOf(resumed)).toBe(1);
+    expect(robot.notes).toEqual(["going left"]);
+  });
+
+  test("a run that pauses twice changes its data once, when it ends; a side effect runs exactly once", async () => {
+    const { runtime, robot } = await compile(sandbox);
+    const code = `async function main(moss: Moss) {
+  moss.trips++;
+  moss.log.push("begin");
+  await moss.robot.note("once");
+  const a = await moss.robot.move(1);
+  const b = await moss.robot.move(10);
+  moss.log.push("end");
+  return [a, b];
+}`;
+    const first = pendingOf(await runtime.execute({ code }));
+    const second = pendingOf(
+      await runtime.resume(first.continuation, { [first.requests[0]!.id]: { approved: true } }),
+    );
+    expect(second.requests[0]).toMatchObject({ member: "move", args: [10] });
+    expect(second.requests[0]!.id).not.toBe(first.requests[0]!.id);
+    expect(robot.moves).toBe(1);
+    expect(saved(runtime).trips).toBe(0);
+    const done = await runtime.resume(second.continuation, { [second.requests[0]!.id]: { approved: true } });
+    expect(okOf(done)).toEqual([1, 11]);
+    expect(robot.moves).toBe(2);
+    expect(robot.notes).toEqual(["once"]);
+    expect(saved(runtime).trips).toBe(1);
+    expect(saved(runtime).log).toEqual(["begin", "end"]);
+  });
+
+  test("the clock and random values replay on resume", async () => {
+    const { runtime } = await compile(sandbox);
+    const code = `async function main(moss: Moss) {
+  const now = Date.now();
+  const before = [now, new Date().getTime(), Math.random(), typeof Date()];
+  await moss.robot.move(1);
+  return [...before, Date.now() >= now, Math.random()];
+}`;
+    const pending = pendingOf(await runtime.execute({ code }));
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    const first = okOf(
+      await runtime.resume(pending.continuation, { [pending.requests[0]!.id]: { approved: true } }),
+    );
+    const again = okOf(
+      await runtime.resume(pending.continuation, { [pending.requests[0]!.id]: { approved: true } }),
+    );
+    const [now, time, random, dateType, later, afterRandom] = first as [
+      number,
+      number,
+      number,
+      string,
+      boolean,
+      number,
+    ];
+    expect(typeof now).toBe("number");
+    expect(time).toBeGreaterThanOrEqual(now);
+    expect(dateType).toBe("string");
+    expect(later).toBe(true);
+    // The values read before the pause are the logged ones in both resumes; later ones are fresh.
+    expect((again as unknown[]).slice(0, 3)).toEqual([now, time, random]);
+    expect(afterRandom).not.toBe((again as number[])[5]);
+  });
+
+  test("a resumed run that takes another path ends with replay-diverged and keeps nothing", async () => {
+    const first = await compile(sandbox, (compiler) => compiler.withLocals({ mode: "north" }));
+    const code = `async function main(moss: Moss) {
+  moss.trips++;
+  await moss.robot.note(mode);
+  return moss.robot.move(2);
+}`;
+    const pending = pendingOf(await first.runtime.execute({ code }));
+    const other = await compile(sandbox, (compiler) => compiler.withLocals({ mode: "south" }));
+    const resumed = await other.runtime.resume(pending.continuation, {
+      [pending.requests[0]!.id]: { approved: true },
+    });
+    expect(resumed.ok).toBe(false);
+    expect(resumed.error?.kind).toBe("replay-diverged");
+    expect(resumed.error?.message).toMatch(/robot\.note/);
+    expect(resumed.error?.message).toMatch(/other arguments/);
+    expect(other.robot.notes).toEqual([]);
+    expect(other.robot.moves).toBe(0);
+    expect(saved(other.runtime).trips).toBe(0);
+  });
+
+  test("tampered, foreign, expired and malformed continuations are refused with continuation-invalid", async () => {
+    const { runtime } = await compile(sandbox);
+    const pending = pendingOf(
+      await runtime.execute({ code: "async function main(moss: Moss) { return moss.robot.move(1); }" }),
+    );
+    const id = pending.requests[0]!.id;
+    const [prefix, body, signature] = pending.continuation.split(".") as [string, string, string];
+    const payload = JSON.parse(Buffer.from(body, "base64url").toString("utf8"));
+    payload.log = [];
+    payload.code = "async function main(moss: Moss) { return moss.robot.wipe(); }";
+    const tampered = `${prefix}.${Buffer.from(JSON.stringify(payload)).toString("base64url")}.${signature}`;
+    const refusal = async (continuation: unknown, pattern: RegExp, on = runtime) => {
+      const error = await on.resume(continuation as string, { [id]: { approved: true } }).then(
+        () => undefined,
+        (caught: unknown) => caught,
+      );
+      expect(MossError.is(error, "continuation-invalid"), String(error)).toBe(true);
+      expect((error as Error).message).toMatch(pattern);
+    };
+    await refusal(tampered, /signature does not match/);
+    await refusal("not a continuation", /not a moss-ts continuation/);
+    await refusal(42, /expected a string/);
+    const foreign = await compile(sandbox, () => {}, { continuationKey: "another key, sixteen bytes+" });
+    await refusal(pending.continuation, /signature does not match/, foreign.runtime);
+    const keyless = await compile(sandbox, () => {}, { continuationKey: undefined });
+    await refusal(pending.continuation, /signature does not match/, keyless.runtime);
+
+    const shortLived = await compile(sandbox, () => {}, { continuationTtlMs: 1 });
+    const soon = pendingOf(
+      await shortLived.runtime.execute({
+        code: "async function main(moss: Moss) { return moss.robot.move(1); }",
+      }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await refusal(soon.continuation, /expired at/, shortLived.runtime);
+    expect(shortLived.robot.moves).toBe(0);
+  });
+
+  test("answers must name pending requests and fit them", async () => {
+    const { runtime } = await compile(sandbox);
+    const pending = pendingOf(
+      await runtime.execute({ code: "async function main(moss: Moss) { return moss.robot.move(1); }" }),
+    );
+    const id = pending.requests[0]!.id;
+    await expect(runtime.resume(pending.continuation, { nope: { approved: true } })).rejects.toThrow(
+      /no pending request has the id "nope"/,
+    );
+    await expect(runtime.resume(pending.continuation, { [id]: { answer: "yes" } })).rejects.toThrow(
+      /asks for an approval/,
+    );
+    // Without an answer the request is still pending: the run pauses again at the same place.
+    const again = pendingOf(await runtime.resume(pending.continuation, {}));
+    expect(again.requests.map((request) => request.id)).toEqual([id]);
+  });
+
+  test("a host policy decides each call: allow, deny or ask", async () => {
+    const seen: Array<{ service?: string; member: string; args: unknown[]; line?: number }> = [];
+    const { runtime, robot } = await compile(sandbox, (compiler) =>
+      compiler.policy((call) => {
+        seen.push(call);
+        if (call.member === "wipe") return "deny";
+        if (call.member === "note" && call.args[0] === "secret") return "ask";
+        return "allow";
+      }),
+    );
+    const code = `async function main(moss: Moss) {
+  let wiped = "no";
+  try { moss.robot.wipe(); wiped = "yes"; } catch (error) { wiped = (error as Error).name; }
+  await moss.robot.note("open");
+  await moss.robot.note("secret");
+  return wiped;
+}`;
+    const pending = pendingOf(await runtime.execute({ code }));
+    expect(pending.requests).toEqual([
+      expect.objectContaining({
+        kind: "approval",
+        member: "note",
+        args: ["secret"],
+        reason: "policy",
+        line: 5,
+      }),
+    ]);
+    expect(seen.map((call) => call.member)).toEqual(["wipe", "note", "note"]);
+    expect(seen[0]).toMatchObject({ service: "robot", args: [], line: 3 });
+    expect(robot.wipes).toBe(0);
+    const done = await runtime.resume(pending.continuation, {
+      [pending.requests[0]!.id]: { approved: true },
+    });
+    expect(okOf(done)).toBe("ApprovalDenied");
+    expect(robot.notes).toEqual(["open", "secret"]);
+  });
+
+  test("execution.calls traces every host call with sizes, never payloads", async () => {
+    const { runtime } = await compile(sandbox);
+    const execution = await runtime.execute({
+      code: `async function main(moss: Moss) { await moss.robot.note("a-very-secret-text"); return moss.robot.position(); }`,
+    });
+    expect(okOf(execution)).toBe(0);
+    expect(execution.calls).toHaveLength(2);
+    expect(execution.calls[0]).toMatchObject({ member: "robot.note", line: 1, outcome: "value" });
+    expect(execution.calls[0]!.argsBytes).toBeGreaterThan("a-very-secret-text".length);
+    expect(execution.calls[1]).toMatchObject({ member: "robot.position", outcome: "value" });
+    expect(JSON.stringify(execution.calls)).not.toContain("a-very-secret-text");
+  });
+});
+
+describe("durable runs across processes", () => {
+  const folder = mkdtempSync(path.join(tmpdir(), "moss-durable-"));
+  afterAll(() => rmSync(folder, { recursive: true, force: true }));
+
+  function runNode(script: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    const file = path.join(folder, `step-${Math.random().toString(36).slice(2)}.mts`);
+    writeFileSync(file, script);
+    return new Promise((resolve) => {
+      const child = spawn(process.execPath, ["--no-node-snapshot", "--import", "tsx", file], {
+        cwd: ROOT,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let stdout = "";
+      let stderr = "";
+      child.stdout.on("data", (chunk) => (stdout += chunk));
+      child.stderr.on("data", (chunk) => (stderr += chunk));
+      child.on("exit", (code) => resolve({ code, stdout, stderr }));
+    });
+  }
+
+  test("a continuation saved by one process resumes in another that compiled the same module with the same key", async () => {
+    const engine = JSON.stringify(path.join(ROOT, "engine/index.ts"));
+    const saved = path.join(folder, "continuation.json");
+    const prelude = `import { MossCompiler, closeSharedSandboxes } from ${engine};
+import { readFileSync, writeFileSync } from "node:fs";
+const runtime = await new MossCompiler({ continuationKey: ${JSON.stringify(KEY)} }).compile(${JSON.stringify(MODULE)});
+const robot = runtime.mossInjections().robot;`;
+    const first = await runNode(`${prelude}
+const execution = await runtime.execute({ code: "async function main(moss: Moss) { await moss.robot.note('before'); return moss.robot.move(4); }" });
+writeFileSync(${JSON.stringify(saved)}, JSON.stringify(execution.pending));
+console.log(JSON.stringify({ notes: robot.notes, moves: robot.moves }));
+await runtime.close();
+await closeSharedSandboxes();`);
+    expect(first.stderr).toBe("");
+    expect(JSON.parse(first.stdout)).toEqual({ notes: ["before"], moves: 0 });
+    const second = await runNode(`${prelude}
+const pending = JSON.parse(readFileSync(${JSON.stringify(saved)}, "utf8"));
+const resumed = await runtime.resume(pending.continuation, { [pending.requests[0].id]: { approved: true } });
+console.log(JSON.stringify({ ok: resumed.ok, returns: resumed.returns, notes: robot.notes, moves: robot.moves }));
+await runtime.close();
+await closeSharedSandboxes();`);
+    expect(second.stderr).toBe("");
+    // The note of the first process is not written again in the second; the approved move runs there once.
+    expect(JSON.parse(second.stdout)).toEqual({ ok: true, returns: 4, notes: [], moves: 1 });
+  });
+});
