@@ -2,8 +2,10 @@ import { defineConfig } from "vitest/config";
 import { mossVitePlugin } from "./engine/compiler/vite-plugin.ts";
 
 // "moss-ts-source": inside this repository, `import … from "moss-ts"` (examples, fixtures, tests) resolves to the
-// TypeScript sources, never to a dist/ build that may be missing or stale (package.json `exports`).
-const conditions = ["moss-ts-source", "module", "node", "development|production"];
+// TypeScript sources, never to a dist/ build that may be missing or stale (package.json `exports`). Vite's default
+// "module" condition is left out: tests run on Node, and some packages' "module" builds are not valid Node ESM
+// (@opentelemetry/api 1.9: extensionless imports), so packages load as Node itself would load them.
+const conditions = ["moss-ts-source", "node", "development|production"];
 
 export default defineConfig({
   resolve: { conditions },

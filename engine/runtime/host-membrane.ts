@@ -22,8 +22,14 @@ interface HandleEntry {
   shape: HandleShape;
   /** The declared type the handle was made for: it decides the members and the types of what they return. */
   type: DeclaredType;
-  /** The service (`moss` field) or module name the handle was reached from, for approvals and call traces. */
-  label: string | undefined;
+  /** Where the handle was reached from, for approvals, policies and call traces. */
+  label: HandleLabel;
+}
+
+/** Names a handle: the service (`moss` field) it belongs to and its own name (a function's, a module value's). */
+export interface HandleLabel {
+  service?: string;
+  name?: string;
 }
 
 /** What a host call reaches, as approvals, policies and call traces name it. */
@@ -51,9 +57,9 @@ export class HostMembrane implements HostMembraneContract {
   readonly #ids = new WeakMap<object, Map<DeclaredType, number>>();
   readonly #nearestDeclaredClass: NearestDeclaredClass;
   readonly #programClass: NearestDeclaredClass;
-  readonly #labels = new WeakMap<object, string>();
+  readonly #labels = new WeakMap<object, HandleLabel>();
   /** The label handles made while encoding a call's result inherit: the service the call reached. */
-  #resultLabel: string | undefined;
+  #resultLabel: HandleLabel = {};
   #nextId = 1;
 
   /**
@@ -68,9 +74,9 @@ export class HostMembrane implements HostMembraneContract {
   }
 
   /** Names a host value (a service, a visible module value): handles of it say which service a call reaches. */
-  label(value: unknown, name: string): void {
+  label(value: unknown, label: HandleLabel): void {
     if ((typeof value === "object" || typeof value === "function") && value !== null)
-      this.#labels.set(value, name);
+      this.#labels.set(value, label);
   }
 
   /** What a call names (`operation` as the isolate sends it), or undefined for a handle that does not exist. */
@@ -81,13 +87,12 @@ export class HostMembrane implements HostMembraneContract {
   ): CallTarget | undefined {
     const entry = this.#entries.get(handle);
     if (entry === undefined) return undefined;
-    if (operation === "get") return { service: entry.label, member: member ?? "", approval: false };
-    if (operation === "construct")
-      return { service: undefined, member: `new ${entry.label ?? "(class)"}`, approval: false };
-    if (member === null) {
-      return { service: undefined, member: entry.label ?? "(function)", approval: entry.type.callApproval };
-    }
-    return { service: entry.label, member, approval: entry.type.approvals.has(member) };
+    const { service, name } = entry.label;
+    if (operation === "construct") return { service, member: `new ${name ?? "(class)"}`, approval: false };
+    if (member === null) return { service, member: name ?? "(function)", approval: entry.type.callApproval };
+    const owner = service ?? name;
+    if (operation === "get") return { service: owner, member, approval: false };
+    return { service: owner, member, approval: entry.type.approvals.has(member) };
   }
 
   /** Decodes call arguments as data for a person or a policy to read: host objects appear as `[host object]`. */
@@ -176,18 +181,18 @@ export class HostMembrane implements HostMembraneContract {
       return {
         kind: "promise",
         settled: Promise.resolve(outcome.result).then(
-          (value) => this.#value(value, type, entry.label),
+          (value) => this.#value(value, type, inherited(entry.label)),
           (error: unknown) => ({ kind: "error" as const, wire: hostErrorWire(error) }),
         ),
       };
     }
-    return this.#value(outcome.result, type, entry.label);
+    return this.#value(outcome.result, type, inherited(entry.label));
   }
 
   #value(
     value: unknown,
     type: DeclaredType,
-    label: string | undefined,
+    label: HandleLabel,
   ): { kind: "value"; wire: string } | { kind: "error"; wire: string } {
     this.#resultLabel = label;
     try {
@@ -195,7 +200,7 @@ export class HostMembrane implements HostMembraneContract {
     } catch (error) {
       return { kind: "error", wire: hostErrorWire(error) };
     } finally {
-      this.#resultLabel = undefined;
+      this.#resultLabel = {};
     }
   }
 
@@ -245,6 +250,12 @@ export class HostMembrane implements HostMembraneContract {
     this.#entries.set(id, { value, shape, type, label: this.#labels.get(value) ?? this.#resultLabel });
     return shape;
   }
+}
+
+/** What a call's result inherits: the service of the handle called (or its name, for a module function). */
+function inherited(label: HandleLabel): HandleLabel {
+  const service = label.service ?? label.name;
+  return service === undefined ? {} : { service };
 }
 
 /** The declared type of a member's value on a handle (everything under a `runtime` handle is undeclared). */

@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from "node:crypto";
 import path from "node:path";
+import { context as otelContext, trace as otelTrace, SpanStatusCode } from "@opentelemetry/api";
 import { type Container, destroyOnce } from "../../container/index.ts";
 import { renderDiagnostics, WorkerModuleChecker } from "../check/index.ts";
 import { type CompiledModule, hiddenNames, visibleValueNames } from "../compiler/compiled-module.ts";
@@ -46,7 +47,7 @@ import {
   SNIPPET_SCRIPT,
   stripFences,
 } from "./prepare-snippet.ts";
-import { type LogEntry, RunLog } from "./run-log.ts";
+import { type LogEntry, RunLog, tracer } from "./run-log.ts";
 import { sharedSandboxDriver } from "./shared-sandbox.ts";
 
 /** Node 20.4+ and 22+ define Symbol.asyncDispose; older runtimes get Node's registered symbol. */
@@ -327,7 +328,12 @@ export class MossRuntime {
         ...this.#data,
         ...decodeProperties(payload.data, { maxBytes: this.#limits.maxResultBytes }),
       };
-      this.#context = { ...this.#context, properties: payload.data };
+      this.#context = {
+        ...this.#context,
+        properties: payload.data,
+        executeCode: payload.code,
+        executed: false,
+      };
       await this.#discardSession();
       return await this.#run(
         {
@@ -354,6 +360,8 @@ export class MossRuntime {
     const started = performance.now();
     const code = stripFences(request.code);
     const warnings: string[] = [];
+    // GhostOS parity: the context names the code being run, and says it has not returned yet.
+    this.#context = { ...this.#context, executeCode: code, executed: false };
     const fail = (error: ExecutionError): Execution =>
       this.#finish({ ok: false, returns: undefined, stdout: "", error, calls: [] }, code, warnings, started);
 
@@ -404,6 +412,38 @@ export class MossRuntime {
 
   /** Runs a prepared snippet through a run log: to its end, to a pause, or to a fault of the code. */
   async #run(plan: RunPlan, warnings: string[], started: number): Promise<Execution> {
+    const span = tracer().startSpan("moss.execute", {
+      attributes: {
+        "moss.module": this.#module.displayPath,
+        "moss.target": plan.target,
+        "moss.resumed": plan.replay.length > 0,
+      },
+    });
+    try {
+      const execution = await this.#runTraced(
+        plan,
+        warnings,
+        started,
+        otelTrace.setSpan(otelContext.active(), span),
+      );
+      span.setAttribute("moss.calls", execution.calls.length);
+      span.setAttribute(
+        "moss.outcome",
+        execution.pending ? "paused" : execution.ok ? "ok" : (execution.error?.kind ?? "error"),
+      );
+      if (execution.error) span.setStatus({ code: SpanStatusCode.ERROR, message: execution.error.kind });
+      return execution;
+    } finally {
+      span.end();
+    }
+  }
+
+  async #runTraced(
+    plan: RunPlan,
+    warnings: string[],
+    started: number,
+    traceContext: ReturnType<typeof otelContext.active>,
+  ): Promise<Execution> {
     const { code, prepared, limits } = plan;
     const session = await this.#openSession(limits);
     const runLog = new RunLog({
@@ -417,6 +457,7 @@ export class MossRuntime {
       },
       origin: this.#origin,
       canPause: this.#durableRuns ? true : "this runtime does not pause runs (durableRuns is off)",
+      traceContext,
     });
     this.#runLog = runLog;
     let result: SandboxRunResult;
@@ -604,14 +645,14 @@ export class MossRuntime {
     for (const name of visibleValueNames(this.#module)) {
       const value = this.#module.locals[name];
       globals[name] = value;
-      membrane.label(value, name);
+      membrane.label(value, { name });
       const type = nameTypes.get(name);
       if (type) globalTypes.set(name, declared.of(type));
     }
     // withLocals values have no static type: the host handed them over as they are.
     for (const [name, value] of Object.entries(this.#locals)) {
       globals[name] = value;
-      membrane.label(value, name);
+      membrane.label(value, { name });
       globalTypes.set(name, RUNTIME);
     }
     const services: Record<string, unknown> = {};
@@ -620,7 +661,7 @@ export class MossRuntime {
       if (field.kind !== "service") continue;
       const service = this.#services.get(field.name);
       services[field.name] = service;
-      membrane.label(service, field.name);
+      labelService(membrane, service, field.name);
       const type = fieldTypes.get(field.name);
       if (type) serviceTypes.set(field.name, declared.of(type));
     }
@@ -690,6 +731,22 @@ export class MossRuntime {
   #assertOpen(): void {
     if (this.#closed)
       throw new MossError("runtime-closed", `this MossRuntime (${this.modulePath}) is closed`, {});
+  }
+}
+
+/**
+ * Names a service for approvals and traces: the object, and the functions of a service written as a plain object
+ * (they cross as function handles of their own).
+ */
+function labelService(membrane: HostMembrane, service: unknown, field: string): void {
+  membrane.label(service, { service: field });
+  if (service === null || typeof service !== "object") return;
+  const prototype = Object.getPrototypeOf(service);
+  if (prototype !== Object.prototype && prototype !== null) return;
+  for (const key of Object.keys(service)) {
+    const descriptor = Object.getOwnPropertyDescriptor(service, key);
+    if (descriptor && typeof descriptor.value === "function")
+      membrane.label(descriptor.value, { service: field, name: key });
   }
 }
 

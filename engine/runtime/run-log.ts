@@ -1,4 +1,4 @@
-import { trace as otelTrace, type Span, SpanStatusCode } from "@opentelemetry/api";
+import { type Context, trace as otelTrace, type Span, SpanStatusCode } from "@opentelemetry/api";
 import { hostErrorWire } from "../sandbox/host-error.ts";
 import type { HostMembrane as HostMembraneContract, HostOutcome } from "../sandbox/sandbox.ts";
 import { decodeWire, encodeWire } from "../sandbox/wire.ts";
@@ -52,11 +52,14 @@ export interface RunLogOptions {
   origin: string;
   /** Whether a call may wait for a person; when false, such a call is denied with this reason. */
   canPause: boolean | string;
+  /** The OpenTelemetry context of the run's span: each host call's span is its child. */
+  traceContext?: Context;
 }
 
 type Operation = "call" | "construct" | "get";
 
-const tracer = () => otelTrace.getTracer("moss-ts");
+/** moss-ts's tracer: a no-op unless the host registered an OpenTelemetry tracer provider. */
+export const tracer = () => otelTrace.getTracer("moss-ts");
 
 /** The membrane of one run: replays, decides, records and traces every host call. */
 export class RunLog implements HostMembraneContract {
@@ -303,9 +306,11 @@ export class RunLog implements HostMembraneContract {
   #run(entry: LogEntry, trace: HostCallRecord, run: () => HostOutcome): HostOutcome {
     entry.origin = this.#options.origin;
     const started = performance.now();
-    const span: Span = tracer().startSpan(`moss.call ${entry.key}`, {
-      attributes: { "moss.member": entry.key, "moss.args_bytes": entry.args.length },
-    });
+    const span: Span = tracer().startSpan(
+      `moss.call ${entry.key}`,
+      { attributes: { "moss.member": entry.key, "moss.args_bytes": entry.args.length } },
+      this.#options.traceContext,
+    );
     const finish = (kind: "value" | "error", wire: string, settledLater: boolean) => {
       entry.result = {
         kind: settledLater ? (kind === "value" ? "promise-value" : "promise-error") : kind,

@@ -3,6 +3,12 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { trace } from "@opentelemetry/api";
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from "@opentelemetry/sdk-trace-base";
 import { afterAll, describe, expect, test } from "vitest";
 import { MossCompiler, type MossCompilerOptions } from "../../engine/compiler/moss-compiler.ts";
 import { decodeProperties } from "../../engine/context/index.ts";
@@ -10,6 +16,7 @@ import { MossError } from "../../engine/errors.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { ApprovalRequest, ClarificationRequest, Execution } from "../../engine/types.ts";
+import { writeModule } from "../helpers/compile-from-text.ts";
 
 /*
  * Issue 10: durable runs. A run pauses when a host call needs a person's decision (`@approval`, a policy's "ask",
@@ -401,5 +408,95 @@ await closeSharedSandboxes();`);
     expect(second.stderr).toBe("");
     // The note of the first process is not written again in the second; the approved move runs there once.
     expect(JSON.parse(second.stdout)).toEqual({ ok: true, returns: 4, notes: [], moves: 1 });
+  });
+});
+
+describe("durable runs: policies from the module, tracing, and runs that cannot pause", () => {
+  const POLICY_MODULE = `import { Moss as Base } from "moss-ts";
+
+export interface Files {
+  read(name: string): string;
+  remove(name: string): boolean;
+  /** Renames a file. @approval */
+  rename(from: string, to: string): boolean;
+}
+
+export class Moss extends Base {
+  files!: Files;
+}
+
+// <moss-hide>
+export const removed: string[] = [];
+export function __moss_compile__(compiler: { bind(token: unknown, value: unknown): unknown }) {
+  compiler.bind("Files", {
+    read: (name: string) => "text of " + name,
+    remove: (name: string) => (removed.push(name), true),
+    rename: () => true,
+  });
+}
+export function __moss_policy__(call: { member: string; args: unknown[] }) {
+  if (call.member === "remove") return String(call.args[0]).startsWith("tmp/") ? "allow" : "ask";
+  return undefined;
+}
+// </moss-hide>
+`;
+
+  test("a module's __moss_policy__ (in its hidden region) decides calls; the prompt does not show it", async () => {
+    const file = await writeModule(POLICY_MODULE);
+    const runtime = await new MossCompiler({ sandbox: "in-process" }).compile(file);
+    runtimes.push(runtime);
+    expect(await runtime.prompter().dumpModulePrompt()).not.toContain("__moss_policy__");
+    const execution = await runtime.execute({
+      code: `function main(moss: Moss) { moss.files.remove("tmp/a"); moss.files.remove("notes.md"); return moss.files.read("x"); }`,
+    });
+    const pending = pendingOf(execution);
+    expect(pending.requests).toEqual([
+      expect.objectContaining({
+        kind: "approval",
+        service: "files",
+        member: "remove",
+        args: ["notes.md"],
+        reason: "policy",
+      }),
+    ]);
+    const resumed = await runtime.resume(pending.continuation, {
+      [pending.requests[0]!.id]: { approved: true },
+    });
+    expect(okOf(resumed)).toBe("text of x");
+  });
+
+  test("with durableRuns off, a call that needs a person is denied instead of pausing", async () => {
+    const { runtime, robot } = await compile("in-process", () => {}, { durableRuns: false });
+    const execution = await runtime.execute({
+      code: `async function main(moss: Moss) { try { await moss.robot.move(1); } catch (e) { return (e as Error).message; } }`,
+    });
+    expect(okOf(execution)).toMatch(/durableRuns is off/);
+    expect(robot.moves).toBe(0);
+  });
+
+  test("the run and each host call are OpenTelemetry spans when the host registered a tracer provider", async () => {
+    const exporter = new InMemorySpanExporter();
+    const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+    trace.setGlobalTracerProvider(provider);
+    try {
+      const { runtime } = await compile("in-process");
+      const execution = await runtime.execute({
+        code: `async function main(moss: Moss) { await moss.robot.note("traced"); return moss.robot.position(); }`,
+      });
+      expect(okOf(execution)).toBe(0);
+      await provider.forceFlush();
+      const spans = exporter.getFinishedSpans();
+      const run = spans.find((span) => span.name === "moss.execute");
+      expect(run?.attributes).toMatchObject({ "moss.target": "main", "moss.outcome": "ok", "moss.calls": 2 });
+      const calls = spans.filter((span) => span.name.startsWith("moss.call "));
+      expect(calls.map((span) => span.name)).toEqual(["moss.call robot.note", "moss.call robot.position"]);
+      for (const call of calls) {
+        expect(call.parentSpanContext?.spanId).toBe(run?.spanContext().spanId);
+        expect(JSON.stringify(call.attributes)).not.toContain("traced");
+      }
+    } finally {
+      trace.disable();
+      await provider.shutdown();
+    }
   });
 });
