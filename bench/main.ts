@@ -12,6 +12,7 @@ const BENCHMARKS: Record<string, () => Promise<Benchmark>> = {
   cli: async () => (await import("./cli.bench.ts")).run,
   apis: async () => (await import("./apis.bench.ts")).run,
   membrane: async () => (await import("./membrane.bench.ts")).run,
+  durable: async () => (await import("./durable.bench.ts")).run,
 };
 
 const CHILD_TASKS: Record<string, (args: string[]) => Promise<void>> = {

@@ -522,7 +522,7 @@ export class MossRuntime {
       sandboxError = {
         kind: "replay-diverged",
         name: "Error",
-        message: `the resumed run ended before its log did: it never made call ${runLog.entries.length + 1} (${runLog.firstMissed}); its effects were not kept`,
+        message: `the resumed run ended before its log did: it never made call ${runLog.callCount + 1} (${runLog.firstMissed}); its effects were not kept`,
       };
     }
     const diverged = sandboxError?.kind === "replay-diverged";

@@ -71,6 +71,8 @@ export class RunLog implements HostMembraneContract {
   readonly requests: PendingRequest[] = [];
   /** The first difference from the replayed log, when the run left it. */
   diverged: string | undefined;
+  /** Calls made so far (the index of the next one in the log). */
+  #count = 0;
 
   constructor(options: RunLogOptions) {
     this.#options = options;
@@ -78,12 +80,17 @@ export class RunLog implements HostMembraneContract {
 
   /** Whether the run made every call its replayed log holds (a resumed run that ends early took another path). */
   get replayComplete(): boolean {
-    return this.entries.length >= this.#options.replay.length;
+    return this.#count >= this.#options.replay.length;
+  }
+
+  /** How many host calls the run made. */
+  get callCount(): number {
+    return this.#count;
   }
 
   /** The replayed call the run did not reach, described (when it ended early). */
   get firstMissed(): string | undefined {
-    const entry = this.#options.replay[this.entries.length];
+    const entry = this.#options.replay[this.#count];
     return entry === undefined ? undefined : entry.key;
   }
 
@@ -187,7 +194,7 @@ export class RunLog implements HostMembraneContract {
   ): HostOutcome {
     if (this.diverged !== undefined)
       return { kind: "refuse", failure: "replay-diverged", message: this.diverged };
-    const index = this.entries.length;
+    const index = this.#count++;
     const site = this.#options.siteOf(line);
     const trace: HostCallRecord = {
       member: key,
@@ -210,8 +217,7 @@ export class RunLog implements HostMembraneContract {
         return { kind: "refuse", failure: "replay-diverged", message: this.diverged };
       }
       if (logged.result !== undefined && !(logged.result.handles && logged.origin !== this.#options.origin)) {
-        const entry: LogEntry = { ...logged };
-        this.entries.push(entry);
+        this.#keep({ ...logged });
         trace.outcome = "replayed";
         trace.resultBytes = logged.result.wire.length;
         return replayedOutcome(logged.result);
@@ -223,7 +229,7 @@ export class RunLog implements HostMembraneContract {
     }
     const decision = decide();
     const entry: LogEntry = { key, args };
-    this.entries.push(entry);
+    this.#keep(entry);
     if (decision.kind === "denied") return this.#deny(entry, trace, target.member, decision.reason);
     if (decision.kind === "run") return this.#run(entry, trace, decision.run);
     if (this.#options.canPause !== true) {
@@ -252,6 +258,11 @@ export class RunLog implements HostMembraneContract {
     return this.#wait(entry, trace, request);
   }
 
+  /** Keeps an entry in the new log (only runs that can pause keep one: nothing else reads it). */
+  #keep(entry: LogEntry): void {
+    if (this.#options.canPause === true) this.entries.push(entry);
+  }
+
   /** A logged call that waited: its answer decides it now, or it waits again. */
   #answered(
     logged: LogEntry,
@@ -266,7 +277,7 @@ export class RunLog implements HostMembraneContract {
   ): HostOutcome {
     const request = logged.request!;
     const entry: LogEntry = { key, args, request };
-    this.entries.push(entry);
+    this.#keep(entry);
     const answer = this.#options.answers[request.id];
     if (answer === undefined) return this.#wait(entry, trace, request);
     if (request.kind === "clarification") {
