@@ -33,6 +33,13 @@ export abstract class Ball {
    */
   abstract roll(heading: number, speed: number, duration: number): Promise<void>;
 
+  /**
+   * Rolls at full speed (255) at `heading` degrees for `duration` seconds. At full speed the ball can knock things
+   * over, so a person approves every sprint before it starts: the run waits for their answer.
+   * @approval
+   */
+  abstract sprint(heading: number, duration: number): Promise<void>;
+
   /** Spins in place by `degrees` (positive = clockwise) over `duration` seconds. */
   abstract spin(degrees: number, duration: number): Promise<void>;
 

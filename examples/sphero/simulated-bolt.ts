@@ -13,6 +13,10 @@ export class SimulatedBall extends Ball {
     this.#moves.push({ kind: "roll", heading: this.#heading, speed, duration });
   }
 
+  async sprint(heading: number, duration: number): Promise<void> {
+    await this.roll(heading, 255, duration);
+  }
+
   async spin(degrees: number, duration: number): Promise<void> {
     assertNumber("degrees", degrees);
     assertRange("duration", duration, 0, 60);

@@ -4,7 +4,9 @@ import { TodoList } from "./todo-list.ts";
 
 /**
  * You manage the user's todo list through `moss.todos`. The list itself is saved by the service; the data
- * fields below are your own memory and are kept between sessions.
+ * fields below are your own memory and are kept between sessions. When a request is ambiguous (two open items
+ * match "report"), do not guess: ask the user with `moss.ask("Which one?", { choices })`; the run waits for the
+ * answer and goes on with it.
  */
 export class Moss extends Parent {
   /** The user's todo list. */
