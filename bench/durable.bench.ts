@@ -60,21 +60,28 @@ export async function run(): Promise<void> {
     const rows: string[][] = [];
     for (const calls of [10, 100, 1000]) {
       const reads = `for (let i = 0; i < ${calls - 1}; i++) moss.robot.position();`;
-      const paused = await recording.execute({
-        code: `async function main(moss: Moss) { ${reads} return moss.robot.move(1); }`,
-      });
-      const pending = paused.pending;
-      if (!pending) throw new Error(`expected a paused run: ${JSON.stringify(paused.error)}`);
-      const answers = { [pending.requests[0]!.id]: { approved: true as const } };
+      const pause = async () => {
+        const paused = await recording.execute({
+          code: `async function main(moss: Moss) { ${reads} return moss.robot.move(1); }`,
+        });
+        if (!paused.pending) throw new Error(`expected a paused run: ${JSON.stringify(paused.error)}`);
+        const { requests, continuation } = paused.pending;
+        return { continuation, answers: { [requests[0]!.id]: { approved: true as const } } };
+      };
       const executeSame = {
         code: `async function main(moss: Moss) { ${reads} return moss.robot.position(); }`,
       };
-      await recording.resume(pending.continuation, answers);
+      // A continuation resumes once: each measured resume gets a run paused just before (not measured).
+      const warm = await pause();
+      await recording.resume(warm.continuation, warm.answers);
       await recording.execute(executeSame);
       const resumes: number[] = [];
       const executes: number[] = [];
+      let size = 0;
       for (let i = 0; i < RESUME_RUNS; i++) {
-        resumes.push(await timed(() => recording.resume(pending.continuation, answers)));
+        const { continuation, answers } = await pause();
+        size = continuation.length;
+        resumes.push(await timed(() => recording.resume(continuation, answers)));
         executes.push(await timed(() => recording.execute(executeSame)));
       }
       const resume = summarize(resumes);
@@ -84,7 +91,7 @@ export async function run(): Promise<void> {
         formatMs(resume.median),
         formatMs(execute.median),
         formatRatio(resume.median, execute.median),
-        formatBytes(pending.continuation.length),
+        formatBytes(size),
       ]);
     }
     printTable(

@@ -104,6 +104,27 @@ export function openContinuation(
   return payload;
 }
 
+/** Signatures of continuations this process resumed (bounded: the oldest are forgotten first). */
+const resumed = new Set<string>();
+const MAX_REMEMBERED = 10_000;
+
+/**
+ * Marks a verified continuation as resumed: a second resume of it in this process is refused, so a double submit
+ * cannot run its approved calls twice. (Across processes the host keeps a continuation until it resumes it.)
+ */
+export function claimContinuation(text: string): void {
+  const signature = text.slice(text.lastIndexOf(".") + 1);
+  if (resumed.has(signature)) {
+    throw new MossError(
+      "continuation-invalid",
+      "the continuation cannot be resumed: it was already resumed in this process (a run that paused again returned a new continuation: resume that one)",
+      {},
+    );
+  }
+  resumed.add(signature);
+  if (resumed.size > MAX_REMEMBERED) resumed.delete(resumed.values().next().value as string);
+}
+
 function mac(body: string, key: Uint8Array): string {
   return createHmac("sha256", key).update(`moss1.${body}`).digest("base64url");
 }

@@ -32,6 +32,7 @@ import {
 } from "../types.ts";
 import {
   type ContinuationPayload,
+  claimContinuation,
   continuationKey,
   DEFAULT_CONTINUATION_TTL_MS,
   openContinuation,
@@ -323,6 +324,7 @@ export class MossRuntime {
       if (!("script" in prepared)) {
         throw new MossError("continuation-invalid", "the continuation's code no longer compiles", {});
       }
+      claimContinuation(continuation);
       // The run starts over from the data as it was when it first began (a paused run persisted nothing).
       this.#data = {
         ...this.#data,
