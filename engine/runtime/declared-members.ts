@@ -286,12 +286,14 @@ export class DeclaredTypes {
     const approvals = new Set<string>();
     for (const symbol of checker.getPropertiesOfType(type)) {
       if (!isPublicMember(symbol)) continue;
-      if (symbol.getJsDocTags(checker).some((tag) => tag.name === APPROVAL_TAG))
-        approvals.add(symbol.getName());
+      const tagged = symbol.getJsDocTags(checker).some((tag) => tag.name === APPROVAL_TAG);
+      if (tagged) approvals.add(symbol.getName());
       const memberType = checker.getTypeOfSymbol(symbol);
+      // A function reached through an @approval member (read as a property, or a plain-object service's function)
+      // is a handle of its own: calling it needs the same approval as calling the member.
       members.set(
         symbol.getName(),
-        lazyOf(() => this.of(memberType)),
+        lazyOf(() => this.of(memberType), tagged),
       );
     }
     const index = checker.getIndexInfoOfType(type, ts.IndexKind.String);
@@ -353,8 +355,11 @@ function isCopiedLibraryType(name: string): boolean {
   );
 }
 
-/** A member type resolved on first use (a type's members may refer back to it). */
-function lazyOf(resolve: () => DeclaredType): DeclaredType {
+/**
+ * A member type resolved on first use (a type's members may refer back to it); `approval`: calling a handle of it
+ * needs a person's yes (the member was declared `@approval`).
+ */
+function lazyOf(resolve: () => DeclaredType, approval = false): DeclaredType {
   let resolved: DeclaredType | undefined;
   const get = () => {
     resolved ??= resolve();
@@ -386,7 +391,7 @@ function lazyOf(resolve: () => DeclaredType): DeclaredType {
       return get().approvals;
     },
     get callApproval() {
-      return get().callApproval;
+      return approval || get().callApproval;
     },
   };
 }

@@ -423,6 +423,8 @@ export interface Files {
   remove(name: string): boolean;
   /** Renames a file. @approval */
   rename(from: string, to: string): boolean;
+  /** Empties the trash. @approval */
+  purge: () => number;
 }
 
 export class Moss extends Base {
@@ -436,6 +438,7 @@ export function __moss_compile__(compiler: { bind(token: unknown, value: unknown
     read: (name: string) => "text of " + name,
     remove: (name: string) => (removed.push(name), true),
     rename: () => true,
+    purge: () => 0,
   });
 }
 export function __moss_policy__(call: { member: string; args: unknown[] }) {
