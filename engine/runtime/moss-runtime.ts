@@ -560,7 +560,7 @@ export class MossRuntime {
     } else {
       this.#persist(warnings, limits.maxResultBytes);
     }
-    if (sandboxError?.kind !== "syntax" && plan.replay.length === 0) this.#acceptDefinitions(code);
+    if (sandboxError?.kind !== "syntax" && !diverged) this.#acceptDefinitions(code);
 
     const stdout = result.stdout;
     this.#recordStdout(stdout);
