@@ -4,7 +4,7 @@ import { MossError } from "../errors.ts";
 import { WIRE_MAX_BIGINT_DIGITS } from "../sandbox/wire.ts";
 import { DEFAULT_LIMITS } from "../types.ts";
 import { expandedSizeProblem } from "./measure-value.ts";
-import { applyReferentialEqualities } from "./referential-equalities.ts";
+import { decodeWithReferentialEqualities } from "./referential-equalities.ts";
 
 // A private instance, so classes or symbols registered on superjson's global instance elsewhere change nothing here.
 const serializer = new SuperJSON();
@@ -180,14 +180,14 @@ interface SuperJSONDocument {
   meta?: { values?: unknown; referentialEqualities?: unknown; v?: unknown };
 }
 
-/** superjson's decoding, with its referential equalities applied here (superjson's pass reorders Sets and Maps). */
+/** superjson's decoding, with its referential equalities applied here (see referential-equalities.ts). */
 function deserialize(document: SuperJSONDocument): unknown {
   const { referentialEqualities, ...meta } = document.meta ?? {};
-  const value = serializer.deserialize({ json: document.json, meta } as never);
+  const decode = (json: unknown) => serializer.deserialize({ json, meta } as never);
   // Truthy, as superjson tests it: a document it would decode keeps decoding.
   return referentialEqualities
-    ? applyReferentialEqualities(value, referentialEqualities, meta.v ?? 0)
-    : value;
+    ? decodeWithReferentialEqualities(document.json, referentialEqualities, meta.v ?? 0, decode)
+    : decode(document.json);
 }
 
 /**

@@ -1,6 +1,6 @@
 /**
- * Restores superjson's `meta.referentialEqualities` on a value superjson decoded without them. Two faults of
- * superjson's own pass are avoided; the document format is the same.
+ * Decodes a superjson document and restores its `meta.referentialEqualities` here rather than in superjson, whose
+ * pass has three faults; the document format is the same.
  *
  * - It replaces a Set member or a Map key by delete + re-add, which moves the entry to the end of its container:
  *   the order of entries changes (observable to model code), and since paths are positions (`map.3.0`), a later
@@ -12,31 +12,49 @@
  *   shared inside it, or a reference back to the root, is set in a copy that is replaced afterwards and is lost
  *   (ravionhq/superjson#361). Here a path leading through a target leads through its source, so inner equalities
  *   land in the object that stays, whatever the order.
+ * - A reference back to an ancestor is written as null, so a Set holding two of them (or one and a null), or a Map
+ *   keyed by them, collapses into fewer entries when it is built. Here such nulls become placeholder objects in
+ *   the JSON first, replaced like any other target.
+ *
+ * `decode` is superjson's decoding of the JSON without the equalities.
  */
-export function applyReferentialEqualities(value: unknown, annotations: unknown, version: unknown): unknown {
+export function decodeWithReferentialEqualities(
+  json: unknown,
+  annotations: unknown,
+  version: unknown,
+  decode: (json: unknown) => unknown,
+): unknown {
   // As in superjson: a document without `v` has legacy paths, where `\\` is no escape.
-  const state = new PathState(value, (version as number) < 1);
+  const equalities = parseEqualities(annotations, (version as number) < 1);
+  const raw = new PathState(json, equalities);
+  for (const [, target] of equalities) raw.fillCycleCut(target);
+  const value = decode(json);
+  const state = new PathState(value, equalities);
+  for (const [source, target] of equalities) state.set(target, state.get(source));
+  state.rebuild();
+  return value;
+}
+
+/** The equalities as [source, target] paths, a shared root's source being the empty path. */
+function parseEqualities(annotations: unknown, legacyPaths: boolean): Array<[string[], string[]]> {
   const equalities: Array<[string[], string[]]> = [];
   const addGroups = (groups: unknown) => {
     if (typeof groups !== "object" || groups === null || Array.isArray(groups)) {
       throw new Error("malformed referential equalities");
     }
     for (const [source, targets] of Object.entries(groups)) {
-      const sourcePath = state.parse(source);
-      for (const target of stringList(targets)) equalities.push([sourcePath, state.parse(target)]);
+      const sourcePath = parsePath(source, legacyPaths);
+      for (const target of stringList(targets)) equalities.push([sourcePath, parsePath(target, legacyPaths)]);
     }
   };
   if (Array.isArray(annotations)) {
     const [rootPaths, others] = annotations as unknown[];
-    for (const target of stringList(rootPaths)) equalities.push([[], state.parse(target)]);
+    for (const target of stringList(rootPaths)) equalities.push([[], parsePath(target, legacyPaths)]);
     if (others !== undefined) addGroups(others);
   } else {
     addGroups(annotations);
   }
-  for (const [source, target] of equalities) state.declare(source, target);
-  for (const [source, target] of equalities) state.set(target, state.get(source));
-  state.rebuild();
-  return value;
+  return equalities;
 }
 
 function stringList(value: unknown): string[] {
@@ -66,32 +84,18 @@ const newNode = (): PathNode => ({ children: new Map(), resolved: false, resolvi
  */
 class PathState {
   readonly #root: PathNode;
-  readonly #legacyPaths: boolean;
   readonly #entries = new Map<Container, unknown[] | Array<[unknown, unknown]>>();
   readonly #written = new Set<Container>();
 
-  constructor(value: unknown, legacyPaths: boolean) {
+  constructor(value: unknown, equalities: Array<[string[], string[]]>) {
     this.#root = { ...newNode(), resolved: true, value };
-    this.#legacyPaths = legacyPaths;
-  }
-
-  parse(path: string): string[] {
-    const segments = parsePath(path, this.#legacyPaths);
-    for (const segment of segments) {
-      if (segment === "__proto__" || segment === "prototype" || segment === "constructor") {
-        throw new Error(`${segment} is not allowed as a property`);
-      }
+    for (const [source, target] of equalities) {
+      this.#node(source);
+      const node = this.#node(target);
+      if (node.source !== undefined)
+        throw new Error(`path ${target.join(".")} is the target of two equalities`);
+      node.source = source;
     }
-    return segments;
-  }
-
-  /** Records that `target` holds the object at `source`. */
-  declare(source: string[], target: string[]): void {
-    this.#node(source);
-    const node = this.#node(target);
-    if (node.source !== undefined)
-      throw new Error(`path ${target.join(".")} is the target of two equalities`);
-    node.source = source;
   }
 
   /** The object at a path. */
@@ -116,6 +120,16 @@ class PathState {
     } else {
       ownProperty(parent, key);
       (parent as Record<string, unknown>)[key] = value;
+    }
+  }
+
+  /** In a JSON tree (Maps and Sets still arrays): puts a fresh object at a path holding null. */
+  fillCycleCut(path: string[]): void {
+    const parent = this.#resolve(path, undefined);
+    const key = path[path.length - 1]!;
+    if (typeof parent === "object" && parent !== null && Object.hasOwn(parent, key)) {
+      const holder = parent as Record<string, unknown>;
+      if (holder[key] === null) holder[key] = {};
     }
   }
 
@@ -219,6 +233,16 @@ function ownProperty(node: unknown, key: string): void {
 
 /** superjson's path syntax: segments joined by `.`, with `\.` and `\\` escapes (only `\.` in legacy paths). */
 function parsePath(path: string, legacyPaths: boolean): string[] {
+  const segments = splitPath(path, legacyPaths);
+  for (const segment of segments) {
+    if (segment === "__proto__" || segment === "prototype" || segment === "constructor") {
+      throw new Error(`${segment} is not allowed as a property`);
+    }
+  }
+  return segments;
+}
+
+function splitPath(path: string, legacyPaths: boolean): string[] {
   const segments: string[] = [];
   let segment = "";
   for (let index = 0; index < path.length; index++) {

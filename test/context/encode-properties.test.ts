@@ -340,6 +340,25 @@ describe("shared objects in Sets and Maps keep their entries in order (superjson
     expect(backUser.posts[0]!.author).toBe(backUser);
   });
 
+  it("keeps every Set member and Map key that refers back to an ancestor (written as null)", () => {
+    const set = new Set<unknown>();
+    set.add(set).add(null).add([set]);
+    const map = new Map<unknown, unknown>();
+    const holder = [map];
+    map.set(map, 1).set(holder, 2).set(null, 3);
+    const { text, again } = reEncoded({ set, holder });
+    expect(again).toBe(text);
+    const back = decodeProperties(JSON.parse(text)) as { set: Set<unknown>; holder: [Map<unknown, unknown>] };
+    const members = [...back.set];
+    expect(members).toHaveLength(3);
+    expect(members[0]).toBe(back.set);
+    expect(members[1]).toBeNull();
+    expect((members[2] as unknown[])[0]).toBe(back.set);
+    const backMap = back.holder[0];
+    expect([...backMap.keys()]).toEqual([backMap, back.holder, null]);
+    expect([...backMap.values()]).toEqual([1, 2, 3]);
+  });
+
   it("keeps nested Maps and Sets keyed by shared objects, and a shared root, in order", () => {
     const a = { tag: "a" };
     const b = new Set([a]);
