@@ -4,6 +4,7 @@ import { MossError } from "../errors.ts";
 import { WIRE_MAX_BIGINT_DIGITS } from "../sandbox/wire.ts";
 import { DEFAULT_LIMITS } from "../types.ts";
 import { expandedSizeProblem } from "./measure-value.ts";
+import { decodeWithReferentialEqualities } from "./referential-equalities.ts";
 
 // A private instance, so classes or symbols registered on superjson's global instance elsewhere change nothing here.
 const serializer = new SuperJSON();
@@ -154,7 +155,7 @@ export function decodeProperties(
       });
     }
     try {
-      values[key] = serializer.deserialize(withoutNaNIdentities(structuredClone(encoded)) as never);
+      values[key] = deserialize(withoutNaNIdentities(structuredClone(encoded)) as SuperJSONDocument);
     } catch (error) {
       if (MossError.is(error)) throw error;
       throw new MossError(
@@ -174,14 +175,32 @@ export function decodeProperties(
   return values;
 }
 
+interface SuperJSONDocument {
+  json: unknown;
+  meta?: { values?: unknown; referentialEqualities?: unknown; v?: unknown };
+}
+
+/** superjson's decoding, with its referential equalities applied here (see referential-equalities.ts). */
+function deserialize(document: SuperJSONDocument): unknown {
+  const { referentialEqualities, ...meta } = document.meta ?? {};
+  const decode = (json: unknown) => serializer.deserialize({ json, meta } as never);
+  // Truthy, as superjson tests it: a document it would decode keeps decoding.
+  return referentialEqualities
+    ? decodeWithReferentialEqualities(document.json, referentialEqualities, meta.v ?? 0, decode)
+    : decode(document.json);
+}
+
 /**
  * superjson gives NaN an identity (its isPrimitive excludes NaN), so two NaNs in one value are written as a
  * "referential equality", and applying it on decode drops Map entries keyed by NaN. A NaN is a number, never a
  * shared object: equalities whose source is annotated as a number are removed before decoding.
  */
 function withoutNaNIdentities(encoded: unknown): unknown {
-  const meta = (encoded as { meta?: { values?: unknown; referentialEqualities?: unknown } }).meta;
-  const equalities = meta?.referentialEqualities;
+  const meta = (encoded as SuperJSONDocument).meta;
+  // With a shared root, superjson writes [root paths, other equalities].
+  const equalities = Array.isArray(meta?.referentialEqualities)
+    ? meta.referentialEqualities[1]
+    : meta?.referentialEqualities;
   if (typeof equalities !== "object" || equalities === null || Array.isArray(equalities)) return encoded;
   for (const source of Object.keys(equalities)) {
     if (annotationAt(meta!.values, source) === "number")

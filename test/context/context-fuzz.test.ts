@@ -71,6 +71,58 @@ const { value: anyValue } = fc.letrec<{ value: unknown }>((tie) => ({
   ),
 }));
 
+/**
+ * Values whose containers (arrays, objects, Maps, Sets, Dates, URLs) share one pool of nodes, so objects are
+ * shared between places and hold references back to their ancestors, in Map keys and Set members too.
+ */
+const sharedGraph = fc
+  .array(
+    fc.record({
+      kind: fc.constantFrom("array", "object", "map", "set", "date", "url"),
+      entries: fc.array(
+        fc.tuple(
+          fc.oneof(oddKey, fc.nat(9)),
+          fc.oneof(fc.nat(9), leaf),
+          fc.oneof({ weight: 3, arbitrary: fc.nat(9) }, leaf),
+        ),
+        { maxLength: 4 },
+      ),
+    }),
+    { minLength: 1, maxLength: 10 },
+  )
+  .map((specs) => {
+    const nodes = specs.map(({ kind }) =>
+      kind === "array"
+        ? []
+        : kind === "object"
+          ? {}
+          : kind === "map"
+            ? new Map()
+            : kind === "set"
+              ? new Set()
+              : kind === "date"
+                ? new Date(0)
+                : new URL("https://example.com/a"),
+    );
+    // A number picks a node of the pool; anything else is itself.
+    const pick = (choice: unknown) => (typeof choice === "number" ? nodes[choice % nodes.length] : choice);
+    specs.forEach(({ kind, entries }, index) => {
+      const node = nodes[index];
+      for (const [name, key, item] of entries) {
+        if (kind === "array") (node as unknown[]).push(pick(item));
+        if (
+          kind === "object" &&
+          typeof name === "string" &&
+          !["__proto__", "constructor", "prototype"].includes(name)
+        )
+          (node as Record<string, unknown>)[name] = pick(item);
+        if (kind === "map") (node as Map<unknown, unknown>).set(pick(key), pick(item));
+        if (kind === "set") (node as Set<unknown>).add(pick(item));
+      }
+    });
+    return nodes[0];
+  });
+
 describe("context fuzz", () => {
   test("random values are persisted and round-trip, or are left out with a warning naming the field", () => {
     fc.assert(
@@ -84,6 +136,23 @@ describe("context fuzz", () => {
         const text = JSON.stringify(properties);
         const decoded = decodeProperties(JSON.parse(text), { maxBytes: LIMIT });
         expect(measureValue(decoded.field, LIMIT)).toBeLessThanOrEqual(LIMIT);
+        expect(JSON.stringify(encodeProperties(decoded, { maxBytes: LIMIT }).properties)).toBe(text);
+      }),
+      RUNS,
+    );
+  });
+
+  test("shared and circular values round-trip with the same identities and order, or are left out by name", () => {
+    fc.assert(
+      fc.property(sharedGraph, (value) => {
+        const { properties, warnings } = encodeProperties({ field: value }, { maxBytes: LIMIT });
+        if (!Object.hasOwn(properties, "field")) {
+          expect(warnings.join("\n")).toMatch(/moss\.field/);
+          return;
+        }
+        // The re-encoded document names the same shared paths: identities, entries and their order are kept.
+        const text = JSON.stringify(properties);
+        const decoded = decodeProperties(JSON.parse(text), { maxBytes: LIMIT });
         expect(JSON.stringify(encodeProperties(decoded, { maxBytes: LIMIT }).properties)).toBe(text);
       }),
       RUNS,

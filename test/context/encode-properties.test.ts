@@ -236,3 +236,163 @@ describe("binary data and bounds (issue 8)", () => {
     expect(warnings.join("\n")).toMatch(/moss\.big is larger than the limit of 1000 bytes once expanded/);
   });
 });
+
+describe("shared objects in Sets and Maps keep their entries in order (superjson reorders them)", () => {
+  /** The document re-encoded after a round trip: equal to the first one when nothing moved. */
+  const reEncoded = (values: Record<string, unknown>) => {
+    const text = JSON.stringify(encodeProperties(values).properties);
+    return { text, again: JSON.stringify(encodeProperties(decodeProperties(JSON.parse(text))).properties) };
+  };
+
+  it("keeps the order of a Map whose key is shared with another place (context-fuzz counterexample)", () => {
+    const url = new URL("https://example.com/a");
+    const field = [
+      new Map([
+        [
+          new Map<unknown, unknown>([
+            [url, ""],
+            [[], []],
+          ]),
+          undefined,
+        ],
+      ]),
+      new Map([[new Set(), url]]),
+    ];
+    const { text, again } = reEncoded({ field });
+    expect(again).toBe(text);
+    const back = roundTrip({ field }).field as [Map<Map<unknown, unknown>, unknown>, Map<unknown, unknown>];
+    const inner = [...back[0].keys()][0]!;
+    const keys = [...inner.keys()];
+    expect(keys[0]).toBeInstanceOf(URL);
+    expect(keys[1]).toEqual([]);
+    expect(inner.get(keys[0])).toBe("");
+    expect(keys[0]).toBe([...back[1].values()][0]);
+  });
+
+  it("decodes a document as superjson wrote it (the persisted format is unchanged)", () => {
+    const text =
+      '{"json":[[[[["https://example.com/a",""],[[],[]]],null]],[[[],"https://example.com/a"]]],"meta":{"values":{"0":["map",{"0.0":["map",{"0.0":["URL"]}],"0.1":["undefined"]}],"1":["map",{"0.0":["set"],"0.1":["URL"]}]},"referentialEqualities":{"1.0.1":["0.0.0.0.0"]},"v":1}}';
+    const back = decodeProperties({ field: JSON.parse(text) }).field as Array<Map<unknown, unknown>>;
+    const inner = [...back[0]!.keys()][0] as Map<unknown, unknown>;
+    expect([...inner.keys()].map(String)).toEqual(["https://example.com/a", ""]);
+    expect([...inner.keys()][0]).toBe([...back[1]!.values()][0]);
+    expect(JSON.stringify(encodeProperties({ field: back }).properties.field)).toBe(text);
+  });
+
+  it("keeps every shared Set member, in order, as the shared object", () => {
+    const a = { tag: "a" };
+    const b = { tag: "b" };
+    const c = { tag: "c" };
+    const { text, again } = reEncoded({ field: { set: new Set([a, "x", b, c]), a, b, c } });
+    expect(again).toBe(text);
+    const back = decodeProperties(JSON.parse(text)).field as {
+      set: Set<unknown>;
+      a: object;
+      b: object;
+      c: object;
+    };
+    expect([...back.set]).toEqual([{ tag: "a" }, "x", { tag: "b" }, { tag: "c" }]);
+    expect([...back.set]).toEqual([back.a, "x", back.b, back.c]);
+    expect([...back.set][0]).toBe(back.a);
+    expect([...back.set][2]).toBe(back.b);
+    expect([...back.set][3]).toBe(back.c);
+  });
+
+  it("keeps every shared Map key with its own value, in order", () => {
+    const a = { tag: "a" };
+    const b = { tag: "b" };
+    const map = new Map<unknown, unknown>([
+      [a, 1],
+      ["plain", 2],
+      [b, a],
+    ]);
+    const { text, again } = reEncoded({ field: { map, a, b } });
+    expect(again).toBe(text);
+    const back = decodeProperties(JSON.parse(text)).field as {
+      map: Map<unknown, unknown>;
+      a: object;
+      b: object;
+    };
+    expect([...back.map.keys()]).toEqual([back.a, "plain", back.b]);
+    expect([...back.map.keys()][0]).toBe(back.a);
+    expect([...back.map.keys()][2]).toBe(back.b);
+    expect(back.map.get(back.a)).toBe(1);
+    expect(back.map.get("plain")).toBe(2);
+    expect(back.map.get(back.b)).toBe(back.a);
+  });
+
+  it("keeps what is shared inside a shared object whose first copy is not its shortest path", () => {
+    // superjson names the shortest path as the source but writes inner paths under the first copy it met.
+    const a = { tag: "a" };
+    const b = { inner: a };
+    const { text, again } = reEncoded({ field: [[a, [[b]]], [b]] });
+    expect(again).toBe(text);
+    const back = decodeProperties(JSON.parse(text)).field as [[object, [[{ inner: object }]]], [object]];
+    expect(back[1][0]).toBe(back[0][1][0][0]);
+    expect(back[0][1][0][0].inner).toBe(back[0][0]);
+    // A reference back to the root inside such an object (ravionhq/superjson#361).
+    const user: Record<string, unknown> = { name: "ann" };
+    const post = { author: user };
+    user.posts = [post];
+    user.featured = post;
+    const backUser = roundTrip({ user }).user as { posts: Array<{ author: unknown }>; featured: unknown };
+    expect(backUser.featured).toBe(backUser.posts[0]);
+    expect(backUser.posts[0]!.author).toBe(backUser);
+  });
+
+  it("keeps every Set member and Map key that refers back to an ancestor (written as null)", () => {
+    const set = new Set<unknown>();
+    set.add(set).add(null).add([set]);
+    const map = new Map<unknown, unknown>();
+    const holder = [map];
+    map.set(map, 1).set(holder, 2).set(null, 3);
+    const { text, again } = reEncoded({ set, holder });
+    expect(again).toBe(text);
+    const back = decodeProperties(JSON.parse(text)) as { set: Set<unknown>; holder: [Map<unknown, unknown>] };
+    const members = [...back.set];
+    expect(members).toHaveLength(3);
+    expect(members[0]).toBe(back.set);
+    expect(members[1]).toBeNull();
+    expect((members[2] as unknown[])[0]).toBe(back.set);
+    const backMap = back.holder[0];
+    expect([...backMap.keys()]).toEqual([backMap, back.holder, null]);
+    expect([...backMap.values()]).toEqual([1, 2, 3]);
+  });
+
+  it("keeps nested Maps and Sets keyed by shared objects, and a shared root, in order", () => {
+    const a = { tag: "a" };
+    const b = new Set([a]);
+    const inner = new Map<unknown, unknown>([
+      [a, "first"],
+      [b, "second"],
+      [new Date(0), "third"],
+    ]);
+    const root: Record<string, unknown> = {
+      outer: new Map<unknown, unknown>([
+        [inner, new Set([b, a])],
+        ["k", inner],
+      ]),
+      a,
+      nan: [Number.NaN, new Map([[Number.NaN, "kept"]])],
+    };
+    root.self = root;
+    const { text, again } = reEncoded({ field: root });
+    expect(again).toBe(text);
+    const back = decodeProperties(JSON.parse(text)).field as Record<string, unknown>;
+    expect(back.self).toBe(back);
+    const outer = back.outer as Map<unknown, unknown>;
+    const [innerBack, key] = [...outer.keys()] as [Map<unknown, unknown>, string];
+    expect(key).toBe("k");
+    expect(outer.get("k")).toBe(innerBack);
+    expect([...innerBack.values()]).toEqual(["first", "second", "third"]);
+    const [keyA, keyB, keyDate] = [...innerBack.keys()] as [object, Set<unknown>, Date];
+    expect(keyA).toBe(back.a);
+    expect([...keyB]).toEqual([back.a]);
+    expect([...keyB][0]).toBe(back.a);
+    expect(keyDate).toEqual(new Date(0));
+    const members = [...(outer.get(innerBack) as Set<unknown>)];
+    expect(members[0]).toBe(keyB);
+    expect(members[1]).toBe(back.a);
+    expect(((back.nan as unknown[])[1] as Map<number, string>).get(Number.NaN)).toBe("kept");
+  });
+});
