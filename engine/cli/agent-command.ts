@@ -1,6 +1,6 @@
 import { join, resolve } from "node:path";
 import type { LanguageModel } from "../agent/language-model.ts";
-import type { AgentEvent, MossAgentOptions } from "../agent/moss-agent.ts";
+import type { AgentEvent } from "../agent/moss-agent.ts";
 import { describeRequest } from "../agent/observation.ts";
 import {
   DEFAULT_CONTEXT_TOKENS,
@@ -131,9 +131,7 @@ export const agentCommand: CliCommand = async (argv, io) => {
   const agent = new MossAgent({
     model,
     modulePath: resolve(io.cwd, modulePath!),
-    ...(continuationKey === undefined
-      ? {}
-      : { compiler: { continuationKey } as unknown as MossAgentOptions["compiler"] }),
+    ...(continuationKey === undefined ? {} : { compiler: { continuationKey } }),
     tools: !values["no-tools"],
     maxSteps: positiveInteger(values["max-steps"], "--max-steps", 10),
     maxConsecutiveErrors: positiveInteger(values["max-errors"], "--max-errors", 3),

@@ -1,9 +1,9 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
-// Node's own line prompts, not a prompt library: the questions are a yes/no, a reason and a line of text (or a
+// Node's own readline, not a prompt library: the questions are a yes/no, a reason and a line of text (or a
 // choice's number), which need no arrow-key menus; it adds no dependency, works in any terminal (also `TERM=dumb`),
 // and reads from the command's own `io.stdin`, so tests drive it with a stream.
-import { createInterface, type Interface } from "node:readline/promises";
+import { createInterface, type Interface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
 import { MossError } from "../errors.ts";
 import type { Answer, Answers, PendingRequest } from "../types.ts";
@@ -105,6 +105,10 @@ export class PersonPrompt {
   readonly #output: Writable;
   #lines: Interface | undefined;
   #closed = false;
+  /** Lines typed before a question asked for them. */
+  readonly #typed: string[] = [];
+  /** Questions waiting for a line. */
+  readonly #waiting: Array<(line: string | undefined) => void> = [];
 
   constructor(input: Readable, output: Writable & { isTTY?: boolean }) {
     this.#input = input;
@@ -149,18 +153,26 @@ export class PersonPrompt {
     this.#lines?.close();
   }
 
+  /** Writes `text` and returns the next line typed (lines typed ahead are kept in order), or undefined at the end. */
   async #question(text: string): Promise<string | undefined> {
-    if (this.#closed) return undefined;
     if (this.#lines === undefined) {
-      this.#lines = createInterface({ input: this.#input, output: this.#output });
-      this.#lines.once("close", () => {
-        this.#closed = true;
+      const lines = createInterface({ input: this.#input, output: this.#output });
+      lines.on("line", (line) => {
+        const waiting = this.#waiting.shift();
+        if (waiting !== undefined) waiting(line);
+        else this.#typed.push(line);
       });
+      lines.once("close", () => {
+        this.#closed = true;
+        for (const waiting of this.#waiting.splice(0)) waiting(undefined);
+      });
+      this.#lines = lines;
     }
-    const lines = this.#lines;
-    // The input can end while a question waits; readline then closes without answering it.
-    const ended = new Promise<undefined>((resolve) => lines.once("close", () => resolve(undefined)));
-    const reply = await Promise.race([lines.question(text), ended]);
-    return reply?.trim();
+    this.#output.write(text);
+    const typed = this.#typed.shift();
+    if (typed !== undefined) return typed.trim();
+    if (this.#closed) return undefined;
+    const line = await new Promise<string | undefined>((resolve) => this.#waiting.push(resolve));
+    return line?.trim();
   }
 }
