@@ -1,7 +1,7 @@
 import { join, resolve } from "node:path";
 import type { LanguageModel } from "../agent/language-model.ts";
 import type { AgentEvent } from "../agent/moss-agent.ts";
-import { describeRequest } from "../agent/observation.ts";
+import { DEFAULT_OBSERVATION_LIMITS, describeRequest, truncateMiddle } from "../agent/observation.ts";
 import {
   DEFAULT_CONTEXT_TOKENS,
   DEFAULT_MAX_TOKENS,
@@ -221,6 +221,7 @@ export class EventPrinter {
   readonly #terminal: Terminal;
   #stopSpinner: (() => void) | undefined;
   #atLineStart = true;
+  #started = false;
 
   constructor(io: CliIo) {
     this.#io = io;
@@ -230,12 +231,16 @@ export class EventPrinter {
   print(event: AgentEvent): void {
     switch (event.type) {
       case "run-start":
-        this.#line(
-          this.#paint(
-            "dim",
-            `moss agent · model ${event.model}${event.sessionId ? ` · session ${event.sessionId}` : ""}`,
-          ),
-        );
+        // A resume after the person answered is the same run to them: the header is printed once.
+        if (!this.#started) {
+          this.#line(
+            this.#paint(
+              "dim",
+              `moss agent · model ${event.model}${event.sessionId ? ` · session ${event.sessionId}` : ""}`,
+            ),
+          );
+        }
+        this.#started = true;
         this.#startSpinner();
         break;
       case "text-delta":
@@ -267,12 +272,21 @@ export class EventPrinter {
         this.#line(
           `${this.#paint("cyan", "── result ·")} ${status} ${this.#paint("dim", `· ${Math.round(event.execution.durationMs)} ms`)}`,
         );
-        this.#line(
-          event.observation
-            .split("\n")
-            .filter((line) => !/^<\/?execution/.test(line))
-            .join("\n"),
-        );
+        // A paused run shows what it printed so far; its requests follow, one by one.
+        const shown =
+          event.execution.pending === undefined
+            ? event.observation.split("\n").filter((line) => !/^<\/?execution/.test(line))
+            : event.execution.stdout === ""
+              ? []
+              : [
+                  "<stdout>",
+                  truncateMiddle(
+                    event.execution.stdout.replace(/\n$/, ""),
+                    DEFAULT_OBSERVATION_LIMITS.maxStdoutChars,
+                  ),
+                  "</stdout>",
+                ];
+        if (shown.length > 0) this.#line(shown.join("\n"));
         break;
       }
       case "approval-request":
