@@ -99,6 +99,13 @@ describe("a paused run in the agent", () => {
         expect(observations[0]!.content).toContain('<execution ok="true">');
         expect(observations[0]!.content).toContain("sent receipt-1");
         expect(await agent.pending()).toBeUndefined();
+        // The session keeps the same: one observation of the paused code, none of the pause itself.
+        expect(agent.conversation.thread().map((message) => message.role)).toEqual([
+          "user",
+          "assistant",
+          "tool",
+          "assistant",
+        ]);
       },
     );
   });
