@@ -1153,5 +1153,15 @@ function checkAnswers(requests: PendingRequest[], answers: Answers): void {
         { id: request.id, answer },
       );
     }
+    if (request.kind === "clarification" && request.choices !== undefined) {
+      const text = (answer as { answer: string }).answer;
+      if (!request.choices.includes(text)) {
+        throw new MossError(
+          "invalid-argument",
+          `Request "${request.id}" asks to pick one of ${request.choices.map((choice) => JSON.stringify(choice)).join(", ")}; got ${JSON.stringify(text)}.`,
+          { id: request.id, answer },
+        );
+      }
+    }
   }
 }

@@ -132,19 +132,23 @@ export class PersonPrompt {
     const choices = request.choices ?? [];
     const lines = [request.question, ...choices.map((choice, index) => `  ${index + 1}) ${choice}`)];
     this.#output.write(`${lines.join("\n")}\n`);
+    // The runtime takes only one of the choices when the code offered some (a number or the choice's text).
     const prompt =
       choices.length > 0
-        ? `Answer (#${request.id}: 1-${choices.length} or your own words): `
+        ? `Answer (#${request.id}: 1-${choices.length} or the choice): `
         : `Answer (#${request.id}): `;
     while (true) {
       const reply = await this.#question(prompt);
       if (reply === undefined) return undefined;
       if (reply === "") continue;
+      if (choices.length === 0) return { answer: reply };
       const number = Number(reply);
       if (Number.isInteger(number) && number >= 1 && number <= choices.length) {
         return { answer: choices[number - 1]! };
       }
-      return { answer: reply };
+      const named = choices.find((choice) => choice.toLowerCase() === reply.toLowerCase());
+      if (named !== undefined) return { answer: named };
+      this.#output.write(`Pick one of the ${choices.length} choices.\n`);
     }
   }
 

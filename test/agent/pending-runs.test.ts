@@ -140,6 +140,9 @@ describe("a paused run in the agent", () => {
       expect(events.filter((event) => event.type === "clarification-request")).toEqual([
         { type: "clarification-request", step: 1, request },
       ]);
+      await expect(agent.resume({ [request.id]: { answer: "green" } })).rejects.toThrow(
+        `Request "${request.id}" asks to pick one of "red", "blue"; got "green".`,
+      );
       await agent.resume({ [request.id]: { answer: "blue" } });
       const observation = toolMessages(model.requests[1]!.messages)[0]!.content;
       expect(observation).toContain('<returns>\n"blue"\n</returns>');

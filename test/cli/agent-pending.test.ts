@@ -199,11 +199,12 @@ describe("moss agent asks a person at a terminal", () => {
       ),
       { content: "Blue, and nothing was sent." },
     ]);
-    const cli = io("maybe\nn\nnot this month\n2\n");
+    const cli = io("maybe\nn\nnot this month\ngreen\n2\n");
     const code = await main(["agent", VAULT, "Pay bob, then pick a colour", "--replay", replay], cli);
     expect(cli.err()).toContain("Approve vault.transfer (#");
     expect(cli.err()).toContain("Reason for the model (optional, Enter to skip): ");
     expect(cli.err()).toContain("Which colour?\n  1) red\n  2) blue\n");
+    expect(cli.err()).toContain("Pick one of the 2 choices.");
     expect(code).toBe(EXIT.ok);
     expect(cli.out()).toContain("refused: ApprovalDenied");
     expect(cli.out()).toContain("not this month");
