@@ -266,7 +266,8 @@ function describeTrim(trim: ContextTrim, contextTokens: number): string {
 
 /**
  * The MOSS agent loop: prompt → model → code → execution → observation back to the model, until the model
- * answers without code, `maxSteps` is reached, or `maxConsecutiveErrors` steps fail in a row. With a
+ * answers without code, `maxSteps` is reached, `maxConsecutiveErrors` steps fail in a row, or the code pauses for a
+ * person (`pending`: {@link MossAgent.resume} goes on with the answers). With a
  * `sessionId`, the MossContext and the conversation tree are saved after every step, so a new agent (in
  * another process) with the same id continues the session.
  */
