@@ -65,6 +65,16 @@ export class Conversation {
     return message;
   }
 
+  /** Merges `metadata` into a message's metadata; a key set to undefined is removed. */
+  update(id: string, metadata: Record<string, unknown>): ConversationMessage {
+    const message = this.get(id);
+    for (const [key, value] of Object.entries(metadata)) {
+      if (value === undefined) delete message.metadata[key];
+      else message.metadata[key] = value;
+    }
+    return message;
+  }
+
   /** Moves the head to an existing message; the next append starts a branch there. */
   checkout(id: string | undefined): void {
     if (id !== undefined) this.get(id);

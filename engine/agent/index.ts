@@ -75,11 +75,13 @@ export {
 } from "./moss-agent.ts";
 export {
   DEFAULT_OBSERVATION_LIMITS,
+  describeRequest,
   FAILURE_HINT,
   formatReturns,
   NOT_TYPE_CHECKED,
   NOTHING_OBSERVED,
   type ObservationLimits,
+  PAUSED_NOTE,
   renderObservation,
   truncateMiddle,
 } from "./observation.ts";

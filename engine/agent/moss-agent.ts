@@ -1,6 +1,14 @@
 import type { Container } from "../../container/index.ts";
 import { MossError } from "../errors.ts";
-import type { ExecuteRequest, Execution, MossContext } from "../types.ts";
+import type {
+  Answers,
+  ExecuteRequest,
+  Execution,
+  ExecutionLimits,
+  MossContext,
+  PendingRequest,
+  PendingRun,
+} from "../types.ts";
 import { buildSystemPrompt, cutOffNotice, MOSS_TOOL, unclearAnswerNotice } from "./agent-prompt.ts";
 import {
   type ContextTrim,
@@ -27,6 +35,12 @@ import { type ObservationLimits, renderObservation } from "./observation.ts";
 /** What the agent needs of a MossRuntime (MossRuntime satisfies it). */
 export interface AgentRuntime {
   execute(request: ExecuteRequest): Promise<Execution>;
+  /** Continues a paused run with a person's answers (a runtime without it cannot resume a paused run). */
+  resume?(
+    continuation: string,
+    answers: Answers,
+    options?: { limits?: Partial<ExecutionLimits> },
+  ): Promise<Execution>;
   prompter(): { dumpModulePrompt(): Promise<string> };
   dumpContext(): MossContext;
   close(): Promise<void>;
@@ -110,6 +124,18 @@ export type AgentEvent =
   | { type: "code"; step: number; code: string; source: CodeSource; toolCallId?: string }
   | { type: "execution"; step: number; execution: Execution; observation: string }
   | {
+      /** The code paused: a host call waits for a person's yes (one event per request; the run ends `pending`). */
+      type: "approval-request";
+      step: number;
+      request: Extract<PendingRequest, { kind: "approval" }>;
+    }
+  | {
+      /** The code paused: it asked a question with `moss.ask` (one event per request; the run ends `pending`). */
+      type: "clarification-request";
+      step: number;
+      request: Extract<PendingRequest, { kind: "clarification" }>;
+    }
+  | {
       /** What was sent to the model was shortened to fit its context (the conversation itself keeps everything). */
       type: "context-trimmed";
       step: number;
@@ -121,7 +147,7 @@ export type AgentEvent =
       /** Something the model did wrong that the agent told it about (`cut-off`, `unclear-answer`), or a retry. */
       type: "notice";
       step: number;
-      kind: "cut-off" | "unclear-answer" | "context-overflow";
+      kind: "cut-off" | "unclear-answer" | "context-overflow" | "pending-abandoned";
       message: string;
     }
   | { type: "error"; error: unknown; message: string }
@@ -133,6 +159,8 @@ export type AgentEvent =
       answer: string | undefined;
       steps: number;
       usage: AgentUsage;
+      /** What the paused run waits for when `stopReason` is `pending`. */
+      pending?: PendingRequest[];
     };
 
 /** What a run returns once finished (the same facts as its `run-end` event). */
@@ -146,6 +174,8 @@ export interface AgentRunResult {
   usage: AgentUsage;
   /** The error that ended the run when `stopReason` is `error`. */
   error?: unknown;
+  /** What the paused run waits for when `stopReason` is `pending`: answer each by id with {@link MossAgent.resume}. */
+  pending?: PendingRequest[];
 }
 
 /** Per-run options. */
@@ -157,6 +187,40 @@ export interface AgentRunOptions {
 interface Action {
   toolCall?: ToolCall;
   extracted: ExtractedCode;
+}
+
+/** How a loop starts: a new task, a retry of an assistant message, or the answers a paused run waits for. */
+type LoopStart =
+  | { kind: "task"; task: string }
+  | { kind: "retry"; message: ConversationMessage }
+  | { kind: "resume"; answers: Answers };
+
+/**
+ * A paused step, kept in the metadata (`pending`) of the conversation's head while it waits, so it is saved with
+ * the session and a new agent with the same session resumes it.
+ */
+interface PendingStep {
+  continuation: string;
+  requests: PendingRequest[];
+  /** The assistant message whose actions were running. */
+  assistantId: string;
+  /** Which of its actions paused; the ones after it run once it is resumed. */
+  actionIndex: number;
+  step: number;
+  code: string;
+  toolCallId?: string;
+  /** Whether an action of the same step before this one failed. */
+  failedBefore: boolean;
+  /** The answer was cut off at this output limit (its actions that are not code are told so). */
+  cutOffAt?: number;
+}
+
+/** What running a step's actions came to. */
+type ActionsOutcome = { failed: boolean; pending?: PendingRequest[] };
+
+/** The observation that closes a paused step that will not resume. */
+function notResumedObservation(why: string): string {
+  return `<execution ok="false">\n<error kind="not-resumed">\nThis code paused, waiting for a person, and ${why}. Nothing it did persisted.\n</error>\n</execution>`;
 }
 
 /** The output limit and the prompt budget of one run. */
@@ -202,7 +266,8 @@ function describeTrim(trim: ContextTrim, contextTokens: number): string {
 
 /**
  * The MOSS agent loop: prompt → model → code → execution → observation back to the model, until the model
- * answers without code, `maxSteps` is reached, or `maxConsecutiveErrors` steps fail in a row. With a
+ * answers without code, `maxSteps` is reached, `maxConsecutiveErrors` steps fail in a row, or the code pauses for a
+ * person (`pending`: {@link MossAgent.resume} goes on with the answers). With a
  * `sessionId`, the MossContext and the conversation tree are saved after every step, so a new agent (in
  * another process) with the same id continues the session.
  */
@@ -288,7 +353,41 @@ export class MossAgent {
 
   /** Runs the agent on a new task, continuing the conversation from its head. */
   run(task: string, options: AgentRunOptions = {}): Promise<AgentRunResult> {
-    return this.#exclusive(() => this.#loop(task, undefined, options));
+    return this.#exclusive(() => this.#loop({ kind: "task", task }, options));
+  }
+
+  /**
+   * What the session's paused run waits for (loaded from the session's store when needed), or undefined when
+   * nothing waits. Answer each request by its id with {@link resume}.
+   */
+  async pending(): Promise<PendingRequest[] | undefined> {
+    await this.load();
+    return this.#pendingStep()?.requests;
+  }
+
+  /**
+   * Continues the paused run with a person's answers (one per pending request, by id): the code runs again from
+   * the start with them, the model sees its outcome as one observation, and the loop goes on. It may pause again.
+   * Works in a new agent (another process) with the same session. Nothing paused is a MossError
+   * (`invalid-argument`); a continuation the runtime refuses (expired, foreign) ends the run with `error` and
+   * closes the paused step, so the session goes on with a new task.
+   */
+  resume(answers: Answers, options: AgentRunOptions = {}): Promise<AgentRunResult> {
+    return this.#exclusive(async () => {
+      await this.load();
+      const pending = this.#pendingStep();
+      if (pending === undefined) {
+        const who =
+          this.#options.sessionId === undefined ? "This agent" : `Session "${this.#options.sessionId}"`;
+        throw new MossError(
+          "invalid-argument",
+          `${who} has no paused run to resume: resume() continues a run that stopped with "pending".`,
+          { sessionId: this.#options.sessionId },
+        );
+      }
+      checkAnswers(pending.requests, answers);
+      return this.#loop({ kind: "resume", answers }, options);
+    });
   }
 
   /**
@@ -312,7 +411,7 @@ export class MossAgent {
           },
         );
       }
-      return this.#loop(undefined, target, options);
+      return this.#loop({ kind: "retry", message: target }, options);
     });
   }
 
@@ -381,11 +480,7 @@ export class MossAgent {
     }
   }
 
-  async #loop(
-    task: string | undefined,
-    retryOf: ConversationMessage | undefined,
-    options: AgentRunOptions,
-  ): Promise<AgentRunResult> {
+  async #loop(start: LoopStart, options: AgentRunOptions): Promise<AgentRunResult> {
     const { model, sessionId } = this.#options;
     const maxSteps = this.#options.maxSteps!;
     const maxErrors = this.#options.maxConsecutiveErrors!;
@@ -397,26 +492,40 @@ export class MossAgent {
     let reason: string | undefined;
     let answer: string | undefined;
     let failure: unknown;
+    let pending: PendingRequest[] | undefined;
+    const task = start.kind === "task" ? start.task : undefined;
 
     emit({ type: "run-start", sessionId, task, model: model.model });
     try {
       await this.load();
-      if (retryOf !== undefined) await this.#rewindTo(retryOf);
+      if (start.kind === "retry") await this.#rewindTo(start.message);
       const runtime = await this.#ensureRuntime();
       const system = buildSystemPrompt(await runtime.prompter().dumpModulePrompt(), {
         tools: this.#tools,
         ...(this.#options.instructions === undefined ? {} : { instructions: this.#options.instructions }),
       });
       const window = await this.#window();
-      if (retryOf !== undefined) await this.#persist(runtime);
+      if (start.kind === "retry") await this.#persist(runtime);
       if (task !== undefined) {
+        this.#closePending(emit, runtime, "a new task was given instead of answers");
         this.#appendTask(emit, task, runtime.dumpContext());
         await this.#persist(runtime);
       }
       let consecutiveErrors = 0;
       let cutOffs = 0;
       let toldUnclear = false;
+      if (start.kind === "resume") {
+        const outcome = await this.#resume(runtime, start.answers, emit);
+        await this.#persist(runtime);
+        pending = outcome.pending;
+        consecutiveErrors = outcome.failed ? 1 : 0;
+      }
       while (true) {
+        if (pending !== undefined) {
+          stopReason = "pending";
+          reason = `the code waits for a person: ${pending.length} request(s) to answer`;
+          break;
+        }
         if (options.signal?.aborted) {
           stopReason = "aborted";
           break;
@@ -432,7 +541,7 @@ export class MossAgent {
         usage.inputTokens += response.inputTokens;
         usage.outputTokens += response.outputTokens;
         usage.cost += response.cost;
-        this.#append(emit, "assistant", response.content, {
+        const assistant = this.#append(emit, "assistant", response.content, {
           toolCalls: response.toolCalls,
           model: response.model,
           finishReason: response.finishReason,
@@ -493,13 +602,20 @@ export class MossAgent {
           await this.#persist(runtime);
           continue;
         }
-        let stepFailed = false;
-        for (const action of actions) {
-          const ok = await this.#act(runtime, action, steps, emit, cutOff ? window.maxTokens : undefined);
-          if (!ok) stepFailed = true;
-        }
+        const outcome = await this.#runActions(runtime, actions, {
+          assistantId: assistant.id,
+          from: 0,
+          step: steps,
+          emit,
+          failedBefore: false,
+          ...(cutOff ? { cutOffAt: window.maxTokens } : {}),
+        });
         await this.#persist(runtime);
-        consecutiveErrors = stepFailed ? consecutiveErrors + 1 : 0;
+        if (outcome.pending !== undefined) {
+          pending = outcome.pending;
+          continue;
+        }
+        consecutiveErrors = outcome.failed ? consecutiveErrors + 1 : 0;
         if (consecutiveErrors >= maxErrors) {
           stopReason = "max-consecutive-errors";
           reason = `${consecutiveErrors} steps in a row failed (the limit is ${maxErrors})`;
@@ -515,7 +631,8 @@ export class MossAgent {
       await this.#saveConversation().catch(() => undefined);
     }
     const why = reason ?? STOP_REASONS[stopReason];
-    emit({ type: "run-end", stopReason, reason: why, answer, steps, usage });
+    const waiting = stopReason === "pending" && pending !== undefined ? { pending } : {};
+    emit({ type: "run-end", stopReason, reason: why, answer, steps, usage, ...waiting });
     return {
       stopReason,
       reason: why,
@@ -523,6 +640,7 @@ export class MossAgent {
       steps,
       usage,
       ...(failure === undefined ? {} : { error: failure }),
+      ...waiting,
     };
   }
 
@@ -661,7 +779,7 @@ export class MossAgent {
     this.#conversation.checkout(head?.id);
   }
 
-  #actions(response: LanguageModelResponse): Action[] {
+  #actions(response: Pick<LanguageModelResponse, "content" | "toolCalls">): Action[] {
     if (response.toolCalls.length > 0) {
       return response.toolCalls.map((toolCall) => ({
         toolCall,
@@ -696,14 +814,171 @@ export class MossAgent {
     return extracted.kind === "none" ? [] : [{ extracted }];
   }
 
-  /** Runs one action and appends its observation; returns whether it succeeded. */
+  /**
+   * Runs a step's actions from index `from`, appending an observation after each. Stops at the first that
+   * pauses: that one is recorded as the pending step (on the conversation's head) and its requests emitted.
+   */
+  async #runActions(
+    runtime: AgentRuntime,
+    actions: Action[],
+    at: {
+      assistantId: string;
+      from: number;
+      step: number;
+      emit: (event: AgentEvent) => void;
+      failedBefore: boolean;
+      cutOffAt?: number;
+    },
+  ): Promise<ActionsOutcome> {
+    let failed = at.failedBefore;
+    for (let index = at.from; index < actions.length; index++) {
+      const action = actions[index]!;
+      const outcome = await this.#act(runtime, action, at.step, at.emit, at.cutOffAt);
+      if (outcome.paused !== undefined) {
+        const pending: PendingStep = {
+          continuation: outcome.paused.continuation,
+          requests: outcome.paused.requests,
+          assistantId: at.assistantId,
+          actionIndex: index,
+          step: at.step,
+          code: outcome.code,
+          ...(action.toolCall === undefined ? {} : { toolCallId: action.toolCall.id }),
+          failedBefore: failed,
+          ...(at.cutOffAt === undefined ? {} : { cutOffAt: at.cutOffAt }),
+        };
+        this.#pause(pending, at.emit);
+        return { failed, pending: pending.requests };
+      }
+      if (!outcome.ok) failed = true;
+    }
+    return { failed };
+  }
+
+  /** Keeps `pending` on the conversation's head (saved with the session) and emits one event per request. */
+  #pause(pending: PendingStep, emit: (event: AgentEvent) => void): void {
+    const head = this.#conversation.head!;
+    this.#conversation.update(head.id, { pending });
+    for (const request of pending.requests) {
+      if (request.kind === "approval") emit({ type: "approval-request", step: pending.step, request });
+      else emit({ type: "clarification-request", step: pending.step, request });
+    }
+  }
+
+  /** The paused step the conversation's head waits on, if any. */
+  #pendingStep(): PendingStep | undefined {
+    const pending = this.#conversation.head?.metadata.pending as PendingStep | undefined;
+    return pending !== undefined && typeof pending.continuation === "string" ? pending : undefined;
+  }
+
+  /**
+   * Resumes the paused step with the answers: its outcome is appended as the one observation of the paused code,
+   * then the step's remaining actions run. A refused continuation closes the step (so the thread stays
+   * well-formed) and is rethrown.
+   */
+  async #resume(
+    runtime: AgentRuntime,
+    answers: Answers,
+    emit: (event: AgentEvent) => void,
+  ): Promise<ActionsOutcome> {
+    const pending = this.#pendingStep()!;
+    if (runtime.resume === undefined) {
+      throw new MossError(
+        "invalid-argument",
+        "This agent's runtime cannot resume a paused run (it has no resume()).",
+      );
+    }
+    const { timeoutMs, limits } = this.#options.execute ?? {};
+    const resumeLimits = { ...limits, ...(timeoutMs === undefined ? {} : { wallTimeMs: timeoutMs }) };
+    let execution: Execution;
+    try {
+      execution = await runtime.resume(
+        pending.continuation,
+        answers,
+        Object.keys(resumeLimits).length === 0 ? {} : { limits: resumeLimits },
+      );
+    } catch (error) {
+      if (MossError.is(error) && error.code === "continuation-invalid") {
+        this.#closePending(emit, runtime, `could not be resumed (${error.message})`);
+        await this.#persist(runtime);
+      }
+      throw error;
+    }
+    const head = this.#conversation.head!;
+    const observation = renderObservation(execution, this.#options.observation);
+    emit({ type: "execution", step: pending.step, execution, observation });
+    if (execution.pending !== undefined) {
+      this.#pause(
+        { ...pending, continuation: execution.pending.continuation, requests: execution.pending.requests },
+        emit,
+      );
+      return { failed: pending.failedBefore, pending: execution.pending.requests };
+    }
+    this.#conversation.update(head.id, { pending: undefined });
+    this.#observe(emit, observation, pending.toolCallId, {
+      kind: "observation",
+      ok: execution.ok,
+      code: pending.code,
+      resumed: true,
+      ...(execution.error === undefined ? {} : { errorKind: execution.error.kind }),
+      context: execution.context,
+    });
+    const assistant = this.#conversation.get(pending.assistantId);
+    const actions = this.#actions({
+      content: assistant.content,
+      toolCalls: (assistant.metadata.toolCalls as ToolCall[] | undefined) ?? [],
+    });
+    return this.#runActions(runtime, actions, {
+      assistantId: pending.assistantId,
+      from: pending.actionIndex + 1,
+      step: pending.step,
+      emit,
+      failedBefore: pending.failedBefore || !execution.ok,
+      ...(pending.cutOffAt === undefined ? {} : { cutOffAt: pending.cutOffAt }),
+    });
+  }
+
+  /**
+   * Closes a paused step that will not resume: the paused code and the step's actions after it get an observation
+   * saying so (every tool call keeps its answer), and the head no longer waits.
+   */
+  #closePending(emit: (event: AgentEvent) => void, runtime: AgentRuntime, why: string): void {
+    const pending = this.#pendingStep();
+    if (pending === undefined) return;
+    const head = this.#conversation.head!;
+    this.#conversation.update(head.id, { pending: undefined });
+    const message = `The paused run of step ${pending.step} ${why}; nothing it did persisted.`;
+    emit({ type: "notice", step: pending.step, kind: "pending-abandoned", message });
+    const context = runtime.dumpContext();
+    this.#observe(emit, notResumedObservation(why), pending.toolCallId, {
+      kind: "observation",
+      ok: false,
+      code: pending.code,
+      errorKind: "not-resumed",
+      context,
+    });
+    const assistant = this.#conversation.get(pending.assistantId);
+    const toolCalls = (assistant.metadata.toolCalls as ToolCall[] | undefined) ?? [];
+    const later = toolCalls.slice(
+      toolCalls.findIndex((call) => call.id === pending.toolCallId) + 1 || toolCalls.length,
+    );
+    for (const call of later) {
+      this.#observe(emit, notResumedObservation("so this later call did not run"), call.id, {
+        kind: "observation",
+        ok: false,
+        errorKind: "not-resumed",
+        context,
+      });
+    }
+  }
+
+  /** Runs one action and appends its observation; returns whether it succeeded, or the pause of its code. */
   async #act(
     runtime: AgentRuntime,
     action: Action,
     step: number,
     emit: (event: AgentEvent) => void,
     cutOffAt: number | undefined,
-  ): Promise<boolean> {
+  ): Promise<{ ok: boolean; paused?: undefined } | { ok: false; paused: PendingRun; code: string }> {
     const { extracted, toolCall } = action;
     let observation: string;
     let metadata: Record<string, unknown>;
@@ -719,6 +994,9 @@ export class MossAgent {
       const execution = await runtime.execute({ ...this.#options.execute, code: extracted.code });
       observation = renderObservation(execution, this.#options.observation);
       emit({ type: "execution", step, execution, observation });
+      // A paused run gets its observation when it resumes: the model sees the outcome once, whole.
+      if (execution.pending !== undefined)
+        return { ok: false, paused: execution.pending, code: extracted.code };
       ok = execution.ok;
       metadata = {
         kind: "observation",
@@ -738,12 +1016,19 @@ export class MossAgent {
       ok = false;
       metadata = { kind: "observation", ok, errorKind: "no-code", context: runtime.dumpContext() };
     }
-    if (toolCall !== undefined) {
-      this.#append(emit, "tool", observation, { ...metadata, toolCallId: toolCall.id });
-    } else {
-      this.#append(emit, "user", observation, metadata);
-    }
-    return ok;
+    this.#observe(emit, observation, toolCall?.id, metadata);
+    return { ok };
+  }
+
+  /** Appends an observation: a tool message answering `toolCallId`, or a user message when the code came as text. */
+  #observe(
+    emit: (event: AgentEvent) => void,
+    observation: string,
+    toolCallId: string | undefined,
+    metadata: Record<string, unknown>,
+  ): void {
+    if (toolCallId !== undefined) this.#append(emit, "tool", observation, { ...metadata, toolCallId });
+    else this.#append(emit, "user", observation, metadata);
   }
 
   #append(
@@ -827,6 +1112,57 @@ export class MossAgent {
     const { sessionId, conversationStore } = this.#options;
     if (sessionId !== undefined && conversationStore !== undefined) {
       await conversationStore.save(sessionId, this.#conversation);
+    }
+  }
+}
+
+/** Checks that `answers` answer every pending request, each with the right kind of answer, and nothing else. */
+function checkAnswers(requests: PendingRequest[], answers: Answers): void {
+  if (answers === null || typeof answers !== "object") {
+    throw new MossError("invalid-argument", "resume() needs the answers as an object keyed by request id.");
+  }
+  const ids = requests.map((request) => request.id);
+  const unknown = Object.keys(answers).filter((id) => !ids.includes(id));
+  if (unknown.length > 0) {
+    throw new MossError(
+      "invalid-argument",
+      `No pending request has the id ${unknown.map((id) => `"${id}"`).join(", ")}; the run waits for ${ids.map((id) => `"${id}"`).join(", ")}.`,
+      { unknown, pending: ids },
+    );
+  }
+  const missing = ids.filter((id) => answers[id] === undefined);
+  if (missing.length > 0) {
+    throw new MossError(
+      "invalid-argument",
+      `Every pending request needs an answer; none was given for ${missing.map((id) => `"${id}"`).join(", ")}.`,
+      { missing, pending: ids },
+    );
+  }
+  for (const request of requests) {
+    const answer = answers[request.id] as Record<string, unknown>;
+    const fits =
+      request.kind === "approval"
+        ? typeof answer?.approved === "boolean" &&
+          (answer.reason === undefined || typeof answer.reason === "string")
+        : typeof answer?.answer === "string";
+    if (!fits) {
+      throw new MossError(
+        "invalid-argument",
+        request.kind === "approval"
+          ? `Request "${request.id}" asks to approve a call: answer it with { approved: true } or { approved: false, reason?: string }.`
+          : `Request "${request.id}" asks a question: answer it with { answer: string }.`,
+        { id: request.id, answer },
+      );
+    }
+    if (request.kind === "clarification" && request.choices !== undefined) {
+      const text = (answer as { answer: string }).answer;
+      if (!request.choices.includes(text)) {
+        throw new MossError(
+          "invalid-argument",
+          `Request "${request.id}" asks to pick one of ${request.choices.map((choice) => JSON.stringify(choice)).join(", ")}; got ${JSON.stringify(text)}.`,
+          { id: request.id, answer },
+        );
+      }
     }
   }
 }

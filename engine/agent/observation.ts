@@ -1,6 +1,6 @@
 import { inspect } from "node:util";
 import { renderDiagnostics } from "../check/render-diagnostics.ts";
-import type { Execution, ExecutionError } from "../types.ts";
+import type { Execution, ExecutionError, PendingRequest } from "../types.ts";
 
 /** Size bounds of the observation text sent back to the model after an execution. */
 export interface ObservationLimits {
@@ -67,6 +67,22 @@ function formatError(error: ExecutionError): string {
   return lines.join("\n");
 }
 
+/** Said after a paused execution: the model does not see it, the person deciding does (the CLI prints it). */
+export const PAUSED_NOTE =
+  "The code paused, waiting for a person; once they answer, it runs again from the start with their answers.";
+
+/** One line naming a request a paused run waits for: `#id approval robot.move(90, 50) at line 3` or the question. */
+export function describeRequest(request: PendingRequest): string {
+  const at = request.line === undefined ? "" : ` at line ${request.line}`;
+  if (request.kind === "approval") {
+    const target = request.service === undefined ? request.member : `${request.service}.${request.member}`;
+    const args = request.args.map((arg) => formatReturns(arg)).join(", ");
+    return `#${request.id} approval ${target}(${truncateMiddle(args, 300)})${at}`;
+  }
+  const choices = request.choices === undefined ? "" : ` [${request.choices.join(" | ")}]`;
+  return `#${request.id} question${at}: ${request.question}${choices}`;
+}
+
 /**
  * Renders one execution as the observation the model reads: status, error with code frame, type
  * diagnostics, stdout, return value and warnings, each bounded, the whole bounded by `maxChars`.
@@ -91,8 +107,15 @@ export function renderObservation(execution: Execution, limits: Partial<Observat
   if (execution.warnings.length > 0) {
     section("warnings", execution.warnings.map((warning) => `- ${warning}`).join("\n"));
   }
+  if (execution.pending !== undefined) {
+    section(
+      "pending",
+      execution.pending.requests.map((request) => `- ${describeRequest(request)}`).join("\n"),
+    );
+  }
   if (execution.ok && sections.length === 1) sections.push(NOTHING_OBSERVED);
-  if (!execution.ok) sections.push(FAILURE_HINT);
+  if (execution.pending !== undefined) sections.push(PAUSED_NOTE);
+  else if (!execution.ok) sections.push(FAILURE_HINT);
   sections.push("</execution>");
   const text = sections.join("\n");
   if (text.length <= bounds.maxChars) return text;

@@ -12,8 +12,9 @@ export const DEFAULT_MAX_TOKENS = 2_048;
 /**
  * Why a run ended: `answer` (the model answered in plain text), `max-steps`, `max-consecutive-errors`,
  * `truncated` (answers kept being cut off at the output limit), `unclear-answer` (the model answered without
- * code and without a clear final answer, also after being told so once), `error` (the model server or the
- * runtime failed), `aborted` (the caller's signal).
+ * code and without a clear final answer, also after being told so once), `pending` (the code waits for a
+ * person: a call to approve or a question to answer; `MossAgent.resume(answers)` goes on), `error` (the model
+ * server or the runtime failed), `aborted` (the caller's signal).
  */
 export type StopReason =
   | "answer"
@@ -21,6 +22,7 @@ export type StopReason =
   | "max-consecutive-errors"
   | "truncated"
   | "unclear-answer"
+  | "pending"
   | "error"
   | "aborted";
 
@@ -32,6 +34,8 @@ export const STOP_REASONS: Readonly<Record<StopReason, string>> = Object.freeze(
   truncated: "the model's answers kept being cut off at the output limit (--max-tokens)",
   "unclear-answer":
     "the model answered without code and without a clear final answer, also after being told so",
+  pending:
+    "the code waits for a person: a call to approve or a question to answer (resume the session with the answers)",
   error: "the model server or the runtime failed (the error is printed)",
   aborted: "the run was aborted",
 });

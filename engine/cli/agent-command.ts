@@ -1,6 +1,7 @@
 import { join, resolve } from "node:path";
 import type { LanguageModel } from "../agent/language-model.ts";
 import type { AgentEvent } from "../agent/moss-agent.ts";
+import { DEFAULT_OBSERVATION_LIMITS, describeRequest, truncateMiddle } from "../agent/observation.ts";
 import {
   DEFAULT_CONTEXT_TOKENS,
   DEFAULT_MAX_TOKENS,
@@ -8,9 +9,12 @@ import {
   type StopReason,
 } from "../agent/stop-reasons.ts";
 import { MossError } from "../errors.ts";
+import type { PendingRequest } from "../types.ts";
+import { answerRequests, DENIED_BY_FLAG, PersonPrompt, readAnswersFile } from "./answer-requests.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { EXIT, usageError } from "./exit-codes.ts";
 import { parseOptions } from "./parse-options.ts";
+import { oneOf } from "./read-code.ts";
 import { Terminal } from "./terminal.ts";
 
 /** The exit code of each stop reason (the table of every command is in exit-codes.ts). */
@@ -22,6 +26,7 @@ export const EXIT_CODES: Readonly<Record<StopReason, number>> = Object.freeze({
   "max-consecutive-errors": EXIT.stopped,
   truncated: EXIT.truncated,
   "unclear-answer": EXIT.unclear,
+  pending: EXIT.paused,
 });
 
 const STOP_REASON_HELP = (Object.keys(STOP_REASONS) as StopReason[])
@@ -29,6 +34,7 @@ const STOP_REASON_HELP = (Object.keys(STOP_REASONS) as StopReason[])
   .join("\n");
 
 const USAGE = `Usage: moss agent <module.ts> "<task>" [options]
+       moss agent <module.ts> --session <id> --resume [--answers <file.json>] [--approve all|none]
 
 Lets a model do the task by writing code against the context module, streaming what happens.
   --session <id>          keep the session's MossContext and conversation in .moss/sessions and resume it
@@ -43,6 +49,14 @@ Lets a model do the task by writing code against the context module, streaming w
                           at most a quarter of the context)
   --context-tokens <n>    the model's context size; older steps are shortened to fit (default $MOSS_CONTEXT_TOKENS,
                           then the server's n_ctx when it reports one (llama-server), then ${DEFAULT_CONTEXT_TOKENS})
+Calls marked @approval wait for a person, and so does moss.ask(question): the run pauses. On a terminal you are
+asked (approve or deny with a reason; pick a choice or type an answer) and the run goes on. Otherwise:
+  --approve all|none      answer every approval without asking (none denies, with "${DENIED_BY_FLAG}")
+  --answers <file|->      answers by request id: {"<id>": {"approved": true} | {"approved": false, "reason": "…"}
+                          | {"answer": "…"}}; consulted at every pause
+  --resume                continue the session's paused run (needs --session; takes no task)
+A question no one answers leaves the run paused (exit ${EXIT.paused}); the session keeps it for --resume. Paused runs are
+signed with $MOSS_CONTINUATION_KEY, else a key kept in <sessions-dir>/continuation.key.
 The run stops for one of these reasons, printed on its last line (exit code in parentheses):
 ${STOP_REASON_HELP}`;
 
@@ -61,6 +75,9 @@ export const agentCommand: CliCommand = async (argv, io) => {
       "max-errors": { type: "string" },
       "max-tokens": { type: "string" },
       "context-tokens": { type: "string" },
+      approve: { type: "string" },
+      answers: { type: "string" },
+      resume: { type: "boolean" },
     },
     USAGE,
   );
@@ -70,7 +87,20 @@ export const agentCommand: CliCommand = async (argv, io) => {
   }
   const [modulePath, ...taskWords] = positionals;
   const task = taskWords.join(" ").trim();
-  if (!modulePath || task === "") throw usageError(`missing <module.ts> or "<task>"`, USAGE);
+  const resuming = values.resume === true;
+  if (resuming) {
+    if (!modulePath) throw usageError("missing <module.ts>", USAGE);
+    if (values.session === undefined) throw usageError("--resume needs --session <id>", USAGE);
+    if (task !== "") throw usageError("--resume continues the paused run and takes no task", USAGE);
+  } else if (!modulePath || task === "") {
+    throw usageError(`missing <module.ts> or "<task>"`, USAGE);
+  }
+  const approve =
+    values.approve === undefined
+      ? undefined
+      : oneOf(USAGE, "approve", values.approve, ["all", "none"] as const, "all");
+  const fileAnswers =
+    values.answers === undefined ? undefined : await readAnswersFile(values.answers, io.cwd, io.stdin);
   // Loaded only now: `moss agent --help` and usage errors need none of the agent, openai or the runtime.
   const [
     { MossAgent },
@@ -78,12 +108,14 @@ export const agentCommand: CliCommand = async (argv, io) => {
     { ScriptedLanguageModel },
     { FileConversationStore },
     { FileContextStore },
+    { sessionContinuationKey },
   ] = await Promise.all([
     import("../agent/moss-agent.ts"),
     import("../agent/openai-language-model.ts"),
     import("../agent/scripted-language-model.ts"),
     import("../agent/conversation-store.ts"),
     import("../context/index.ts"),
+    import("./continuation-key.ts"),
   ]);
   const model: LanguageModel = values.replay
     ? await ScriptedLanguageModel.fromFile(resolve(io.cwd, values.replay))
@@ -94,9 +126,12 @@ export const agentCommand: CliCommand = async (argv, io) => {
       });
   const sessionsDirectory = resolve(io.cwd, values["sessions-dir"] ?? join(".moss", "sessions"));
   const store = values.session === undefined ? undefined : new FileContextStore(sessionsDirectory);
+  const continuationKey =
+    values.session === undefined ? undefined : await sessionContinuationKey(sessionsDirectory, io.env);
   const agent = new MossAgent({
     model,
-    modulePath: resolve(io.cwd, modulePath),
+    modulePath: resolve(io.cwd, modulePath!),
+    ...(continuationKey === undefined ? {} : { compiler: { continuationKey } }),
     tools: !values["no-tools"],
     maxSteps: positiveInteger(values["max-steps"], "--max-steps", 10),
     maxConsecutiveErrors: positiveInteger(values["max-errors"], "--max-errors", 3),
@@ -115,10 +150,43 @@ export const agentCommand: CliCommand = async (argv, io) => {
         }),
   });
   const printer = new EventPrinter(io);
+  const interactive = (io.stdin as { isTTY?: boolean }).isTTY === true;
+  const person = interactive ? new PersonPrompt(io.stdin, io.stderr) : undefined;
+  const sources = {
+    ...(fileAnswers === undefined ? {} : { file: fileAnswers }),
+    ...(approve === undefined ? {} : { approve }),
+    ...(person === undefined ? {} : { person }),
+  };
+  const onEvent = (event: AgentEvent) => printer.print(event);
   try {
-    const result = await agent.run(task, { onEvent: (event) => printer.print(event) });
-    return EXIT_CODES[result.stopReason];
+    let requests: PendingRequest[] | undefined;
+    if (resuming) {
+      requests = await agent.pending();
+      if (requests === undefined) {
+        throw new MossError(
+          "invalid-argument",
+          `Session "${values.session}" has no paused run to resume (in ${sessionsDirectory}).`,
+          { sessionId: values.session },
+        );
+      }
+      for (const request of requests) printer.request(request);
+    } else {
+      const result = await agent.run(task, { onEvent });
+      if (result.stopReason !== "pending") return EXIT_CODES[result.stopReason];
+      requests = result.pending ?? [];
+    }
+    while (true) {
+      const { answers, unanswered } = await answerRequests(requests, sources);
+      if (unanswered.length > 0) {
+        printer.unanswered(unanswered, values.session, modulePath!);
+        return EXIT.paused;
+      }
+      const result = await agent.resume(answers, { onEvent });
+      if (result.stopReason !== "pending") return EXIT_CODES[result.stopReason];
+      requests = result.pending ?? [];
+    }
   } finally {
+    person?.close();
     printer.stopSpinner();
     await agent.close();
     await store?.close();
@@ -153,6 +221,7 @@ export class EventPrinter {
   readonly #terminal: Terminal;
   #stopSpinner: (() => void) | undefined;
   #atLineStart = true;
+  #started = false;
 
   constructor(io: CliIo) {
     this.#io = io;
@@ -162,12 +231,16 @@ export class EventPrinter {
   print(event: AgentEvent): void {
     switch (event.type) {
       case "run-start":
-        this.#line(
-          this.#paint(
-            "dim",
-            `moss agent · model ${event.model}${event.sessionId ? ` · session ${event.sessionId}` : ""}`,
-          ),
-        );
+        // A resume after the person answered is the same run to them: the header is printed once.
+        if (!this.#started) {
+          this.#line(
+            this.#paint(
+              "dim",
+              `moss agent · model ${event.model}${event.sessionId ? ` · session ${event.sessionId}` : ""}`,
+            ),
+          );
+        }
+        this.#started = true;
         this.#startSpinner();
         break;
       case "text-delta":
@@ -193,18 +266,33 @@ export class EventPrinter {
       case "execution": {
         const status = event.execution.ok
           ? this.#paint("green", "ok")
-          : this.#paint("red", `failed (${event.execution.error?.kind})`);
+          : event.execution.pending !== undefined
+            ? this.#paint("yellow", "paused")
+            : this.#paint("red", `failed (${event.execution.error?.kind})`);
         this.#line(
           `${this.#paint("cyan", "── result ·")} ${status} ${this.#paint("dim", `· ${Math.round(event.execution.durationMs)} ms`)}`,
         );
-        this.#line(
-          event.observation
-            .split("\n")
-            .filter((line) => !/^<\/?execution/.test(line))
-            .join("\n"),
-        );
+        // A paused run shows what it printed so far; its requests follow, one by one.
+        const shown =
+          event.execution.pending === undefined
+            ? event.observation.split("\n").filter((line) => !/^<\/?execution/.test(line))
+            : event.execution.stdout === ""
+              ? []
+              : [
+                  "<stdout>",
+                  truncateMiddle(
+                    event.execution.stdout.replace(/\n$/, ""),
+                    DEFAULT_OBSERVATION_LIMITS.maxStdoutChars,
+                  ),
+                  "</stdout>",
+                ];
+        if (shown.length > 0) this.#line(shown.join("\n"));
         break;
       }
+      case "approval-request":
+      case "clarification-request":
+        this.request(event.request);
+        break;
       case "notice":
         this.stopSpinner();
         this.#line(this.#paint("yellow", `── ${event.kind} · step ${event.step} ──`));
@@ -234,6 +322,34 @@ export class EventPrinter {
         break;
       }
     }
+  }
+
+  /** Shows what a paused run waits for: the call or question, and the code around its line. */
+  request(request: PendingRequest): void {
+    this.stopSpinner();
+    const title = request.kind === "approval" ? "approval" : "question";
+    this.#line(this.#paint("yellow", `── ${title} · ${describeRequest(request)} ──`));
+    if (request.code !== undefined && request.code !== "") this.#line(request.code);
+  }
+
+  /** Says which requests no one answered and how to resume the session with their answers. */
+  unanswered(requests: PendingRequest[], sessionId: string | undefined, modulePath: string): void {
+    this.#line(this.#paint("yellow", `── paused: ${requests.length} request(s) wait for an answer ──`));
+    for (const request of requests) this.#line(`  ${describeRequest(request)}`);
+    if (sessionId === undefined) {
+      this.#line("The run cannot be resumed later: it has no --session. Run it again with --session <id>.");
+      return;
+    }
+    const example = Object.fromEntries(
+      requests.map((request) => [
+        request.id,
+        request.kind === "approval" ? { approved: true } : { answer: "…" },
+      ]),
+    );
+    this.#line(
+      `Write the answers to a file, e.g. ${JSON.stringify(example)} (deny with {"approved": false, "reason": "…"}), then run:`,
+    );
+    this.#line(`  moss agent ${modulePath} --session ${sessionId} --resume --answers <file.json>`);
   }
 
   stopSpinner(): void {

@@ -146,7 +146,7 @@ describe("moss agent against servers that misbehave (issue 9)", () => {
       expect(cli.out()).toContain(`${reason} (${exit})`);
       expect(cli.out()).toContain(STOP_REASONS[reason as StopReason]);
     }
-    expect(new Set(Object.values(EXIT_CODES).filter((exit) => exit !== 1)).size).toBe(4);
+    expect(new Set(Object.values(EXIT_CODES).filter((exit) => exit !== 1)).size).toBe(5);
     expect(cli.out()).toContain("--max-tokens");
     expect(cli.out()).toContain("--context-tokens");
   });

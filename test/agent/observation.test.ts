@@ -3,6 +3,7 @@ import {
   FAILURE_HINT,
   NOT_TYPE_CHECKED,
   NOTHING_OBSERVED,
+  PAUSED_NOTE,
   renderObservation,
   truncateMiddle,
 } from "../../engine/agent/observation.ts";
@@ -37,6 +38,40 @@ describe("truncateMiddle", () => {
 });
 
 describe("renderObservation", () => {
+  it("a paused run lists what it waits for and is not called a failure", () => {
+    const text = renderObservation(
+      execution({
+        ok: false,
+        stdout: "checking\n",
+        pending: {
+          continuation: "moss1.x.y",
+          requests: [
+            {
+              id: "r1",
+              kind: "approval",
+              service: "vault",
+              member: "transfer",
+              args: ["bob", 5],
+              reason: "tag",
+              line: 2,
+            },
+            { id: "r2", kind: "clarification", question: "Which colour?", choices: ["red", "blue"] },
+          ],
+        },
+      }),
+    );
+    expect(text).toBe(
+      [
+        '<execution ok="false">',
+        "<stdout>\nchecking\n</stdout>",
+        '<pending>\n- #r1 approval vault.transfer("bob", 5) at line 2\n- #r2 question: Which colour? [red | blue]\n</pending>',
+        PAUSED_NOTE,
+        "</execution>",
+      ].join("\n"),
+    );
+    expect(text).not.toContain(FAILURE_HINT);
+  });
+
   it("shows stdout, the return value and warnings of a successful run", () => {
     const text = renderObservation(
       execution({
