@@ -1,9 +1,11 @@
 import { inspect } from "node:util";
+import { describeRequest } from "../agent/observation.ts";
 import { renderDiagnostics } from "../check/render-diagnostics.ts";
 import { readContextFile, writeContextFile } from "../context/index.ts";
 import type { Execution } from "../types.ts";
+import { answerRequests, PersonPrompt, readAnswersFile } from "./answer-requests.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
-import { EXIT } from "./exit-codes.ts";
+import { EXIT, usageError } from "./exit-codes.ts";
 import { loadHostSetup } from "./host-setup.ts";
 import { parseOptions, requireModulePath } from "./parse-options.ts";
 import { oneOf, readCode } from "./read-code.ts";
@@ -17,7 +19,12 @@ Runs code (the model's main(moss)) against the context module in the sandbox.
   --target <name>          the function to call (default main)
   --type-check <mode>      strict (default) | warn | off
   --sandbox <kind>         process (default) | in-process
-  --json                   print the Execution as JSON`;
+  --approve <all|none>     answer every call marked @approval (or asked by a policy) without asking
+  --answers <file|->       answers to the run's requests, a JSON object of request id -> answer
+  --json                   print the Execution as JSON
+
+When the code calls something marked @approval, or moss.ask(question), the run pauses: on a terminal you are
+asked; otherwise the answers come from --approve/--answers, and a run left waiting exits with code 7.`;
 
 /** `moss run <module.ts> --code <file|-> [--context <file>]`. */
 export const runCommand: CliCommand = async (argv, io) => {
@@ -29,6 +36,8 @@ export const runCommand: CliCommand = async (argv, io) => {
       target: { type: "string" },
       "type-check": { type: "string" },
       sandbox: { type: "string" },
+      approve: { type: "string" },
+      answers: { type: "string" },
       json: { type: "boolean" },
     },
     USAGE,
@@ -53,6 +62,17 @@ export const runCommand: CliCommand = async (argv, io) => {
     ["process", "in-process"] as const,
     "process",
   );
+  const approve =
+    values.approve === undefined
+      ? undefined
+      : oneOf(USAGE, "approve", values.approve as string, ["all", "none"] as const, "all");
+  if (values.answers === "-" && values.code === "-") {
+    throw usageError("--answers - and --code - cannot both read stdin", USAGE);
+  }
+  const answersFile =
+    values.answers === undefined
+      ? undefined
+      : await readAnswersFile(values.answers as string, io.cwd, io.stdin);
   const contextFile = values.context as string | undefined;
   const saved = contextFile ? await readContextFile(contextFile) : undefined;
 
@@ -66,7 +86,28 @@ export const runCommand: CliCommand = async (argv, io) => {
   });
   try {
     const target = (values.target as string | undefined) ?? "main";
-    const execution = await terminal.step(`running ${target}`, () => runtime.execute({ code, target }));
+    let execution = await terminal.step(`running ${target}`, () => runtime.execute({ code, target }));
+    // A paused run: answered from --answers/--approve or by the person at the terminal, then resumed, until it
+    // ends or nobody can answer what it waits for.
+    const person =
+      (io.stdin as { isTTY?: boolean }).isTTY === true && values.code !== "-"
+        ? new PersonPrompt(io.stdin, io.stderr)
+        : undefined;
+    try {
+      while (execution.pending) {
+        const { requests, continuation } = execution.pending;
+        const { answers, unanswered } = await answerRequests(requests, {
+          ...(answersFile === undefined ? {} : { file: answersFile }),
+          ...(approve === undefined ? {} : { approve }),
+          ...(person === undefined ? {} : { person }),
+        });
+        if (unanswered.length > 0) break;
+        // The resumed run prints everything again from the start: only its output is shown.
+        execution = await terminal.step("resuming", () => runtime.resume(continuation, answers));
+      }
+    } finally {
+      person?.close();
+    }
     // The run's output and result come first: a context file that cannot be written must not hide them.
     if (values.json) io.stdout.write(`${JSON.stringify(execution, null, 2)}\n`);
     else printExecution(execution, io, terminal, codeFileName(values.code as string | undefined, io.cwd));
@@ -74,6 +115,18 @@ export const runCommand: CliCommand = async (argv, io) => {
       await writeContextFile(contextFile, execution.context);
       if (!values.json)
         io.stderr.write(`ran in ${execution.durationMs.toFixed(1)} ms; context saved to ${contextFile}\n`);
+    }
+    if (execution.pending) {
+      if (!values.json) {
+        io.stderr.write(
+          `the run paused: it waits for ${execution.pending.requests.length === 1 ? "an answer" : "answers"} no one gave\n`,
+        );
+        for (const request of execution.pending.requests) io.stderr.write(`  ${describeRequest(request)}\n`);
+        io.stderr.write(
+          "answer with --approve all|none or --answers <file> (a JSON object of request id -> answer)\n",
+        );
+      }
+      return EXIT.paused;
     }
     return execution.ok ? EXIT.ok : EXIT.failed;
   } finally {
