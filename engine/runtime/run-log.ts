@@ -58,6 +58,13 @@ export interface RunLogOptions {
 
 type Operation = "call" | "construct" | "get";
 
+/** What becomes of a new call: it runs, waits for a person (an approval, an answer), or is denied. */
+type Decision =
+  | { kind: "run"; run: () => HostOutcome }
+  | { kind: "pending-approval"; reason: "tag" | "policy"; run: () => HostOutcome }
+  | { kind: "pending-ask"; question: string; choices: unknown }
+  | { kind: "denied"; reason: string };
+
 /** moss-ts's tracer: a no-op unless the host registered an OpenTelemetry tracer provider. */
 export const tracer = () => otelTrace.getTracer("moss-ts");
 
@@ -181,17 +188,7 @@ export class RunLog implements HostMembraneContract {
    * One call: answered from the replayed log while the run follows it, else decided by `decide` and run (or made to
    * wait, or denied), recorded in the new log and traced.
    */
-  #record(
-    target: CallTarget,
-    key: string,
-    args: string,
-    line: number,
-    decide: () =>
-      | { kind: "run"; run: () => HostOutcome }
-      | { kind: "pending-approval"; reason: "tag" | "policy"; run: () => HostOutcome }
-      | { kind: "pending-ask"; question: string; choices: unknown }
-      | { kind: "denied"; reason: string },
-  ): HostOutcome {
+  #record(target: CallTarget, key: string, args: string, line: number, decide: () => Decision): HostOutcome {
     if (this.diverged !== undefined)
       return { kind: "refuse", failure: "replay-diverged", message: this.diverged };
     const index = this.#count++;
@@ -269,11 +266,7 @@ export class RunLog implements HostMembraneContract {
     key: string,
     args: string,
     trace: HostCallRecord,
-    decide: () =>
-      | { kind: "run"; run: () => HostOutcome }
-      | { kind: "pending-approval"; reason: "tag" | "policy"; run: () => HostOutcome }
-      | { kind: "pending-ask"; question: string; choices: unknown }
-      | { kind: "denied"; reason: string },
+    decide: () => Decision,
   ): HostOutcome {
     const request = logged.request!;
     const entry: LogEntry = { key, args, request };

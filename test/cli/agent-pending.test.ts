@@ -1,17 +1,14 @@
-// `moss agent` with runs that pause (issue 10): the real binary in a child process (stdin is a pipe, not a TTY),
-// a recorded model (--replay), and the vault fixture whose host logs every transfer that really ran.
-import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { PassThrough } from "node:stream";
-import { promisify } from "node:util";
 import { afterAll, afterEach, beforeEach, describe, expect, test } from "vitest";
 import type { ScriptedResponse } from "../../engine/agent/scripted-language-model.ts";
 import type { CliIo } from "../../engine/cli/cli-io.ts";
 import { EXIT } from "../../engine/cli/exit-codes.ts";
 import { main } from "../../engine/cli/main.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
+import { runMoss } from "../helpers/moss-cli.ts";
 
 const VAULT = "test/agent/fixtures/vault/context.ts";
 let directory: string;
@@ -27,20 +24,7 @@ afterAll(async () => {
 });
 
 /** Runs the real `moss` binary in a child process, as a user would (stdin a pipe: no one to ask). */
-async function moss(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = promisify(execFile)(process.execPath, ["--no-node-snapshot", "bin/moss.js", ...args], {
-    env: { ...process.env, VITEST: "", NO_COLOR: "1", MOSS_VAULT_LOG: log() },
-    maxBuffer: 16 * 1024 * 1024,
-  });
-  child.child.stdin?.end();
-  try {
-    const { stdout, stderr } = await child;
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const failed = error as { code: number; stdout: string; stderr: string };
-    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
-  }
-}
+const moss = (args: string[]) => runMoss(args, { env: { MOSS_VAULT_LOG: log() } });
 
 const log = () => path.join(directory, "vault.log");
 const transfers = async () => (await readFile(log(), "utf8").catch(() => "")).split("\n").filter(Boolean);

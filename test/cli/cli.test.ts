@@ -1,36 +1,19 @@
-import { execFile } from "node:child_process";
 import { watch } from "node:fs";
 import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Readable, Writable } from "node:stream";
-import { promisify } from "node:util";
 import { describe, expect, test } from "vitest";
 import { EXIT, EXIT_CODES_HELP } from "../../engine/cli/exit-codes.ts";
 import { main } from "../../engine/cli/main.ts";
+import { type CliResult, runMoss } from "../helpers/moss-cli.ts";
 
 const SPHERO = "examples/sphero/context.ts";
 const IS_ROOT = process.getuid?.() === 0;
 
 /** Runs the real `moss` binary in a child process, as a user would. */
-async function moss(
-  args: string[],
-  input?: string,
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = promisify(execFile)(process.execPath, ["--no-node-snapshot", "bin/moss.js", ...args], {
-    env: { ...process.env, VITEST: "", NO_COLOR: "1" },
-    maxBuffer: 16 * 1024 * 1024,
-  });
-  if (input !== undefined) {
-    child.child.stdin?.end(input);
-  }
-  try {
-    const { stdout, stderr } = await child;
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const failed = error as { code: number; stdout: string; stderr: string };
-    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
-  }
+function moss(args: string[], input?: string): Promise<CliResult> {
+  return runMoss(args, input === undefined ? {} : { input });
 }
 
 describe("moss CLI", () => {

@@ -1,11 +1,9 @@
-// `moss run` with code that pauses (issue 10): the real binary in a child process, stdin a pipe (no one to ask).
-import { execFile } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { EXIT } from "../../engine/cli/exit-codes.ts";
+import { runMoss } from "../helpers/moss-cli.ts";
 
 const SPHERO = "examples/sphero/context.ts";
 let directory: string;
@@ -16,20 +14,7 @@ afterAll(async () => {
   await rm(directory, { recursive: true, force: true });
 });
 
-async function moss(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = promisify(execFile)(process.execPath, ["--no-node-snapshot", "bin/moss.js", ...args], {
-    env: { ...process.env, VITEST: "", NO_COLOR: "1" },
-    maxBuffer: 16 * 1024 * 1024,
-  });
-  child.child.stdin?.end();
-  try {
-    const { stdout, stderr } = await child;
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const failed = error as { code: number; stdout: string; stderr: string };
-    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
-  }
-}
+const moss = (args: string[]) => runMoss(args);
 
 const SPRINT = `async function main(moss: Moss) {
   console.log("before");
