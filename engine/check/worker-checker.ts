@@ -27,6 +27,13 @@ export const DEFAULT_TYPE_CHECK_MEMORY_BYTES = 512 * 1024 * 1024;
 const DEFAULT_START_TIMEOUT_MS = 60_000;
 const DEFAULT_IDLE_TIMEOUT_MS = 300_000;
 const MEBIBYTE = 1024 * 1024;
+/**
+ * The worker's young generation, fixed. Node ends a worker at its heap limit with only 16 MiB of leeway; past that V8
+ * aborts the whole process. Left to Node, the young generation grows with the old one (Node 24: 192 MiB next to a
+ * 160 MiB old generation), and one scavenge then promotes more than the leeway at the limit: a type bomb killed
+ * the host ("Reached heap limit") instead of ending the worker with ERR_WORKER_OUT_OF_MEMORY.
+ */
+const YOUNG_GENERATION_MB = 16;
 /** Most snippets replayed into a fresh worker (the newest; older definitions are usually redefined by then). */
 const MAX_ACCEPTED = 256;
 /** Longest text of a worker failure shown in a diagnostic. */
@@ -183,7 +190,10 @@ export class WorkerModuleChecker {
     const data: CheckWorkerData = { options: this.#options, accepted: [...this.#accepted] };
     const worker = new Worker(entry, {
       workerData: data,
-      resourceLimits: { maxOldGenerationSizeMb: Math.max(16, Math.floor(this.#memoryLimitBytes / MEBIBYTE)) },
+      resourceLimits: {
+        maxOldGenerationSizeMb: Math.max(16, Math.floor(this.#memoryLimitBytes / MEBIBYTE)),
+        maxYoungGenerationSizeMb: YOUNG_GENERATION_MB,
+      },
       stdout: true,
       stderr: true,
     });

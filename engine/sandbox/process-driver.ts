@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import type { Duplex } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { MossError } from "../errors.ts";
@@ -72,7 +73,33 @@ function childArguments(): string[] {
 const REFILL_DELAY_MS = 500;
 
 /** Why a run's sandbox process was killed by its supervisor (absent: it died by itself). */
-type KillReason = "timeout" | "disposed" | "stopped";
+type KillReason = "timeout" | "memory" | "disposed" | "stopped";
+
+const MEBIBYTE = 1024 * 1024;
+
+/**
+ * How much a sandbox process may grow during a run past its size when the run started, beyond twice its isolate's
+ * memory limit. isolated-vm stops an isolate at its limit by an interrupt, which code inside one long V8 builtin
+ * never services (`new Array(1e9).fill(0)` fills a dictionary in C++): isolated-vm then lends V8 another GiB and the
+ * process grows to over 1 GiB before V8 aborts it, which takes longer than the wall-time limit under load on
+ * Node 24+. Nothing a live isolate within its limit holds (heap, its young generation, array buffers, compiler
+ * memory) comes near this, so a process past it is out of memory and is killed at once.
+ */
+const MEMORY_SLACK_BYTES = 256 * MEBIBYTE;
+
+/** How often the supervisor reads a running sandbox process's resident size. */
+const MEMORY_POLL_MS = 100;
+
+/** A process's resident set size in bytes (Linux `/proc`); undefined where it cannot be read (other systems). */
+function residentBytes(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return match === null ? undefined : Number(match[1]) * 1024;
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * What V8 prints when it aborts a process for lack of memory: Node's handler ("JavaScript heap out of memory",
@@ -93,7 +120,12 @@ class SandboxChild {
   readonly #streams: Array<{ ref(): unknown; unref(): unknown }>;
   #membrane: HostMembrane | undefined;
   #run:
-    | { resolve(result: SandboxRunResult): void; timer: NodeJS.Timeout; limits: ExecutionLimits }
+    | {
+        resolve(result: SandboxRunResult): void;
+        timer: NodeJS.Timeout;
+        memoryWatch: NodeJS.Timeout | undefined;
+        limits: ExecutionLimits;
+      }
     | undefined;
   #opening: { resolve(): void; reject(error: Error): void } | undefined;
   #isReady = false;
@@ -104,6 +136,9 @@ class SandboxChild {
   #exited = false;
   #killReason: KillReason | undefined;
   #stderrTail = "";
+  #memoryLimitBytes = 0;
+  /** The resident size that made the memory watch kill the process. */
+  #killedAtBytes = 0;
   #nextPromiseId = 1;
   #onReady!: () => void;
   #onStartFailed!: (error: Error) => void;
@@ -223,6 +258,7 @@ class SandboxChild {
   /** Opens the one session this process will ever hold. */
   async open(setup: SessionSetup, membrane: HostMembrane, memoryLimitBytes: number): Promise<void> {
     this.#membrane = membrane;
+    this.#memoryLimitBytes = memoryLimitBytes;
     this.#hold(true);
     try {
       await this.ready;
@@ -244,10 +280,27 @@ class SandboxChild {
         this.#stderrTail += `\n(no answer ${limits.wallTimeMs + this.#graceMs} ms into a run)`;
         this.kill("timeout");
       }, limits.wallTimeMs + this.#graceMs);
-      this.#run = { resolve, timer, limits };
+      this.#run = { resolve, timer, memoryWatch: this.#watchMemory(), limits };
       this.#hold(true);
       this.#send({ type: "run", session: 1, request });
     });
+  }
+
+  /**
+   * Supervises the run's memory from outside, as the timer does its time: a process grown past its isolate's limit
+   * by more than isolated-vm lets a live isolate hold is killed (kind `memory`). Not where `/proc` is missing.
+   */
+  #watchMemory(): NodeJS.Timeout | undefined {
+    const pid = this.process.pid;
+    const start = residentBytes(pid);
+    if (start === undefined) return undefined;
+    const ceiling = start + 2 * this.#memoryLimitBytes + MEMORY_SLACK_BYTES;
+    return setInterval(() => {
+      const resident = residentBytes(pid);
+      if (resident === undefined || resident <= ceiling) return;
+      this.#killedAtBytes = resident;
+      this.kill("memory");
+    }, MEMORY_POLL_MS);
   }
 
   #send(message: ParentMessage): void {
@@ -274,6 +327,7 @@ class SandboxChild {
         const run = this.#run;
         if (run === undefined) return;
         clearTimeout(run.timer);
+        clearInterval(run.memoryWatch);
         this.#run = undefined;
         this.#hold(false);
         // A session whose isolate died is not reopened in this process: the next open takes a fresh one.
@@ -331,6 +385,14 @@ class SandboxChild {
       result.error!.kind = "memory";
       return result;
     }
+    if (this.#killReason === "memory") {
+      const result = crashResult(
+        `the run exceeded its memory limit of ${Math.round(this.#memoryLimitBytes / MEBIBYTE)} MiB and did not stop when interrupted; its sandbox process grew to ${Math.round(this.#killedAtBytes / MEBIBYTE)} MiB and was killed`,
+        "RangeError",
+      );
+      result.error!.kind = "memory";
+      return result;
+    }
     if (this.#killReason === "timeout") {
       const limits = this.#run!.limits;
       const result = crashResult(
@@ -357,6 +419,7 @@ class SandboxChild {
     const run = this.#run;
     if (run !== undefined) {
       clearTimeout(run.timer);
+      clearInterval(run.memoryWatch);
       const result = this.#deathResult(message);
       this.#run = undefined;
       run.resolve(result);
