@@ -286,7 +286,7 @@ export class DeclaredTypes {
     const approvals = new Set<string>();
     for (const symbol of checker.getPropertiesOfType(type)) {
       if (!isPublicMember(symbol)) continue;
-      const tagged = symbol.getJsDocTags(checker).some((tag) => tag.name === APPROVAL_TAG);
+      const tagged = hasApprovalTag(symbol, checker);
       if (tagged) approvals.add(symbol.getName());
       const memberType = checker.getTypeOfSymbol(symbol);
       // A function reached through an @approval member (read as a property, or a plain-object service's function)
@@ -328,6 +328,30 @@ export class DeclaredTypes {
     }
     return symbol.getName();
   }
+}
+
+/**
+ * Whether a member's declaration, or the declaration it re-declares in a base class or interface (`extends`,
+ * `implements`), carries `@approval`. TypeScript inherits JSDoc tags only when the re-declaration has none of its
+ * own, so an override documenting its `@param` silently dropped the base's tag: a person's say must not vanish
+ * because a subtype repeated a member.
+ */
+function hasApprovalTag(symbol: ts.Symbol, checker: ts.TypeChecker, seen = new Set<ts.Symbol>()): boolean {
+  if (seen.has(symbol)) return false;
+  seen.add(symbol);
+  if (symbol.getJsDocTags(checker).some((tag) => tag.name === APPROVAL_TAG)) return true;
+  const name = symbol.getName();
+  for (const declaration of symbol.getDeclarations() ?? []) {
+    const owner = declaration.parent;
+    if (!owner || !(ts.isClassLike(owner) || ts.isInterfaceDeclaration(owner))) continue;
+    for (const clause of owner.heritageClauses ?? []) {
+      for (const base of clause.types) {
+        const inherited = checker.getTypeAtLocation(base).getProperty(name);
+        if (inherited && hasApprovalTag(inherited, checker, seen)) return true;
+      }
+    }
+  }
+  return false;
 }
 
 /** `typeof SomeAbstractClass`: model code may not construct it (TypeScript would not let it either). */

@@ -91,7 +91,8 @@ export class HostMembrane implements HostMembraneContract {
     if (operation === "construct") return { service, member: `new ${name ?? "(class)"}`, approval: false };
     if (member === null) return { service, member: name ?? "(function)", approval: entry.type.callApproval };
     const owner = service ?? name;
-    if (operation === "get") return { service: owner, member, approval: false };
+    // A read of an `@approval` member (a getter runs host code on every read) needs the same yes as a call.
+    if (operation === "get") return { service: owner, member, approval: entry.type.approvals.has(member) };
     return { service: owner, member, approval: entry.type.approvals.has(member) };
   }
 

@@ -108,6 +108,8 @@ type ExecHook = (
 ) => Promise<Execution>;
 
 const MAX_CUMULATIVE_STDOUT = 1024 * 1024;
+/** A run's log (kept for its continuation) holds at most this many times `maxResultBytes` of arguments and results. */
+const MAX_LOG_RESULTS = 4;
 /** Snippets that ran with type-checking off, kept so a later check still sees their definitions. */
 const MAX_UNCHECKED_SNIPPETS = 256;
 
@@ -460,6 +462,8 @@ export class MossRuntime {
       origin: this.#origin,
       canPause: this.#durableRuns ? true : "this runtime does not pause runs (durableRuns is off)",
       traceContext,
+      // A paused run's log travels in its continuation: a few results' worth, never the host's memory.
+      maxLogBytes: MAX_LOG_RESULTS * limits.maxResultBytes,
     });
     this.#runLog = runLog;
     let result: SandboxRunResult;
@@ -479,6 +483,24 @@ export class MossRuntime {
     if (!session.alive) this.#session = undefined;
     const calls = runLog.calls;
 
+    // A run that waits for a person but left its log (the code caught the divergence) or outgrew it cannot be
+    // resumed: it fails as it is, and keeps nothing.
+    const unresumable: ExecutionError | undefined =
+      runLog.diverged !== undefined
+        ? { kind: "replay-diverged", name: "Error", message: runLog.diverged }
+        : runLog.overflowed !== undefined
+          ? { kind: "output-limit", name: "RangeError", message: runLog.overflowed }
+          : undefined;
+    if (result.paused && unresumable !== undefined && result.error === undefined) {
+      this.#recordStdout(result.stdout);
+      if (runLog.diverged !== undefined) await this.#discardSession();
+      return this.#finish(
+        { ok: false, returns: undefined, stdout: result.stdout, error: unresumable, calls },
+        code,
+        warnings,
+        started,
+      );
+    }
     if (result.paused && runLog.requests.length > 0 && result.error === undefined) {
       // Nothing of a paused run persists: the isolate it changed is gone, the data stay as they were.
       this.#recordStdout(result.stdout);

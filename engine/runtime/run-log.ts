@@ -54,6 +54,8 @@ export interface RunLogOptions {
   canPause: boolean | string;
   /** The OpenTelemetry context of the run's span: each host call's span is its child. */
   traceContext?: Context;
+  /** How many bytes (arguments, results, requests) the kept log may hold; past it the run can no longer pause. */
+  maxLogBytes: number;
 }
 
 type Operation = "call" | "construct" | "get";
@@ -80,6 +82,19 @@ export class RunLog implements HostMembraneContract {
   diverged: string | undefined;
   /** Calls made so far (the index of the next one in the log). */
   #count = 0;
+  /**
+   * Handles of a log made by another runtime, paired with this runtime's (old id -> new id and back), learned from
+   * the results of calls run again and from arguments: the same logged handle must stay the same handle here.
+   */
+  readonly #pairs = { old: new Map<number, number>(), new: new Map<number, number>() };
+  /** Bytes the kept log holds. */
+  #logBytes = 0;
+  /**
+   * Why the log is no longer kept: model code sent or received more than `maxLogBytes` through host calls (every
+   * argument and result of a run that can pause is kept for its continuation, so a loop of large calls or thousands
+   * of large `moss.ask` questions filled the host's memory, and a pause made a continuation of hundreds of MB).
+   */
+  overflowed: string | undefined;
 
   constructor(options: RunLogOptions) {
     this.#options = options;
@@ -150,8 +165,10 @@ export class RunLog implements HostMembraneContract {
     if (target === undefined) return run();
     const key = `${target.service === undefined ? "" : `${target.service}.`}${target.member}${operation === "get" ? " (read)" : ""}`;
     return this.#record(target, key, args, line, () => {
-      if (operation === "get") return { kind: "run", run };
-      const decision = this.#decide(target, args, line);
+      // Reads are not policy calls, but a read of an `@approval` member (a getter: host code runs) waits for a yes.
+      if (operation === "get" && !target.approval) return { kind: "run", run };
+      const decision =
+        operation === "get" ? ({ kind: "ask", reason: "tag" } as const) : this.#decide(target, args, line);
       if (decision.kind === "ask") return { kind: "pending-approval", reason: decision.reason, run };
       if (decision.kind === "deny") return { kind: "denied", reason: decision.reason };
       return { kind: "run", run };
@@ -203,7 +220,7 @@ export class RunLog implements HostMembraneContract {
     this.calls.push(trace);
     const logged = this.#options.replay[index];
     if (logged !== undefined) {
-      if (logged.key !== key || !sameArguments(logged.args, args)) {
+      if (logged.key !== key || !this.#sameArguments(logged, args)) {
         this.diverged =
           `the resumed run left its log at call ${index + 1} of ${this.#options.replay.length}` +
           `${site.line === undefined ? "" : ` (line ${site.line})`}: it called ${key}` +
@@ -224,14 +241,16 @@ export class RunLog implements HostMembraneContract {
       }
       // A result holding host objects of another runtime: the call runs again here to make them (see README).
     }
+    const rerun = logged?.result?.handles ? logged.result : undefined;
     const decision = decide();
-    const entry: LogEntry = { key, args };
+    const entry: LogEntry = { key, args, origin: this.#options.origin };
     this.#keep(entry);
     if (decision.kind === "denied") return this.#deny(entry, trace, target.member, decision.reason);
-    if (decision.kind === "run") return this.#run(entry, trace, decision.run);
-    if (this.#options.canPause !== true) {
+    if (decision.kind === "run") return this.#run(entry, trace, decision.run, rerun);
+    if (this.#options.canPause !== true || this.overflowed !== undefined) {
       const reason =
-        typeof this.#options.canPause === "string" ? this.#options.canPause : "this run cannot pause";
+        this.overflowed ??
+        (typeof this.#options.canPause === "string" ? this.#options.canPause : "this run cannot pause");
       return this.#deny(entry, trace, target.member, reason);
     }
     const request: PendingRequest =
@@ -257,7 +276,23 @@ export class RunLog implements HostMembraneContract {
 
   /** Keeps an entry in the new log (only runs that can pause keep one: nothing else reads it). */
   #keep(entry: LogEntry): void {
-    if (this.#options.canPause === true) this.entries.push(entry);
+    if (this.#options.canPause !== true || this.overflowed !== undefined) return;
+    this.entries.push(entry);
+    this.#grow(
+      entry.key.length +
+        entry.args.length +
+        (entry.result?.wire.length ?? 0) +
+        (entry.request ? JSON.stringify(entry.request).length : 0),
+    );
+  }
+
+  /** Counts bytes the kept log holds; past the limit the log is dropped and the run can no longer pause. */
+  #grow(bytes: number): void {
+    if (this.overflowed !== undefined || this.#options.canPause !== true) return;
+    this.#logBytes += bytes;
+    if (this.#logBytes <= this.#options.maxLogBytes) return;
+    this.overflowed = `the run's host calls passed ${this.#options.maxLogBytes} bytes of arguments and results, more than a paused run can keep: it can no longer pause`;
+    this.entries.length = 0;
   }
 
   /** A logged call that waited: its answer decides it now, or it waits again. */
@@ -269,7 +304,7 @@ export class RunLog implements HostMembraneContract {
     decide: () => Decision,
   ): HostOutcome {
     const request = logged.request!;
-    const entry: LogEntry = { key, args, request };
+    const entry: LogEntry = { key, args, request, origin: this.#options.origin };
     this.#keep(entry);
     const answer = this.#options.answers[request.id];
     if (answer === undefined) return this.#wait(entry, trace, request);
@@ -277,6 +312,7 @@ export class RunLog implements HostMembraneContract {
       const text = "answer" in answer ? answer.answer : "";
       const outcome = { kind: "value" as const, wire: encodeWire(text) };
       entry.result = { kind: "promise-value", wire: outcome.wire, handles: false };
+      this.#grow(outcome.wire.length);
       trace.resultBytes = outcome.wire.length;
       return { kind: "promise", settled: Promise.resolve(outcome) };
     }
@@ -291,7 +327,44 @@ export class RunLog implements HostMembraneContract {
     return this.#deny(entry, trace, request.kind === "approval" ? request.member : key, reason);
   }
 
+  /**
+   * Whether a call is the logged one: the same data, and the same host objects. Handle ids are compared exactly when
+   * this runtime made the log (ids are stable in a runtime), else through the pairs learned so far. Comparing handles
+   * by kind only let a resumed run pass *another* host object to an approved call than the one the person approved
+   * (code can tell a replay from the first run, e.g. through Intl's clock).
+   */
+  #sameArguments(logged: LogEntry, given: string): boolean {
+    if (logged.args === given) return true;
+    const a = handleSkeleton(logged.args);
+    const b = handleSkeleton(given);
+    if (a === undefined || b === undefined || a.text !== b.text || a.ids.length !== b.ids.length)
+      return false;
+    if (logged.origin === this.#options.origin) return a.ids.every((id, i) => id === b.ids[i]);
+    return a.ids.every((id, i) => this.#pairOne(id, b.ids[i]!));
+  }
+
+  /** Pairs the handles of a logged result with those of the same call's result here (positionally). */
+  #pair(loggedWire: string, wire: string): void {
+    const a = handleSkeleton(loggedWire);
+    const b = handleSkeleton(wire);
+    if (a === undefined || b === undefined || a.ids.length !== b.ids.length) return;
+    for (const [i, id] of a.ids.entries()) this.#pairOne(id, b.ids[i]!);
+  }
+
+  /** Pairs an old handle id with a new one; false when either is already paired with another. */
+  #pairOne(old: number, given: number): boolean {
+    const known = this.#pairs.old.get(old);
+    const back = this.#pairs.new.get(given);
+    if (known === undefined && back === undefined) {
+      this.#pairs.old.set(old, given);
+      this.#pairs.new.set(given, old);
+      return true;
+    }
+    return known === given && back === old;
+  }
+
   #wait(entry: LogEntry, trace: HostCallRecord, request: PendingRequest): HostOutcome {
+    if (entry.request === undefined) this.#grow(JSON.stringify(request).length);
     entry.request = request;
     trace.outcome = "pending";
     this.requests.push(request);
@@ -300,6 +373,7 @@ export class RunLog implements HostMembraneContract {
 
   #deny(entry: LogEntry, trace: HostCallRecord, member: string, reason: string): HostOutcome {
     const wire = hostErrorWire(new ApprovalDenied(member, reason));
+    this.#grow(wire.length);
     entry.result = { kind: "error", wire, handles: false };
     trace.outcome = "denied";
     trace.resultBytes = wire.length;
@@ -307,7 +381,12 @@ export class RunLog implements HostMembraneContract {
   }
 
   /** Runs the call on the host: its outcome is recorded (when a promise settles, then) and traced. */
-  #run(entry: LogEntry, trace: HostCallRecord, run: () => HostOutcome): HostOutcome {
+  #run(
+    entry: LogEntry,
+    trace: HostCallRecord,
+    run: () => HostOutcome,
+    rerun?: NonNullable<LogEntry["result"]>,
+  ): HostOutcome {
     entry.origin = this.#options.origin;
     const started = performance.now();
     const span: Span = tracer().startSpan(
@@ -321,9 +400,12 @@ export class RunLog implements HostMembraneContract {
         wire,
         handles: holdsHandles(wire),
       };
+      this.#grow(wire.length);
       trace.outcome = kind;
       trace.durationMs = performance.now() - started;
       trace.resultBytes = wire.length;
+      // The logged result's handles and the new ones stand for the same host objects from now on.
+      if (rerun !== undefined) this.#pair(rerun.wire, wire);
       span.setAttribute("moss.result_bytes", wire.length);
       if (kind === "error") span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();
@@ -368,17 +450,20 @@ function replayedOutcome(result: NonNullable<LogEntry["result"]>): HostOutcome {
   return { kind: "promise", settled: Promise.resolve({ kind, wire: result.wire }) };
 }
 
-/**
- * Whether two argument wires are the same call: equal text, or equal once handle ids (which differ between
- * runtimes and runs) are left out.
- */
-function sameArguments(logged: string, given: string): boolean {
-  if (logged === given) return true;
+/** A wire's data with its handles left out (by kind), and the handle ids in the order they appear. */
+function handleSkeleton(wire: string): { text: string; ids: number[] } | undefined {
+  const ids: number[] = [];
   try {
-    const canonical = (wire: string) =>
-      encodeWire(decodeWire(wire, { onHandle: (shape) => `[handle ${shape.kind}]` }));
-    return canonical(logged) === canonical(given);
+    const text = encodeWire(
+      decodeWire(wire, {
+        onHandle: (shape) => {
+          ids.push(Number(shape.id));
+          return `[handle ${shape.kind}]`;
+        },
+      }),
+    );
+    return { text, ids };
   } catch {
-    return false;
+    return undefined;
   }
 }

@@ -298,6 +298,17 @@ export class IsolateSession {
    * part-way; a resume starts over from the data as it was before the run).
    */
   async #paused(run: ActiveRun): Promise<SandboxRunResult> {
+    if (run.hostCalls > run.limits.maxHostCalls) {
+      // A run past its call limit failed, whatever still waits: pausing it would hand a person thousands of
+      // requests (and the limit's error would be lost) for a run that cannot finish.
+      this.#kill();
+      const message = `the run exceeded its limit of ${run.limits.maxHostCalls} host calls`;
+      return this.#result(run, {
+        ok: false,
+        error: { kind: "call-limit", name: "Error", message },
+        warnings: [],
+      });
+    }
     let nondeterminism: SandboxRunResult["nondeterminism"] = { clock: [], random: [] };
     try {
       nondeterminism = JSON.parse(String(await this.#apply(this.#recorded, [], 1_000)));
