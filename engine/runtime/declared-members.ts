@@ -27,6 +27,11 @@ export interface DeclaredType {
   readonly approvals: ReadonlySet<string>;
   /** Whether calling a handle here needs approval (a function declared with `@approval`). */
   readonly callApproval: boolean;
+  /**
+   * Whether a call here may answer with a plain value rather than a Promise (a declared non-Promise return, or no
+   * declaration at all): a call that waits for a person then stops the run at once, since no placeholder fits.
+   */
+  readonly callSync: boolean;
 }
 
 const EMPTY: ReadonlyMap<string, DeclaredType> = new Map();
@@ -40,6 +45,7 @@ function fixedType(kind: DeclaredType["kind"], callable: boolean): DeclaredType 
     members: EMPTY,
     approvals: NO_APPROVALS,
     callApproval: false,
+    callSync: kind !== "declared",
     data: kind === "declared",
     get rest() {
       return kind === "declared" ? NOTHING : type;
@@ -73,6 +79,7 @@ interface Parts {
   data?: boolean;
   approvals?: ReadonlySet<string>;
   callApproval?: boolean;
+  callSync?: boolean;
 }
 
 /** A declared type whose parts are computed on first use, once. */
@@ -113,6 +120,9 @@ class LazyType implements DeclaredType {
   }
   get callApproval(): boolean {
     return this.#get().callApproval ?? false;
+  }
+  get callSync(): boolean {
+    return this.#get().callSync ?? true;
   }
 }
 
@@ -309,6 +319,11 @@ export class DeclaredTypes {
       members,
       approvals,
       callApproval,
+      // A signature returning a non-Promise (or `any`) may answer at once: no Promise placeholder can stand for it.
+      callSync: signatures.some((signature) => {
+        const returned = signature.getReturnType();
+        return (checker.getAwaitedType(returned) ?? returned) === returned;
+      }),
       ...(index ? { rest: this.of(index.type) } : {}),
       ...(calls.length > 0 ? { callResult: combine(calls) } : {}),
       ...(constructs.length > 0 ? { constructResult: combine(constructs) } : {}),
@@ -417,6 +432,9 @@ function lazyOf(resolve: () => DeclaredType, approval = false): DeclaredType {
     get callApproval() {
       return approval || get().callApproval;
     },
+    get callSync() {
+      return get().callSync;
+    },
   };
 }
 
@@ -455,6 +473,7 @@ export function combine(types: readonly DeclaredType[]): DeclaredType {
       members,
       approvals,
       callApproval: objects.some((type) => type.callApproval),
+      callSync: objects.length === 0 || objects.some((type) => type.callSync),
       data: objects.length === 0,
       rest:
         objects.length > 0 && objects.every((type) => type.rest !== NOTHING)

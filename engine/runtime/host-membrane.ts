@@ -40,6 +40,8 @@ export interface CallTarget {
   member: string;
   /** Whether the member's declaration carries `@approval`. */
   approval: boolean;
+  /** Whether the call may answer with a plain value (not a Promise): waiting for a person then stops the run. */
+  sync: boolean;
 }
 
 /** Answers, for an undeclared position, the declared type of the value's nearest declared class. */
@@ -88,12 +90,18 @@ export class HostMembrane implements HostMembraneContract {
     const entry = this.#entries.get(handle);
     if (entry === undefined) return undefined;
     const { service, name } = entry.label;
-    if (operation === "construct") return { service, member: `new ${name ?? "(class)"}`, approval: false };
-    if (member === null) return { service, member: name ?? "(function)", approval: entry.type.callApproval };
+    if (operation === "construct")
+      return { service, member: `new ${name ?? "(class)"}`, approval: false, sync: true };
+    if (member === null) {
+      const type = entry.type;
+      return { service, member: name ?? "(function)", approval: type.callApproval, sync: type.callSync };
+    }
     const owner = service ?? name;
+    const approval = entry.type.approvals.has(member);
     // A read of an `@approval` member (a getter runs host code on every read) needs the same yes as a call.
-    if (operation === "get") return { service: owner, member, approval: entry.type.approvals.has(member) };
-    return { service: owner, member, approval: entry.type.approvals.has(member) };
+    if (operation === "get") return { service: owner, member, approval, sync: true };
+    const sync = entry.type.kind === "runtime" || (entry.type.members.get(member)?.callSync ?? true);
+    return { service: owner, member, approval, sync };
   }
 
   /** Decodes call arguments as data for a person or a policy to read: host objects appear as `[host object]`. */

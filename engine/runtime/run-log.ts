@@ -148,7 +148,7 @@ export class RunLog implements HostMembraneContract {
     ) {
       return errorOutcome(new TypeError("moss.ask: options.choices must be a non-empty array of strings"));
     }
-    const target: CallTarget = { service: undefined, member: "ask", approval: false };
+    const target: CallTarget = { service: undefined, member: "ask", approval: false, sync: false };
     return this.#record(target, "ask", args, line, () => ({ kind: "pending-ask", question, choices }));
   }
 
@@ -237,7 +237,7 @@ export class RunLog implements HostMembraneContract {
         return replayedOutcome(logged.result);
       }
       if (logged.request !== undefined && logged.result === undefined) {
-        return this.#answered(logged, key, args, trace, decide);
+        return this.#answered(logged, key, args, trace, decide, target.sync);
       }
       // A result holding host objects of another runtime: the call runs again here to make them (see README).
     }
@@ -271,7 +271,7 @@ export class RunLog implements HostMembraneContract {
             reason: decision.reason,
             ...site,
           };
-    return this.#wait(entry, trace, request);
+    return this.#wait(entry, trace, request, target.sync && decision.kind === "pending-approval");
   }
 
   /** Keeps an entry in the new log (only runs that can pause keep one: nothing else reads it). */
@@ -302,12 +302,13 @@ export class RunLog implements HostMembraneContract {
     args: string,
     trace: HostCallRecord,
     decide: () => Decision,
+    sync: boolean,
   ): HostOutcome {
     const request = logged.request!;
     const entry: LogEntry = { key, args, request, origin: this.#options.origin };
     this.#keep(entry);
     const answer = this.#options.answers[request.id];
-    if (answer === undefined) return this.#wait(entry, trace, request);
+    if (answer === undefined) return this.#wait(entry, trace, request, sync && request.kind === "approval");
     if (request.kind === "clarification") {
       const text = "answer" in answer ? answer.answer : "";
       const outcome = { kind: "value" as const, wire: encodeWire(text) };
@@ -363,12 +364,16 @@ export class RunLog implements HostMembraneContract {
     return known === given && back === old;
   }
 
-  #wait(entry: LogEntry, trace: HostCallRecord, request: PendingRequest): HostOutcome {
+  /**
+   * The call waits for its request's answer. A call that may answer with a plain value (`stop`) stops the run at
+   * once: the code would otherwise go on with a Promise where it expects the value and send it to later calls.
+   */
+  #wait(entry: LogEntry, trace: HostCallRecord, request: PendingRequest, stop: boolean): HostOutcome {
     if (entry.request === undefined) this.#grow(JSON.stringify(request).length);
     entry.request = request;
     trace.outcome = "pending";
     this.requests.push(request);
-    return { kind: "pending" };
+    return stop ? { kind: "pause" } : { kind: "pending" };
   }
 
   #deny(entry: LogEntry, trace: HostCallRecord, member: string, reason: string): HostOutcome {

@@ -198,7 +198,12 @@ function sandboxBootstrap(
   let maxStdout = 65536;
   let stdoutBytes = 0;
   let stdoutClosed = false;
-  let limitHit: null | { kind: "output-limit" | "call-limit" | "replay-diverged"; message: string } = null;
+  // `paused`: a call that returns a plain value waits for a person; the isolate stops making host calls and the host
+  // reports the run as paused (it never delivers this envelope's error).
+  let limitHit: null | {
+    kind: "output-limit" | "call-limit" | "replay-diverged" | "paused";
+    message: string;
+  } = null;
   const pending = new MapCtor<
     number,
     { resolve: (value: unknown) => void; reject: (error: unknown) => void; site?: string }
@@ -422,8 +427,7 @@ function sandboxBootstrap(
   }
 
   function callHost(operation: string, id: number, member: string | null, args: unknown[]): unknown {
-    if (limitHit !== null && (limitHit.kind === "call-limit" || limitHit.kind === "replay-diverged"))
-      throw new ErrorCtor(limitHit.message);
+    if (limitHit !== null && limitHit.kind !== "output-limit") throw new ErrorCtor(limitHit.message);
     const label = member === null ? "host function" : `${member}()`;
     const encoded = codec.encode(args, {
       __proto__: null,
@@ -446,8 +450,8 @@ function sandboxBootstrap(
     }
     // The call waits for a person's decision: the run pauses once nothing else can happen (the host decides when).
     if (tag === "w") return new PromiseCtor(() => {});
-    if (tag === "l" || tag === "d") {
-      const kind = tag === "l" ? "call-limit" : "replay-diverged";
+    if (tag === "l" || tag === "d" || tag === "s") {
+      const kind = tag === "l" ? "call-limit" : tag === "d" ? "replay-diverged" : "paused";
       if (limitHit === null) limitHit = { __proto__: null, kind, message: body } as any;
       throw new ErrorCtor(body);
     }

@@ -569,6 +569,10 @@ export class IsolateSession {
       run.waiting++;
       return "w";
     }
+    if (outcome.kind === "pause") {
+      run.waiting++;
+      return "sthe run paused: this call waits for a person's decision";
+    }
     if (outcome.kind === "refuse") return `d${outcome.message}`;
     run.outstanding++;
     const promiseId = this.#nextPromiseId++;

@@ -23,6 +23,7 @@ export type CallReply =
   | { kind: "value" | "error"; wire: string }
   | { kind: "promise"; promiseId: number }
   | { kind: "pending" }
+  | { kind: "pause" }
   | { kind: "refuse"; failure: "replay-diverged"; message: string };
 
 /** Messages the parent sends to a sandbox process. */

@@ -34,6 +34,11 @@ export type HostOutcome =
    * never settles, and the run pauses as soon as nothing else can happen.
    */
   | { kind: "pending" }
+  /**
+   * The call waits for a decision and its caller expects a plain value, not a Promise: the run stops at once (this
+   * and every later host call fail in the isolate) and pauses; nothing after the call runs.
+   */
+  | { kind: "pause" }
   /** The call must not happen (a resumed run left its log): this and every later host call fail, the run ends so. */
   | { kind: "refuse"; failure: "replay-diverged"; message: string };
 

@@ -354,6 +354,33 @@ describe.each(["in-process", "process"] as const)("durable runs (%s driver)", (s
     expect(robot.notes).toEqual(["open", "secret"]);
   });
 
+  test("a call that answers with a plain value stops the run at once while it waits: nothing after it runs", async () => {
+    const { runtime, robot } = await compile(sandbox, (compiler) =>
+      compiler.policy((call) => (call.member === "wipe" ? "ask" : "allow")),
+    );
+    const code = `async function main(moss: Moss) {
+  await moss.robot.note("before");
+  let lines = -1;
+  try { lines = moss.robot.wipe(); } catch { /* the pause is not the code's to handle */ }
+  await moss.robot.note("after " + lines);
+  return lines;
+}`;
+    const paused = await runtime.execute({ code });
+    const pending = pendingOf(paused);
+    expect(pending.requests).toEqual([
+      expect.objectContaining({ member: "wipe", reason: "policy", line: 4 }),
+    ]);
+    // Without a value to hand the code, the run stopped at the call: no "after -1" (or "[object Promise]") was written.
+    expect(robot.notes).toEqual(["before"]);
+    expect(robot.wipes).toBe(0);
+    const resumed = await runtime.resume(pending.continuation, {
+      [pending.requests[0]!.id]: { approved: true },
+    });
+    expect(okOf(resumed)).toBe(0);
+    expect(robot.wipes).toBe(1);
+    expect(robot.notes).toEqual(["after 0"]);
+  });
+
   test("execution.calls traces every host call with sizes, never payloads", async () => {
     const { runtime } = await compile(sandbox);
     const execution = await runtime.execute({
