@@ -147,12 +147,27 @@ export class MossTestSuite {
           target: testCase.target,
           code: testCase.code,
         });
+        // A case has no one to answer a person's requests: a run that pauses fails, and says what it waited for.
+        const paused = execution.pending
+          ? `the run paused waiting for a person: ${execution.pending.requests
+              .map((request) =>
+                request.kind === "approval"
+                  ? `approve ${request.service === undefined ? "" : `${request.service}.`}${request.member}`
+                  : `answer "${request.question}"`,
+              )
+              .join(", ")}`
+          : undefined;
         const failure =
-          testCase.expectError === undefined ? undefined : unmetExpectation(testCase.expectError, execution);
+          paused ??
+          (testCase.expectError === undefined
+            ? undefined
+            : unmetExpectation(testCase.expectError, execution));
         result = {
           name: testCase.name,
           target: testCase.target,
-          ok: testCase.expectError === undefined ? execution.ok : failure === undefined,
+          ok:
+            paused === undefined &&
+            (testCase.expectError === undefined ? execution.ok : failure === undefined),
           execution,
           ...(testCase.expectError === undefined ? {} : { expectError: testCase.expectError }),
           ...(failure === undefined ? {} : { failure }),

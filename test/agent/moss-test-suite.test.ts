@@ -121,6 +121,23 @@ export function __moss_compile__(compiler: MossCompiler) { compiler.bind("Weathe
     expect((error as Error).message).toContain("cases.ts:2:14");
   });
 
+  it("a case whose run pauses for a person fails and says what it waited for (no one can answer in a test)", async () => {
+    const module = join(directory, "asks.ts");
+    await writeFile(
+      module,
+      `export const __moss_test_cases__ = [
+  { name: "asks", code: "async function main(moss: any) { return moss.ask('Which colour?'); }" },
+  { name: "asks but expects an error", code: "async function main(moss: any) { return moss.ask('Why?'); }", expectError: "runtime" },
+];
+`,
+    );
+    const report = await new MossTestSuite().runModuleTests(module);
+    expect(report).toMatchObject({ ok: false, passed: 0, failed: 2 });
+    for (const result of report.results) {
+      expect(result.failure).toMatch(/the run paused waiting for a person: answer "(Which colour|Why)\?"/);
+    }
+  });
+
   it("a case can expect a failure: kind and message pattern met pass, unmet ones fail with a clear message", async () => {
     const module = join(directory, "errors.ts");
     await writeFile(
