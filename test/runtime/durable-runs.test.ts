@@ -15,8 +15,9 @@ import { decodeProperties } from "../../engine/context/index.ts";
 import { MossError } from "../../engine/errors.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
-import type { ApprovalRequest, ClarificationRequest, Execution } from "../../engine/types.ts";
+import type { ApprovalRequest, ClarificationRequest } from "../../engine/types.ts";
 import { writeModule } from "../helpers/compile-from-text.ts";
+import { okOf, pendingOf } from "../helpers/durable.ts";
 
 /*
  * Issue 10: durable runs. A run pauses when a host call needs a person's decision (`@approval`, a policy's "ask",
@@ -56,20 +57,6 @@ async function compile(
 /** The runtime's saved data fields, decoded. */
 function saved(runtime: MossRuntime): Record<string, unknown> {
   return decodeProperties(runtime.dumpContext().properties);
-}
-
-function pendingOf(execution: Execution) {
-  expect(execution.error, JSON.stringify(execution.error)).toBeUndefined();
-  expect(execution.ok).toBe(false);
-  expect(execution.pending).toBeDefined();
-  return execution.pending!;
-}
-
-function okOf(execution: Execution): unknown {
-  expect(execution.error, JSON.stringify(execution.error)).toBeUndefined();
-  expect(execution.pending).toBeUndefined();
-  expect(execution.ok).toBe(true);
-  return execution.returns;
 }
 
 describe.each(["in-process", "process"] as const)("durable runs (%s driver)", (sandbox) => {

@@ -14,6 +14,7 @@ import { MossError } from "../../engine/errors.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { Answers, Execution, PendingRequest } from "../../engine/types.ts";
+import { okOf, pendingOf } from "../helpers/durable.ts";
 
 /*
  * Red-team attacks on durable runs (issue 10): model code trying to reach an `@approval` member without a person's
@@ -47,19 +48,6 @@ async function compile(
   const runtime = await new MossCompiler({ sandbox, continuationKey: KEY, ...options }).compile(file);
   runtimes.push(runtime);
   return { runtime, silo: runtime.mossInjections().silo as HostSilo };
-}
-
-function pendingOf(execution: Execution) {
-  expect(execution.error, JSON.stringify(execution.error)).toBeUndefined();
-  expect(execution.pending, "the run should have paused").toBeDefined();
-  return execution.pending!;
-}
-
-function okOf(execution: Execution): unknown {
-  expect(execution.error, JSON.stringify(execution.error)).toBeUndefined();
-  expect(execution.pending).toBeUndefined();
-  expect(execution.ok).toBe(true);
-  return execution.returns;
 }
 
 function approveAll(execution: Execution, approved = true): Answers {
