@@ -455,10 +455,8 @@ export class MossRuntime {
       replay: plan.replay,
       answers: plan.answers,
       policy: this.#policies.length === 0 ? undefined : (call) => strictest(this.#policies, call),
-      siteOf: (scriptLine) => {
-        const line = scriptLine > 0 ? mapLineToSnippet(prepared.map, scriptLine) : undefined;
-        return line === undefined ? {} : { line, code: codeFrame(code, line, 1, 2) };
-      },
+      lineOf: (scriptLine) => mapLineToSnippet(prepared.map, scriptLine),
+      frameOf: (line) => codeFrame(code, line, 1, 2),
       origin: this.#origin,
       canPause: this.#durableRuns ? true : "this runtime does not pause runs (durableRuns is off)",
       traceContext,

@@ -38,8 +38,8 @@ export class ApprovalDenied extends Error {
   }
 }
 
-/** Where in the model's code a call was made: its 1-based line and a code frame, when known. */
-export type SiteOf = (scriptLine: number) => { line?: number; code?: string };
+/** The snippet's 1-based line of a line of the running script, when known. */
+export type LineOf = (scriptLine: number) => number | undefined;
 
 export interface RunLogOptions {
   membrane: HostMembrane;
@@ -47,7 +47,9 @@ export interface RunLogOptions {
   replay: readonly LogEntry[];
   answers: Answers;
   policy: CallPolicy | undefined;
-  siteOf: SiteOf;
+  lineOf: LineOf;
+  /** The lines of the model's code around a snippet line: made only for a request a person reads. */
+  frameOf: (line: number) => string;
   /** Identifies the runtime (its membrane's handles). */
   origin: string;
   /** Whether a call may wait for a person; when false, such a call is denied with this reason. */
@@ -157,14 +159,14 @@ export class RunLog implements HostMembraneContract {
     handle: number,
     member: string | null,
     args: string,
-    line: number,
+    scriptLine: number,
     run: () => HostOutcome,
   ): HostOutcome {
     const target = this.#options.membrane.describe(operation, handle, member);
     // An unknown handle: the membrane answers with its own error; nothing to decide or record.
     if (target === undefined) return run();
     const key = `${target.service === undefined ? "" : `${target.service}.`}${target.member}${operation === "get" ? " (read)" : ""}`;
-    return this.#record(target, key, args, line, () => {
+    return this.#record(target, key, args, scriptLine, (line) => {
       // Reads are not policy calls, but a read of an `@approval` member (a getter: host code runs) waits for a yes.
       if (operation === "get" && !target.approval) return { kind: "run", run };
       const decision =
@@ -178,7 +180,7 @@ export class RunLog implements HostMembraneContract {
   #decide(
     target: CallTarget,
     args: string,
-    line: number,
+    line: number | undefined,
   ): { kind: "allow" } | { kind: "deny"; reason: string } | { kind: "ask"; reason: "tag" | "policy" } {
     const policy = this.#options.policy;
     let verdict: ReturnType<CallPolicy>;
@@ -188,7 +190,7 @@ export class RunLog implements HostMembraneContract {
           service: target.service,
           member: target.member,
           args: this.#options.membrane.argumentsAsData(args),
-          line: this.#options.siteOf(line).line,
+          line,
         });
       } catch {
         return { kind: "deny", reason: "the host's policy failed while deciding this call" };
@@ -205,14 +207,20 @@ export class RunLog implements HostMembraneContract {
    * One call: answered from the replayed log while the run follows it, else decided by `decide` and run (or made to
    * wait, or denied), recorded in the new log and traced.
    */
-  #record(target: CallTarget, key: string, args: string, line: number, decide: () => Decision): HostOutcome {
+  #record(
+    target: CallTarget,
+    key: string,
+    args: string,
+    scriptLine: number,
+    decide: (line: number | undefined) => Decision,
+  ): HostOutcome {
     if (this.diverged !== undefined)
       return { kind: "refuse", failure: "replay-diverged", message: this.diverged };
     const index = this.#count++;
-    const site = this.#options.siteOf(line);
+    const line = scriptLine > 0 ? this.#options.lineOf(scriptLine) : undefined;
     const trace: HostCallRecord = {
       member: key,
-      ...(site.line === undefined ? {} : { line: site.line }),
+      ...(line === undefined ? {} : { line }),
       outcome: "value",
       durationMs: 0,
       argsBytes: args.length,
@@ -223,7 +231,7 @@ export class RunLog implements HostMembraneContract {
       if (logged.key !== key || !this.#sameArguments(logged, args)) {
         this.diverged =
           `the resumed run left its log at call ${index + 1} of ${this.#options.replay.length}` +
-          `${site.line === undefined ? "" : ` (line ${site.line})`}: it called ${key}` +
+          `${line === undefined ? "" : ` (line ${line})`}: it called ${key}` +
           `${logged.key === key ? " with other arguments than" : " where the log has"} ${logged.key}; ` +
           "nothing after that ran";
         trace.outcome = "error";
@@ -237,12 +245,12 @@ export class RunLog implements HostMembraneContract {
         return replayedOutcome(logged.result);
       }
       if (logged.request !== undefined && logged.result === undefined) {
-        return this.#answered(logged, key, args, trace, decide, target.sync);
+        return this.#answered(logged, key, args, trace, () => decide(line), target.sync);
       }
       // A result holding host objects of another runtime: the call runs again here to make them (see README).
     }
     const rerun = logged?.result?.handles ? logged.result : undefined;
-    const decision = decide();
+    const decision = decide(line);
     const entry: LogEntry = { key, args, origin: this.#options.origin };
     this.#keep(entry);
     if (decision.kind === "denied") return this.#deny(entry, trace, target.member, decision.reason);
@@ -253,6 +261,7 @@ export class RunLog implements HostMembraneContract {
         (typeof this.#options.canPause === "string" ? this.#options.canPause : "this run cannot pause");
       return this.#deny(entry, trace, target.member, reason);
     }
+    const site = line === undefined ? {} : { line, code: this.#options.frameOf(line) };
     const request: PendingRequest =
       decision.kind === "pending-ask"
         ? {

@@ -302,7 +302,7 @@ export class IsolateSession {
       // A run past its call limit failed, whatever still waits: pausing it would hand a person thousands of
       // requests (and the limit's error would be lost) for a run that cannot finish.
       this.#kill();
-      const message = `the run exceeded its limit of ${run.limits.maxHostCalls} host calls`;
+      const message = callLimitMessage(run.limits);
       return this.#result(run, {
         ok: false,
         error: { kind: "call-limit", name: "Error", message },
@@ -558,7 +558,7 @@ export class IsolateSession {
     }
     run.hostCalls++;
     if (run.hostCalls > run.limits.maxHostCalls)
-      return `lthe run exceeded its limit of ${run.limits.maxHostCalls} host calls`;
+      return `l${callLimitMessage(run.limits)}`;
     return run;
   }
 
@@ -602,6 +602,11 @@ export class IsolateSession {
     } catch {}
     IsolateSession.#live--;
   }
+}
+
+/** Why a run that made too many host calls failed. */
+function callLimitMessage(limits: ExecutionLimits): string {
+  return `the run exceeded its limit of ${limits.maxHostCalls} host calls`;
 }
 
 /** Runs a synchronous isolated-vm call as a promise (its throw becomes a rejection). */

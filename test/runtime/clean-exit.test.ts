@@ -1,9 +1,9 @@
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, test } from "vitest";
+import { runNodeScript, type ScriptResult } from "../helpers/node-script.ts";
 
 /*
  * Issue 12, item 1: a plain Node script that follows the README's API flow (compile → execute → save → close)
@@ -44,31 +44,8 @@ function script(options: {
   return `import { FileContextStore, MossCompiler } from ${engine};\nimport { Vault } from ${vault};\n${body}\nconsole.log("done");\n`;
 }
 
-function runScript(
-  source: string,
-  name: string,
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const file = path.join(folder, `${name}.mts`);
-  writeFileSync(file, source);
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--no-node-snapshot", "--import", "tsx", file], {
-      cwd: ROOT,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk) => {
-      stdout += chunk;
-    });
-    child.stderr.on("data", (chunk) => {
-      stderr += chunk;
-    });
-    const timer = setTimeout(() => child.kill("SIGKILL"), EXIT_BOUND_MS);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+function runScript(source: string, name: string): Promise<ScriptResult> {
+  return runNodeScript(path.join(folder, `${name}.mts`), source, { cwd: ROOT, killAfterMs: EXIT_BOUND_MS });
 }
 
 describe("a script using moss-ts ends by itself", () => {

@@ -1,5 +1,4 @@
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,6 +17,7 @@ import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { ApprovalRequest, ClarificationRequest } from "../../engine/types.ts";
 import { writeModule } from "../helpers/compile-from-text.ts";
 import { okOf, pendingOf } from "../helpers/durable.ts";
+import { runNodeScript, type ScriptResult } from "../helpers/node-script.ts";
 
 /*
  * Issue 10: durable runs. A run pauses when a host call needs a person's decision (`@approval`, a policy's "ask",
@@ -386,20 +386,9 @@ describe("durable runs across processes", () => {
   const folder = mkdtempSync(path.join(tmpdir(), "moss-durable-"));
   afterAll(() => rmSync(folder, { recursive: true, force: true }));
 
-  function runNode(script: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  function runNode(script: string): Promise<ScriptResult> {
     const file = path.join(folder, `step-${Math.random().toString(36).slice(2)}.mts`);
-    writeFileSync(file, script);
-    return new Promise((resolve) => {
-      const child = spawn(process.execPath, ["--no-node-snapshot", "--import", "tsx", file], {
-        cwd: ROOT,
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      let stdout = "";
-      let stderr = "";
-      child.stdout.on("data", (chunk) => (stdout += chunk));
-      child.stderr.on("data", (chunk) => (stderr += chunk));
-      child.on("exit", (code) => resolve({ code, stdout, stderr }));
-    });
+    return runNodeScript(file, script, { cwd: ROOT });
   }
 
   test("a continuation saved by one process resumes in another that compiled the same module with the same key", async () => {
