@@ -88,6 +88,8 @@ export interface ExecuteRequest {
   limits?: Partial<ExecutionLimits>;
   /** Overrides the runtime's type-check mode for this execution. */
   typeCheck?: TypeCheckMode;
+  /** Set on the request `__moss_exec__` sees for a `resume()`: its code, target and arguments cannot change. */
+  resumed?: boolean;
 }
 
 /** The outcome of one execution: faults of the model's code come back here, never as exceptions. */
@@ -139,7 +141,12 @@ export interface ApprovalRequest extends RequestSite {
   service?: string;
   /** The member called, e.g. `move` (or the function's name). */
   member: string;
-  /** The call's arguments as data (host objects appear as `[host object]`). */
+  /**
+   * What the call acts on: the `moss` field or visible name (`moss.bank: Bank`), or the call of this run that
+   * returned the object (`Account returned by call 1 (bank.account)`).
+   */
+  target?: string;
+  /** The call's arguments as data; a host object is described as `target` is, in brackets. */
   args: unknown[];
   /** Why it waits: the declaration's `@approval` tag or the host's policy. */
   reason: "tag" | "policy";
@@ -164,8 +171,10 @@ export interface PolicyCall {
   service: string | undefined;
   /** The member called (or the function's name for a module function). */
   member: string;
-  /** The arguments as data (host objects appear as `[host object]`). */
+  /** The arguments as data; a host object is described by what it is (see `ApprovalRequest.args`). */
   args: unknown[];
+  /** What the call acts on, as `ApprovalRequest.target` describes it. */
+  target?: string;
   /** 1-based line of the model's code, when known. */
   line: number | undefined;
 }
@@ -192,6 +201,11 @@ export interface HostCallRecord {
 /** The persisted state of a session: the PyContext of GhostOS. */
 export interface MossContext {
   version: 1;
+  /**
+   * The session's stable identity: a continuation resumes only in a runtime of the context it was made for. Made
+   * when absent (documents written before it load and get one).
+   */
+  id?: string;
   /** The module's path (as given to compile) or name. */
   module: string;
   /** Replaces the module file's source on the next compile (the self-modification channel). */

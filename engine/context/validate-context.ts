@@ -28,6 +28,8 @@ export function validateContext(json: unknown, source?: string): MossContext {
         : `unknown version ${JSON.stringify(context.version)} (expected 1)`,
     );
   }
+  if (context.id !== undefined && (typeof context.id !== "string" || context.id === ""))
+    problems.push("id must be a non-empty string when present");
   if (typeof context.module !== "string" || context.module === "")
     problems.push("module must be a non-empty string");
   if (context.code !== undefined && typeof context.code !== "string")

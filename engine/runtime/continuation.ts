@@ -23,6 +23,8 @@ export interface ContinuationPayload {
   /** The module (its display path) and a hash of its source: a resume against another module is refused. */
   module: string;
   moduleHash: string;
+  /** The session (`MossContext.id`) the run belongs to: it resumes only there. */
+  session: string;
   code: string;
   target: string;
   /** Wire-encoded extra arguments and the local names passed first (as the paused execute had them). */
@@ -60,12 +62,13 @@ export function signContinuation(payload: ContinuationPayload, key: Uint8Array):
 
 /**
  * Verifies and decodes a continuation. A malformed, tampered, foreign (signed with another key) or expired one is
- * refused with `continuation-invalid`; so is one made for another module or another version of it.
+ * refused with `continuation-invalid`; so is one made for another module or another version of it, or in another
+ * session (another context: one user's paused run must not act on another user's data).
  */
 export function openContinuation(
   text: unknown,
   key: Uint8Array,
-  module: { displayPath: string; hash: string },
+  module: { displayPath: string; hash: string; session: string },
   now = Date.now(),
 ): ContinuationPayload {
   const invalid = (why: string) =>
@@ -99,6 +102,11 @@ export function openContinuation(
       payload.module !== module.displayPath
         ? `it was made by a run of ${payload.module}, not ${module.displayPath}`
         : `${module.displayPath} changed since the run paused (its source differs)`,
+    );
+  }
+  if (payload.session !== module.session) {
+    throw invalid(
+      "it was made in another session (another MossContext): a paused run resumes only in the session it was made for",
     );
   }
   return payload;

@@ -11,6 +11,8 @@ import { isPublicMember } from "../compiler/module-analysis.ts";
  */
 export interface DeclaredType {
   readonly kind: "declared" | "undeclared" | "runtime";
+  /** The declared type as TypeScript writes it (`Account`), when known: approval requests describe handles by it. */
+  readonly name?: string | undefined;
   /** Members a handle offers, with the declared type of each member's value. Empty for data types. */
   readonly members: ReadonlyMap<string, DeclaredType>;
   /** Keys of a plain object not named in `members` (an index signature). */
@@ -85,6 +87,7 @@ interface Parts {
 /** A declared type whose parts are computed on first use, once. */
 class LazyType implements DeclaredType {
   readonly kind = "declared" as const;
+  name: string | undefined;
   #parts: Parts | undefined;
   readonly #compute: () => Parts;
 
@@ -175,6 +178,8 @@ export class DeclaredTypes {
     let known = this.#cache.get(type);
     if (known === undefined) {
       known = this.#resolve(type);
+      if (known instanceof LazyType && known.name === undefined)
+        known.name = this.#checker.typeToString(type);
       this.#cache.set(type, known);
     }
     return known;
@@ -407,6 +412,9 @@ function lazyOf(resolve: () => DeclaredType, approval = false): DeclaredType {
   return {
     get kind() {
       return get().kind;
+    },
+    get name() {
+      return get().name;
     },
     get members() {
       return get().members;

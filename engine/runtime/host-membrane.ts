@@ -24,6 +24,16 @@ interface HandleEntry {
   type: DeclaredType;
   /** Where the handle was reached from, for approvals, policies and call traces. */
   label: HandleLabel;
+  /** The position the runtime installed it at (`moss.silo`, a visible name), absent for a handle a call returned. */
+  origin: string | undefined;
+}
+
+/** What a handle denotes, for a run log that matches and describes it. */
+export interface HandleInfo {
+  /** The position the runtime installed it at (`moss.silo`), absent for a handle a call returned. */
+  origin: string | undefined;
+  /** Its declared type as TypeScript writes it, when known. */
+  typeName: string | undefined;
 }
 
 /** Names a handle: the service (`moss` field) it belongs to and its own name (a function's, a module value's). */
@@ -56,12 +66,14 @@ export type NearestDeclaredClass = (value: object) => DeclaredType | undefined;
  */
 export class HostMembrane implements HostMembraneContract {
   readonly #entries = new Map<number, HandleEntry>();
-  readonly #ids = new WeakMap<object, Map<DeclaredType, number>>();
+  /** Handle ids of a host object by declared type and label: one object at two `moss` fields is two handles. */
+  readonly #ids = new WeakMap<object, Map<DeclaredType, Map<string, number>>>();
   readonly #nearestDeclaredClass: NearestDeclaredClass;
   readonly #programClass: NearestDeclaredClass;
-  readonly #labels = new WeakMap<object, HandleLabel>();
-  /** The label handles made while encoding a call's result inherit: the service the call reached. */
-  #resultLabel: HandleLabel = {};
+  /** The labels of the positions the runtime installed an object at (a service bound to several fields has several). */
+  readonly #roots = new WeakMap<object, HandleLabel[]>();
+  /** How handles made by the encode in progress are labelled. */
+  #labelling: Labelling = { kind: "result", caller: {} };
   #nextId = 1;
 
   /**
@@ -75,10 +87,29 @@ export class HostMembrane implements HostMembraneContract {
     this.#programClass = options.programClass ?? (() => undefined);
   }
 
-  /** Names a host value (a service, a visible module value): handles of it say which service a call reaches. */
-  label(value: unknown, label: HandleLabel): void {
-    if ((typeof value === "object" || typeof value === "function") && value !== null)
-      this.#labels.set(value, label);
+  /**
+   * Encodes a value the runtime installs at `rootPath` (a `moss` service field, a visible name): its handles are its
+   * own, labelled by `label` (functions of a plain object under it by their key too), and denote that position.
+   */
+  encodeRoot(value: unknown, rootPath: string, type: DeclaredType, label: HandleLabel): string {
+    if ((typeof value === "object" || typeof value === "function") && value !== null) {
+      const roots = this.#roots.get(value) ?? [];
+      if (!roots.some((known) => sameLabel(known, label))) roots.push(label);
+      this.#roots.set(value, roots);
+    }
+    this.#labelling = { kind: "root", rootPath, label };
+    try {
+      return this.encode(value, rootPath, type);
+    } finally {
+      this.#labelling = { kind: "result", caller: {} };
+    }
+  }
+
+  /** What a handle denotes (its installed position, its declared type), or undefined for one that does not exist. */
+  info(handle: number): HandleInfo | undefined {
+    const entry = this.#entries.get(handle);
+    if (entry === undefined) return undefined;
+    return { origin: entry.origin, typeName: entry.type.name };
   }
 
   /** What a call names (`operation` as the isolate sends it), or undefined for a handle that does not exist. */
@@ -104,10 +135,10 @@ export class HostMembrane implements HostMembraneContract {
     return { service: owner, member, approval, sync };
   }
 
-  /** Decodes call arguments as data for a person or a policy to read: host objects appear as `[host object]`. */
-  argumentsAsData(args: string): unknown[] {
+  /** Decodes call arguments as data for a person or a policy to read: host objects appear as `describe` says. */
+  argumentsAsData(args: string, describe: (handle: number) => string = () => "[host object]"): unknown[] {
     try {
-      const decoded = decodeWire(args, { onHandle: () => "[host object]" });
+      const decoded = decodeWire(args, { onHandle: (shape) => describe(shape.id) });
       return Array.isArray(decoded) ? decoded : [];
     } catch {
       return [];
@@ -120,7 +151,7 @@ export class HostMembrane implements HostMembraneContract {
     const typed = typeHostObjects(value, type);
     return encodeWire(value, {
       rootPath,
-      onHostObject: (object) => this.#shapeOf(object, typed?.get(object) ?? UNDECLARED),
+      onHostObject: (object, path) => this.#shapeOf(object, typed?.get(object) ?? UNDECLARED, path),
     });
   }
 
@@ -203,13 +234,13 @@ export class HostMembrane implements HostMembraneContract {
     type: DeclaredType,
     label: HandleLabel,
   ): { kind: "value"; wire: string } | { kind: "error"; wire: string } {
-    this.#resultLabel = label;
+    this.#labelling = { kind: "result", caller: label };
     try {
       return { kind: "value", wire: redactErrorValues(this.encode(value, "result", type)) };
     } catch (error) {
       return { kind: "error", wire: hostErrorWire(error) };
     } finally {
-      this.#resultLabel = {};
+      this.#labelling = { kind: "result", caller: {} };
     }
   }
 
@@ -229,15 +260,18 @@ export class HostMembrane implements HostMembraneContract {
     return Array.isArray(decoded) ? decoded : [];
   }
 
-  #shapeOf(value: object, position: DeclaredType): HandleShape {
+  #shapeOf(value: object, position: DeclaredType, path: string): HandleShape {
     const type =
       position.kind === "undeclared"
         ? (this.#nearestDeclaredClass(value) ?? NOTHING)
         : position.kind === "runtime"
           ? (this.#programClass(value) ?? RUNTIME)
           : position;
+    const { label, origin } = this.#labelFor(value, path);
+    const labelKey = `${label.service ?? ""}\u0000${label.name ?? ""}\u0000${origin ?? ""}`;
     let ids = this.#ids.get(value);
-    const known = ids?.get(type);
+    let byLabel = ids?.get(type);
+    const known = byLabel?.get(labelKey);
     if (known !== undefined) return this.#entries.get(known)!.shape;
     const id = this.#nextId++;
     let kind = kindOf(value);
@@ -255,10 +289,43 @@ export class HostMembrane implements HostMembraneContract {
       ids = new Map();
       this.#ids.set(value, ids);
     }
-    ids.set(type, id);
-    this.#entries.set(id, { value, shape, type, label: this.#labels.get(value) ?? this.#resultLabel });
+    if (!byLabel) {
+      byLabel = new Map();
+      ids.set(type, byLabel);
+    }
+    byLabel.set(labelKey, id);
+    this.#entries.set(id, { value, shape, type, label, origin });
     return shape;
   }
+
+  /**
+   * The label of a new handle. Installed by the runtime: its position (a plain object's function by its key too).
+   * Returned by a call: the service the call reached; an object the runtime installed keeps its field's name (the
+   * caller's field when it is one of them), so reaching a service through another never renames it.
+   */
+  #labelFor(value: object, path: string): { label: HandleLabel; origin: string | undefined } {
+    const labelling = this.#labelling;
+    if (labelling.kind === "root") {
+      if (path === labelling.rootPath) return { label: labelling.label, origin: path };
+      const owner = labelling.label.service ?? labelling.label.name;
+      const key = path.slice(path.lastIndexOf(".") + 1);
+      return { label: { ...(owner === undefined ? {} : { service: owner }), name: key }, origin: path };
+    }
+    const roots = this.#roots.get(value);
+    const caller = inherited(labelling.caller);
+    if (roots === undefined) return { label: caller, origin: undefined };
+    const own = roots.find((root) => (root.service ?? root.name) === caller.service) ?? roots[0]!;
+    return { label: own, origin: undefined };
+  }
+}
+
+/** How the encode in progress labels the handles it makes. */
+type Labelling =
+  | { kind: "root"; rootPath: string; label: HandleLabel }
+  | { kind: "result"; caller: HandleLabel };
+
+function sameLabel(a: HandleLabel, b: HandleLabel): boolean {
+  return a.service === b.service && a.name === b.name;
 }
 
 /** What a call's result inherits: the service of the handle called (or its name, for a module function). */

@@ -16,7 +16,7 @@ import type {
   SandboxRunResult,
   SandboxSession,
 } from "../sandbox/sandbox.ts";
-import { decodeWire, encodeWireFields } from "../sandbox/wire.ts";
+import { decodeWire, encodeWireFields, joinWireRecord } from "../sandbox/wire.ts";
 import {
   type Answers,
   type CallPolicy,
@@ -38,10 +38,10 @@ import {
   openContinuation,
   signContinuation,
 } from "./continuation.ts";
-import { type DeclaredType, DeclaredTypes, RUNTIME } from "./declared-members.ts";
+import { type DeclaredType, DeclaredTypes, NOTHING, RUNTIME } from "./declared-members.ts";
 import { HostMembrane } from "./host-membrane.ts";
 import {
-  mapLineToSnippet,
+  mapCallSiteToSnippet,
   mapStack,
   type PreparedSnippet,
   prepareSnippet,
@@ -163,10 +163,9 @@ export class MossRuntime {
     this.#durableRuns = options.durableRuns ?? true;
     addHostRoot(path.dirname(options.module.path));
     this.#declaredTypes = new DeclaredTypes(options.module.analysis.declaredTypes.program);
-    this.#context = {
-      ...(options.context ?? createContext(options.module.displayPath)),
-      module: options.module.displayPath,
-    };
+    const context = options.context ?? createContext(options.module.displayPath);
+    // The session's identity: made once, then saved with the context (old documents without one get one here).
+    this.#context = { ...context, id: context.id ?? randomUUID(), module: options.module.displayPath };
   }
 
   /** Called by the compiler: injects services (calling `onInject`) and the initial data fields. */
@@ -317,47 +316,88 @@ export class MossRuntime {
     const payload = openContinuation(continuation, this.#continuationKey, {
       displayPath: this.#module.displayPath,
       hash: this.#hash(),
+      session: this.#sessionId(),
     });
     checkAnswers(payload.requests, answers);
     this.#busy = true;
     try {
-      const started = performance.now();
-      const prepared = await prepareSnippet(payload.code);
-      if (!("script" in prepared)) {
-        throw new MossError("continuation-invalid", "the continuation's code no longer compiles", {});
-      }
-      claimContinuation(continuation);
-      // The run starts over from the data as it was when it first began (a paused run persisted nothing).
-      this.#data = {
-        ...this.#data,
-        ...decodeProperties(payload.data, { maxBytes: this.#limits.maxResultBytes }),
+      // `__moss_exec__` wraps a resumed run as it wraps an execute; the code is the continuation's.
+      const request: ExecuteRequest = {
+        code: payload.code,
+        target: payload.target,
+        localArgs: [...payload.localArgs],
+        resumed: true,
+        ...(options.limits === undefined ? {} : { limits: { ...options.limits } }),
       };
-      this.#context = {
-        ...this.#context,
-        properties: payload.data,
-        executeCode: payload.code,
-        executed: false,
-      };
-      await this.#discardSession();
-      return await this.#run(
-        {
-          code: payload.code,
-          prepared,
-          target: payload.target,
-          args: payload.args,
-          localArgs: payload.localArgs,
-          limits: { ...this.#limits, ...options.limits },
-          replay: payload.log,
-          nondeterminism: payload.nondeterminism,
-          answers,
-          dataBefore: payload.data,
-        },
-        [],
-        started,
-      );
+      const hook = this.#module.hooks.__moss_exec__ as ExecHook | undefined;
+      const next = (given: ExecuteRequest) => this.#resumeDefault(continuation, payload, answers, given);
+      return hook ? await hook(this, request, next) : await next(request);
     } finally {
       this.#busy = false;
     }
+  }
+
+  async #resumeDefault(
+    continuation: string,
+    payload: ContinuationPayload,
+    answers: Answers,
+    request: ExecuteRequest,
+  ): Promise<Execution> {
+    if (
+      request.code !== payload.code ||
+      (request.target ?? "main") !== payload.target ||
+      request.args !== undefined ||
+      (request.localArgs !== undefined && request.localArgs.join("\0") !== payload.localArgs.join("\0"))
+    ) {
+      throw new MossError(
+        "invalid-argument",
+        "__moss_exec__ changed the code, target or arguments of a resumed run: a resumed run runs the code the person approved",
+        {},
+      );
+    }
+    const started = performance.now();
+    const prepared = await prepareSnippet(payload.code);
+    if (!("script" in prepared)) {
+      throw new MossError("continuation-invalid", "the continuation's code no longer compiles", {});
+    }
+    claimContinuation(continuation);
+    // The run starts over from the data as it was when it first began (a paused run persisted nothing).
+    this.#data = {
+      ...this.#data,
+      ...decodeProperties(payload.data, { maxBytes: this.#limits.maxResultBytes }),
+    };
+    this.#context = {
+      ...this.#context,
+      properties: payload.data,
+      executeCode: payload.code,
+      executed: false,
+    };
+    await this.#discardSession();
+    return this.#run(
+      {
+        code: payload.code,
+        prepared,
+        target: payload.target,
+        args: payload.args,
+        localArgs: payload.localArgs,
+        limits: this.#limitsOf(request),
+        replay: payload.log,
+        nondeterminism: payload.nondeterminism,
+        answers,
+        dataBefore: payload.data,
+      },
+      [],
+      started,
+    );
+  }
+
+  /** The limits of a run: the runtime's, then the request's `limits`, then its `timeoutMs`. */
+  #limitsOf(request: ExecuteRequest): ExecutionLimits {
+    return {
+      ...this.#limits,
+      ...request.limits,
+      ...(request.timeoutMs === undefined ? {} : { wallTimeMs: request.timeoutMs }),
+    };
   }
 
   async #executeDefault(request: ExecuteRequest): Promise<Execution> {
@@ -390,11 +430,7 @@ export class MossRuntime {
       });
     }
 
-    const limits: ExecutionLimits = {
-      ...this.#limits,
-      ...request.limits,
-      ...(request.timeoutMs === undefined ? {} : { wallTimeMs: request.timeoutMs }),
-    };
+    const limits = this.#limitsOf(request);
     const target = request.target ?? "main";
     const membrane = this.#membraneFor();
     return this.#run(
@@ -455,7 +491,7 @@ export class MossRuntime {
       replay: plan.replay,
       answers: plan.answers,
       policy: this.#policies.length === 0 ? undefined : (call) => strictest(this.#policies, call),
-      lineOf: (scriptLine) => mapLineToSnippet(prepared.map, scriptLine),
+      lineOf: (site) => mapCallSiteToSnippet(prepared.map, site),
       frameOf: (line) => codeFrame(code, line, 1, 2),
       origin: this.#origin,
       canPause: this.#durableRuns ? true : "this runtime does not pause runs (durableRuns is off)",
@@ -506,6 +542,7 @@ export class MossRuntime {
         v: 1,
         module: this.#module.displayPath,
         moduleHash: this.#hash(),
+        session: this.#sessionId(),
         code,
         target: plan.target,
         args: plan.args,
@@ -540,7 +577,10 @@ export class MossRuntime {
       );
     }
     let sandboxError = result.error;
-    if (sandboxError === undefined && result.ok && !runLog.replayComplete) {
+    if (sandboxError === undefined && runLog.diverged !== undefined) {
+      // The run left its log where no later call noticed (a call run again answered otherwise): nothing is kept.
+      sandboxError = { kind: "replay-diverged", name: "Error", message: runLog.diverged };
+    } else if (sandboxError === undefined && result.ok && !runLog.replayComplete) {
       sandboxError = {
         kind: "replay-diverged",
         name: "Error",
@@ -617,6 +657,11 @@ export class MossRuntime {
     await session?.dispose().catch(() => {});
   }
 
+  /** The session this runtime runs: the id of its context (kept by every context this runtime makes). */
+  #sessionId(): string {
+    return this.#context.id!;
+  }
+
   #hash(): string {
     this.#moduleHash ??= createHash("sha256").update(this.#module.analysis.source).digest("base64url");
     return this.#moduleHash;
@@ -662,34 +707,34 @@ export class MossRuntime {
     const declared = this.#declaredTypes;
     const { names: nameTypes, fields: fieldTypes } = this.#module.analysis.declaredTypes;
     const membrane = this.#membraneFor();
-    const globals: Record<string, unknown> = {};
-    const globalTypes = new Map<string, DeclaredType>();
+    // Each name and each service field is encoded on its own: its handles are its own and name it (one object bound
+    // to two fields is two handles, each labelled by the field the code used).
+    const globals = new Map<string, string>();
     for (const name of visibleValueNames(this.#module)) {
-      const value = this.#module.locals[name];
-      globals[name] = value;
-      membrane.label(value, { name });
       const type = nameTypes.get(name);
-      if (type) globalTypes.set(name, declared.of(type));
+      const wire = membrane.encodeRoot(this.#module.locals[name], name, type ? declared.of(type) : NOTHING, {
+        name,
+      });
+      globals.set(name, wire);
     }
     // withLocals values have no static type: the host handed them over as they are.
-    for (const [name, value] of Object.entries(this.#locals)) {
-      globals[name] = value;
-      membrane.label(value, { name });
-      globalTypes.set(name, RUNTIME);
-    }
-    const services: Record<string, unknown> = {};
-    const serviceTypes = new Map<string, DeclaredType>();
+    for (const [name, value] of Object.entries(this.#locals))
+      globals.set(name, membrane.encodeRoot(value, name, RUNTIME, { name }));
+    const services: Array<[string, string]> = [];
     for (const field of this.#module.analysis.mossClass?.fields ?? []) {
       if (field.kind !== "service") continue;
-      const service = this.#services.get(field.name);
-      services[field.name] = service;
-      labelService(membrane, service, field.name);
       const type = fieldTypes.get(field.name);
-      if (type) serviceTypes.set(field.name, declared.of(type));
+      const wire = membrane.encodeRoot(
+        this.#services.get(field.name),
+        `moss.${field.name}`,
+        type ? declared.of(type) : NOTHING,
+        { service: field.name },
+      );
+      services.push([field.name, wire]);
     }
     this.#session = await driver.open(
       {
-        globals: membrane.encode(globals, "globals", declared.record(globalTypes)),
+        globals: joinWireRecord([...globals]),
         // Plain data only: a value with no plain-data form is refused by name, never turned into a handle.
         mossData: encodeWireFields(this.#data, Object.keys(this.#data), {
           maxExpandedBytes: limits.maxResultBytes,
@@ -698,7 +743,7 @@ export class MossRuntime {
               `moss.${field} ${reason}; it is not available inside the sandbox and keeps its saved value`,
             ),
         }),
-        mossServices: membrane.encode(services, "moss", declared.record(serviceTypes)),
+        mossServices: joinWireRecord(services),
         dataFields: this.#dataFields(),
       },
       this.#dispatch(),
@@ -753,22 +798,6 @@ export class MossRuntime {
   #assertOpen(): void {
     if (this.#closed)
       throw new MossError("runtime-closed", `this MossRuntime (${this.modulePath}) is closed`, {});
-  }
-}
-
-/**
- * Names a service for approvals and traces: the object, and the functions of a service written as a plain object
- * (they cross as function handles of their own).
- */
-function labelService(membrane: HostMembrane, service: unknown, field: string): void {
-  membrane.label(service, { service: field });
-  if (service === null || typeof service !== "object") return;
-  const prototype = Object.getPrototypeOf(service);
-  if (prototype !== Object.prototype && prototype !== null) return;
-  for (const key of Object.keys(service)) {
-    const descriptor = Object.getOwnPropertyDescriptor(service, key);
-    if (descriptor && typeof descriptor.value === "function")
-      membrane.label(descriptor.value, { service: field, name: key });
   }
 }
 

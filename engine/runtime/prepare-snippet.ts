@@ -6,6 +6,7 @@ import {
 } from "@jridgewell/trace-mapping";
 import { transform } from "esbuild";
 import { ts } from "ts-morph";
+import { callSiteOf } from "../sandbox/sandbox.ts";
 
 /** The file names model code is known by: in diagnostics, stacks and code frames. */
 export const SNIPPET_FILE = "snippet.ts";
@@ -170,8 +171,19 @@ export function mapToSnippet(
   return { line: original.line, column: original.column + 1 };
 }
 
-/** The snippet line of a script line (the first mapped position on it), or undefined when nothing maps there. */
-export function mapLineToSnippet(map: TraceMap, line: number): number | undefined {
+/**
+ * The snippet line of a host call's site in the script (see `callSiteOf`): mapped from the call's own column, so a
+ * call on a continuation line names its line (column 0 of a generated line maps to the end of the previous one). A
+ * site without a column falls back to the first mapped position of its line. The one mapping approvals, policies
+ * and the call trace use.
+ */
+export function mapCallSiteToSnippet(map: TraceMap, site: number): number | undefined {
+  const { line, column } = callSiteOf(site);
+  if (line <= 0) return undefined;
+  if (column > 0) {
+    const original = originalPositionFor(map, { line, column: column - 1 });
+    if (original.line !== null) return original.line;
+  }
   for (const bias of [LEAST_UPPER_BOUND, GREATEST_LOWER_BOUND] as const) {
     const original = originalPositionFor(map, { line, column: 0, bias });
     if (original.line !== null) return original.line;

@@ -17,6 +17,10 @@ export interface LogEntry {
   key: string;
   /** The wire-encoded arguments, as the isolate sent them. */
   args: string;
+  /** What the called handle denotes (see `RunLog`): a replayed call must act on the same thing. */
+  on?: string;
+  /** What each handle in `args` denotes, in order: a replayed call must be given the same things. */
+  handles?: string[];
   /** The result: `value`/`error` answered at once, `promise-value`/`promise-error` through a promise. */
   result?: { kind: "value" | "error" | "promise-value" | "promise-error"; wire: string; handles: boolean };
   /** The request the call waited for (still waiting when `result` is absent). */
@@ -38,8 +42,8 @@ export class ApprovalDenied extends Error {
   }
 }
 
-/** The snippet's 1-based line of a line of the running script, when known. */
-export type LineOf = (scriptLine: number) => number | undefined;
+/** The snippet's 1-based line of a call site in the running script (see `callSiteOf`), when known. */
+export type LineOf = (site: number) => number | undefined;
 
 export interface RunLogOptions {
   membrane: HostMembrane;
@@ -69,6 +73,13 @@ type Decision =
   | { kind: "pending-ask"; question: string; choices: unknown }
   | { kind: "denied"; reason: string };
 
+/** What a handle denotes in a run: the first thing found for it, everything found for it, and how a person reads it. */
+interface Denotation {
+  denotes: string;
+  all: Set<string>;
+  description: string;
+}
+
 /** moss-ts's tracer: a no-op unless the host registered an OpenTelemetry tracer provider. */
 export const tracer = () => otelTrace.getTracer("moss-ts");
 
@@ -85,10 +96,13 @@ export class RunLog implements HostMembraneContract {
   /** Calls made so far (the index of the next one in the log). */
   #count = 0;
   /**
-   * Handles of a log made by another runtime, paired with this runtime's (old id -> new id and back), learned from
-   * the results of calls run again and from arguments: the same logged handle must stay the same handle here.
+   * What the handles results of this run brought denote: `@<call>.<n>`, the n-th handle of the result of call
+   * <call> (1-based, as the log counts). Handles the runtime installed denote their position (`moss.silo`); any
+   * other handle denotes itself in this runtime only. A logged call matches a new one only when each handle denotes
+   * the same thing in both: ids differ between runtimes, and pairing ids as they showed up let a resumed run hand an
+   * approved call another host object than the one the person approved.
    */
-  readonly #pairs = { old: new Map<number, number>(), new: new Map<number, number>() };
+  readonly #denotations = new Map<number, Denotation>();
   /** Bytes the kept log holds. */
   #logBytes = 0;
   /**
@@ -151,7 +165,11 @@ export class RunLog implements HostMembraneContract {
       return errorOutcome(new TypeError("moss.ask: options.choices must be a non-empty array of strings"));
     }
     const target: CallTarget = { service: undefined, member: "ask", approval: false, sync: false };
-    return this.#record(target, "ask", args, line, () => ({ kind: "pending-ask", question, choices }));
+    return this.#record(target, undefined, "ask", args, line, () => ({
+      kind: "pending-ask",
+      question,
+      choices,
+    }));
   }
 
   #handle(
@@ -166,11 +184,13 @@ export class RunLog implements HostMembraneContract {
     // An unknown handle: the membrane answers with its own error; nothing to decide or record.
     if (target === undefined) return run();
     const key = `${target.service === undefined ? "" : `${target.service}.`}${target.member}${operation === "get" ? " (read)" : ""}`;
-    return this.#record(target, key, args, scriptLine, (line) => {
+    return this.#record(target, handle, key, args, scriptLine, (line) => {
       // Reads are not policy calls, but a read of an `@approval` member (a getter: host code runs) waits for a yes.
       if (operation === "get" && !target.approval) return { kind: "run", run };
       const decision =
-        operation === "get" ? ({ kind: "ask", reason: "tag" } as const) : this.#decide(target, args, line);
+        operation === "get"
+          ? ({ kind: "ask", reason: "tag" } as const)
+          : this.#decide(target, args, line, handle);
       if (decision.kind === "ask") return { kind: "pending-approval", reason: decision.reason, run };
       if (decision.kind === "deny") return { kind: "denied", reason: decision.reason };
       return { kind: "run", run };
@@ -181,6 +201,7 @@ export class RunLog implements HostMembraneContract {
     target: CallTarget,
     args: string,
     line: number | undefined,
+    handle?: number,
   ): { kind: "allow" } | { kind: "deny"; reason: string } | { kind: "ask"; reason: "tag" | "policy" } {
     const policy = this.#options.policy;
     let verdict: ReturnType<CallPolicy>;
@@ -189,7 +210,8 @@ export class RunLog implements HostMembraneContract {
         verdict = policy({
           service: target.service,
           member: target.member,
-          args: this.#options.membrane.argumentsAsData(args),
+          args: this.#argumentsAsData(args),
+          ...(handle === undefined ? {} : { target: this.#describe(handle) }),
           line,
         });
       } catch {
@@ -205,10 +227,11 @@ export class RunLog implements HostMembraneContract {
 
   /**
    * One call: answered from the replayed log while the run follows it, else decided by `decide` and run (or made to
-   * wait, or denied), recorded in the new log and traced.
+   * wait, or denied), recorded in the new log and traced. `handle` is the handle called (none for `moss.ask`).
    */
   #record(
     target: CallTarget,
+    handle: number | undefined,
     key: string,
     args: string,
     scriptLine: number,
@@ -226,35 +249,47 @@ export class RunLog implements HostMembraneContract {
       argsBytes: args.length,
     };
     this.calls.push(trace);
+    const ids = args.includes('["H",') ? (handleSkeleton(args)?.ids ?? []) : [];
+    const denoted = {
+      ...(handle === undefined ? {} : { on: this.#denote(handle).denotes }),
+      ...(ids.length === 0 ? {} : { handles: ids.map((id) => this.#denote(id).denotes) }),
+    };
     const logged = this.#options.replay[index];
     if (logged !== undefined) {
-      if (logged.key !== key || !this.#sameArguments(logged, args)) {
-        this.diverged =
-          `the resumed run left its log at call ${index + 1} of ${this.#options.replay.length}` +
-          `${line === undefined ? "" : ` (line ${line})`}: it called ${key}` +
-          `${logged.key === key ? " with other arguments than" : " where the log has"} ${logged.key}; ` +
-          "nothing after that ran";
-        trace.outcome = "error";
+      const differs =
+        logged.key !== key
+          ? "where the log has"
+          : !this.#denotesAll(
+                logged.on === undefined ? [] : [logged.on],
+                handle === undefined ? [] : [handle],
+              )
+            ? "on another object than"
+            : !this.#denotesAll(logged.handles ?? [], ids) || !sameData(logged.args, args)
+              ? "with other arguments than"
+              : undefined;
+      if (differs !== undefined) {
+        this.#divergeAt(index, line, `it called ${key} ${differs} ${logged.key}`);
         this.calls.pop();
-        return { kind: "refuse", failure: "replay-diverged", message: this.diverged };
+        return { kind: "refuse", failure: "replay-diverged", message: this.diverged! };
       }
       if (logged.result !== undefined && !(logged.result.handles && logged.origin !== this.#options.origin)) {
         this.#keep({ ...logged });
         trace.outcome = "replayed";
         trace.resultBytes = logged.result.wire.length;
+        this.#learn(index, key, logged.result.wire);
         return replayedOutcome(logged.result);
       }
       if (logged.request !== undefined && logged.result === undefined) {
-        return this.#answered(logged, key, args, trace, () => decide(line), target.sync);
+        return this.#answered(logged, index, key, args, denoted, trace, () => decide(line), target.sync);
       }
       // A result holding host objects of another runtime: the call runs again here to make them (see README).
     }
     const rerun = logged?.result?.handles ? logged.result : undefined;
     const decision = decide(line);
-    const entry: LogEntry = { key, args, origin: this.#options.origin };
+    const entry: LogEntry = { key, args, ...denoted, origin: this.#options.origin };
     this.#keep(entry);
     if (decision.kind === "denied") return this.#deny(entry, trace, target.member, decision.reason);
-    if (decision.kind === "run") return this.#run(entry, trace, decision.run, rerun);
+    if (decision.kind === "run") return this.#run(entry, index, line, trace, decision.run, rerun);
     if (this.#options.canPause !== true || this.overflowed !== undefined) {
       const reason =
         this.overflowed ??
@@ -276,11 +311,72 @@ export class RunLog implements HostMembraneContract {
             kind: "approval",
             ...(target.service === undefined ? {} : { service: target.service }),
             member: target.member,
-            args: this.#options.membrane.argumentsAsData(args),
+            ...(handle === undefined ? {} : { target: this.#describe(handle) }),
+            args: this.#argumentsAsData(args),
             reason: decision.reason,
             ...site,
           };
     return this.#wait(entry, trace, request, target.sync && decision.kind === "pending-approval");
+  }
+
+  /** Marks the run as having left its log at call `index`: nothing after it runs. */
+  #divergeAt(index: number, line: number | undefined, what: string): void {
+    this.diverged ??=
+      `the resumed run left its log at call ${index + 1} of ${this.#options.replay.length}` +
+      `${line === undefined ? "" : ` (line ${line})`}: ${what}; nothing after that ran`;
+  }
+
+  /** Whether each handle given denotes what the logged one did (a handle several calls returned denotes each). */
+  #denotesAll(logged: readonly string[], given: readonly number[]): boolean {
+    return logged.length === given.length && given.every((id, i) => this.#denote(id).all.has(logged[i]!));
+  }
+
+  /** What a handle denotes and how a person reads it (see `#denotations`). */
+  #denote(handle: number): Denotation {
+    const known = this.#denotations.get(handle);
+    if (known !== undefined) return known;
+    const info = this.#options.membrane.info(handle);
+    const type = info?.typeName;
+    const denotes = info?.origin ?? `${this.#options.origin}#${handle}`;
+    return {
+      denotes,
+      all: new Set([denotes]),
+      description:
+        info?.origin === undefined
+          ? `${type ?? "a host object"} from before this run`
+          : `${info.origin}${type === undefined ? "" : `: ${type}`}`,
+    };
+  }
+
+  /** How a person (or a policy) reads a handle: what it denotes, and its declared type. */
+  #describe(handle: number): string {
+    return this.#denote(handle).description;
+  }
+
+  /** The arguments as data, each host object described by what it denotes. */
+  #argumentsAsData(args: string): unknown[] {
+    return this.#options.membrane.argumentsAsData(args, (id) => `[${this.#describe(id)}]`);
+  }
+
+  /** Learns what the handles a call's result brought denote: the n-th handle of call `index`'s result. */
+  #learn(index: number, key: string, wire: string): void {
+    if (!wire.includes('["H",')) return;
+    const ids = handleSkeleton(wire)?.ids ?? [];
+    for (const [n, id] of ids.entries()) {
+      const info = this.#options.membrane.info(id);
+      if (info === undefined || info.origin !== undefined) continue;
+      const denotes = `@${index + 1}.${n}`;
+      const known = this.#denotations.get(id);
+      if (known !== undefined) {
+        known.all.add(denotes);
+        continue;
+      }
+      this.#denotations.set(id, {
+        denotes,
+        all: new Set([denotes]),
+        description: `${info.typeName ?? "a host object"}${ids.length > 1 ? ` #${n + 1}` : ""} returned by call ${index + 1} (${key})`,
+      });
+    }
   }
 
   /** Keeps an entry in the new log (only runs that can pause keep one: nothing else reads it). */
@@ -307,14 +403,16 @@ export class RunLog implements HostMembraneContract {
   /** A logged call that waited: its answer decides it now, or it waits again. */
   #answered(
     logged: LogEntry,
+    index: number,
     key: string,
     args: string,
+    denoted: { on?: string; handles?: string[] },
     trace: HostCallRecord,
     decide: () => Decision,
     sync: boolean,
   ): HostOutcome {
     const request = logged.request!;
-    const entry: LogEntry = { key, args, request, origin: this.#options.origin };
+    const entry: LogEntry = { key, args, ...denoted, request, origin: this.#options.origin };
     this.#keep(entry);
     const answer = this.#options.answers[request.id];
     if (answer === undefined) return this.#wait(entry, trace, request, sync && request.kind === "approval");
@@ -329,48 +427,12 @@ export class RunLog implements HostMembraneContract {
     if ("approved" in answer && answer.approved) {
       const decision = decide();
       if (decision.kind === "pending-approval" || decision.kind === "run") {
-        return this.#run(entry, trace, decision.run);
+        return this.#run(entry, index, undefined, trace, decision.run);
       }
     }
     const reason =
       "approved" in answer && !answer.approved && answer.reason ? answer.reason : "denied by a person";
     return this.#deny(entry, trace, request.kind === "approval" ? request.member : key, reason);
-  }
-
-  /**
-   * Whether a call is the logged one: the same data, and the same host objects. Handle ids are compared exactly when
-   * this runtime made the log (ids are stable in a runtime), else through the pairs learned so far. Comparing handles
-   * by kind only let a resumed run pass *another* host object to an approved call than the one the person approved
-   * (code can tell a replay from the first run, e.g. through Intl's clock).
-   */
-  #sameArguments(logged: LogEntry, given: string): boolean {
-    if (logged.args === given) return true;
-    const a = handleSkeleton(logged.args);
-    const b = handleSkeleton(given);
-    if (a === undefined || b === undefined || a.text !== b.text || a.ids.length !== b.ids.length)
-      return false;
-    if (logged.origin === this.#options.origin) return a.ids.every((id, i) => id === b.ids[i]);
-    return a.ids.every((id, i) => this.#pairOne(id, b.ids[i]!));
-  }
-
-  /** Pairs the handles of a logged result with those of the same call's result here (positionally). */
-  #pair(loggedWire: string, wire: string): void {
-    const a = handleSkeleton(loggedWire);
-    const b = handleSkeleton(wire);
-    if (a === undefined || b === undefined || a.ids.length !== b.ids.length) return;
-    for (const [i, id] of a.ids.entries()) this.#pairOne(id, b.ids[i]!);
-  }
-
-  /** Pairs an old handle id with a new one; false when either is already paired with another. */
-  #pairOne(old: number, given: number): boolean {
-    const known = this.#pairs.old.get(old);
-    const back = this.#pairs.new.get(given);
-    if (known === undefined && back === undefined) {
-      this.#pairs.old.set(old, given);
-      this.#pairs.new.set(given, old);
-      return true;
-    }
-    return known === given && back === old;
   }
 
   /**
@@ -397,6 +459,8 @@ export class RunLog implements HostMembraneContract {
   /** Runs the call on the host: its outcome is recorded (when a promise settles, then) and traced. */
   #run(
     entry: LogEntry,
+    index: number,
+    line: number | undefined,
     trace: HostCallRecord,
     run: () => HostOutcome,
     rerun?: NonNullable<LogEntry["result"]>,
@@ -418,8 +482,12 @@ export class RunLog implements HostMembraneContract {
       trace.outcome = kind;
       trace.durationMs = performance.now() - started;
       trace.resultBytes = wire.length;
-      // The logged result's handles and the new ones stand for the same host objects from now on.
-      if (rerun !== undefined) this.#pair(rerun.wire, wire);
+      // A call run again (its logged result held another runtime's handles) must answer as it did: the same data,
+      // as many handles. Its handles then denote what the logged ones did, by position.
+      if (rerun !== undefined && (rerun.kind !== entry.result.kind || !sameData(rerun.wire, wire))) {
+        this.#divergeAt(index, line, `${entry.key}, run again, answered otherwise than it did before`);
+      }
+      this.#learn(index, entry.key, wire);
       span.setAttribute("moss.result_bytes", wire.length);
       if (kind === "error") span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();
@@ -462,6 +530,15 @@ function replayedOutcome(result: NonNullable<LogEntry["result"]>): HostOutcome {
   if (result.kind === "value" || result.kind === "error") return { kind: result.kind, wire: result.wire };
   const kind = result.kind === "promise-value" ? "value" : "error";
   return { kind: "promise", settled: Promise.resolve({ kind, wire: result.wire }) };
+}
+
+/** Whether two wire texts hold the same data, handles compared by kind only (what they denote is compared apart). */
+function sameData(a: string, b: string): boolean {
+  if (a === b) return true;
+  if (!a.includes('["H",') || !b.includes('["H",')) return false;
+  const left = handleSkeleton(a);
+  const right = handleSkeleton(b);
+  return left !== undefined && right !== undefined && left.text === right.text;
 }
 
 /** A wire's data with its handles left out (by kind), and the handle ids in the order they appear. */

@@ -409,8 +409,10 @@ function sandboxBootstrap(
     return JSONStringify({ __proto__: null, clock: clockLog, random: randomLog });
   }
 
-  // The line of the model's script that made the current host call (0 when not found): approvals name it.
-  function callerLine(): number {
+  // Where in the model's script the current host call is made, as one number: line * 65536 + column (1-based; 0 when
+  // not found). The host reads it with `callSiteOf` (sandbox.ts, CALL_SITE_COLUMNS): approvals, policies and the
+  // trace name the call's own line, even on a continuation line.
+  function callerSite(): number {
     const site: { stack?: string } = ObjectCreate(null);
     ErrorCaptureStackTrace(site);
     const stack = site.stack;
@@ -418,12 +420,21 @@ function sandboxBootstrap(
     const at = ReflectApply(StringIndexOf, stack, [`${runFilename}:`]);
     if (at === -1) return 0;
     let line = 0;
-    for (let i = at + runFilename.length + 1; i < stack.length; i++) {
+    let column = 0;
+    let i = at + runFilename.length + 1;
+    for (; i < stack.length; i++) {
       const code = ReflectApply(StringCharCodeAt, stack, [i]);
       if (code < 48 || code > 57) break;
       line = line * 10 + (code - 48);
     }
-    return line;
+    if (ReflectApply(StringCharCodeAt, stack, [i]) === 58) {
+      for (i++; i < stack.length; i++) {
+        const code = ReflectApply(StringCharCodeAt, stack, [i]);
+        if (code < 48 || code > 57) break;
+        column = column * 10 + (code - 48);
+      }
+    }
+    return line * 65536 + (column > 65535 ? 0 : column);
   }
 
   function callHost(operation: string, id: number, member: string | null, args: unknown[]): unknown {
@@ -434,7 +445,7 @@ function sandboxBootstrap(
       rootPath: `arguments of ${label}`,
       knownHandle,
     } as any);
-    const reply = hostCall(operation, id, member, encoded, callerLine());
+    const reply = hostCall(operation, id, member, encoded, callerSite());
     const tag = slice(reply, 0, 1);
     const body = slice(reply, 1);
     if (tag === "v") return codec.decode(body, decodeOptions);

@@ -42,11 +42,20 @@ export type HostOutcome =
   /** The call must not happen (a resumed run left its log): this and every later host call fail, the run ends so. */
   | { kind: "refuse"; failure: "replay-diverged"; message: string };
 
+/** How a call site packs its column: `site = line * CALL_SITE_COLUMNS + column` (the bootstrap writes it so). */
+export const CALL_SITE_COLUMNS = 65536;
+
+/** The 1-based line and column (0: unknown) of a call site the sandbox reported. */
+export function callSiteOf(site: number): { line: number; column: number } {
+  if (!Number.isSafeInteger(site) || site <= 0) return { line: 0, column: 0 };
+  return { line: Math.floor(site / CALL_SITE_COLUMNS), column: site % CALL_SITE_COLUMNS };
+}
+
 /** The host side of the membrane, implemented by the runtime; the driver calls it for every proxy access. */
 export interface HostMembrane {
   /**
    * Calls `member` of the handle (or the handle itself when member is null); args are wire-encoded. `line` (every
-   * operation has it) is the line of the running script that made the call, 0 when unknown.
+   * operation has it) is the call site in the running script, `line * CALL_SITE_COLUMNS + column`, 0 when unknown.
    */
   call(handle: number, member: string | null, args: string, line?: number): HostOutcome;
   /** Constructs a class handle (`new Handle(...args)`). */

@@ -1250,3 +1250,29 @@ export function measureWire(text: string, maxExpandedBytes: number = DEFAULT_MAX
 export function describeUnsupported(value: unknown): string {
   return hostCodec.describe(value);
 }
+
+/**
+ * One record of wire values encoded on their own (`[key, wire text]`), as wire text: each value keeps what it
+ * encoded alone (its own handles), none shares a node with another.
+ */
+export function joinWireRecord(entries: ReadonlyArray<readonly [string, string]>): string {
+  const nodes: unknown[] = [["O"]];
+  const root = nodes[0] as unknown[];
+  for (const [key, text] of entries) {
+    const table = JSON.parse(text) as unknown[];
+    const offset = nodes.length;
+    const moved = (index: unknown) => (index as number) + offset;
+    for (const node of table) {
+      if (!Array.isArray(node)) {
+        nodes.push(node);
+        continue;
+      }
+      const tag = node[0];
+      if (tag === "A" || tag === "M" || tag === "S") nodes.push([tag, ...node.slice(1).map(moved)]);
+      else if (tag === "O") nodes.push(node.map((part, i) => (i > 0 && i % 2 === 0 ? moved(part) : part)));
+      else nodes.push(node);
+    }
+    root.push(key, offset);
+  }
+  return JSON.stringify(nodes);
+}

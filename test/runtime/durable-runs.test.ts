@@ -235,8 +235,12 @@ describe.each(["in-process", "process"] as const)("durable runs (%s driver)", (s
   await moss.robot.note(mode);
   return moss.robot.move(2);
 }`;
-    const pending = pendingOf(await first.runtime.execute({ code }));
-    const other = await compile(sandbox, (compiler) => compiler.withLocals({ mode: "south" }));
+    const execution = await first.runtime.execute({ code });
+    const pending = pendingOf(execution);
+    // The same session (its context) in another runtime, where `mode` differs.
+    const other = await compile(sandbox, (compiler) =>
+      compiler.withLocals({ mode: "south" }).joinContext(execution.context),
+    );
     const resumed = await other.runtime.resume(pending.continuation, {
       [pending.requests[0]!.id]: { approved: true },
     });
@@ -391,22 +395,27 @@ describe("durable runs across processes", () => {
     return runNodeScript(file, script, { cwd: ROOT });
   }
 
-  test("a continuation saved by one process resumes in another that compiled the same module with the same key", async () => {
+  test("a continuation saved by one process resumes in another that continues the session with the same module and key", async () => {
     const engine = JSON.stringify(path.join(ROOT, "engine/index.ts"));
     const saved = path.join(folder, "continuation.json");
-    const prelude = `import { MossCompiler, closeSharedSandboxes } from ${engine};
+    const savedContext = path.join(folder, "context.json");
+    const prelude = (context: string) => `import { MossCompiler, closeSharedSandboxes } from ${engine};
 import { readFileSync, writeFileSync } from "node:fs";
-const runtime = await new MossCompiler({ continuationKey: ${JSON.stringify(KEY)} }).compile(${JSON.stringify(MODULE)});
+const compiler = new MossCompiler({ continuationKey: ${JSON.stringify(KEY)} });
+${context}
+const runtime = await compiler.compile(${JSON.stringify(MODULE)});
 const robot = runtime.mossInjections().robot;`;
-    const first = await runNode(`${prelude}
+    const first = await runNode(`${prelude("")}
 const execution = await runtime.execute({ code: "async function main(moss: Moss) { await moss.robot.note('before'); return moss.robot.move(4); }" });
 writeFileSync(${JSON.stringify(saved)}, JSON.stringify(execution.pending));
+writeFileSync(${JSON.stringify(savedContext)}, JSON.stringify(execution.context));
 console.log(JSON.stringify({ notes: robot.notes, moves: robot.moves }));
 await runtime.close();
 await closeSharedSandboxes();`);
     expect(first.stderr).toBe("");
     expect(JSON.parse(first.stdout)).toEqual({ notes: ["before"], moves: 0 });
-    const second = await runNode(`${prelude}
+    const second =
+      await runNode(`${prelude(`compiler.joinContext(JSON.parse(readFileSync(${JSON.stringify(savedContext)}, "utf8")));`)}
 const pending = JSON.parse(readFileSync(${JSON.stringify(saved)}, "utf8"));
 const resumed = await runtime.resume(pending.continuation, { [pending.requests[0].id]: { approved: true } });
 console.log(JSON.stringify({ ok: resumed.ok, returns: resumed.returns, notes: robot.notes, moves: robot.moves }));
