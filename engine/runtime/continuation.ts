@@ -11,7 +11,7 @@ import type { LogEntry } from "./run-log.ts";
  * tamper-evident and ties it to the key of the compiler that made it.
  */
 
-const VERSION = 1;
+const VERSION = 2;
 /** Default lifetime of a continuation. */
 export const DEFAULT_CONTINUATION_TTL_MS = 60 * 60 * 1000;
 /** The key of compilers given none: random, so continuations resume only in this process. */
@@ -54,10 +54,55 @@ export function continuationKey(given: string | Uint8Array | undefined): Uint8Ar
   return key;
 }
 
-/** Encodes and signs a paused run. */
-export function signContinuation(payload: ContinuationPayload, key: Uint8Array): string {
-  const body = Buffer.from(JSON.stringify(payload), "utf8").toString("base64url");
-  return `moss1.${body}.${mac(body, key)}`;
+/**
+ * How large a paused run may be: its payload is at most this many times `maxResultBytes` bytes of JSON (the log of
+ * host calls up to 4x, the data before the run up to 1x, the code, the clock and random log and the requests in the
+ * rest), so a continuation is at most 8x `maxResultBytes` characters (base64url adds a third) plus its signature.
+ */
+export const MAX_CONTINUATION_RESULTS = 6;
+
+/**
+ * Encodes and signs a paused run; `{ tooLarge }` (its payload's bytes) when the payload passes `maxPayloadBytes`.
+ * Wire texts (JSON already) are written into the payload as JSON, not as strings: nothing is escaped twice.
+ */
+export function signContinuation(
+  payload: ContinuationPayload,
+  key: Uint8Array,
+  maxPayloadBytes = Number.POSITIVE_INFINITY,
+): { text: string } | { tooLarge: number } {
+  const json = Buffer.from(
+    JSON.stringify({
+      ...payload,
+      args: payload.args.map(embedWire),
+      log: payload.log.map((entry) => ({
+        ...entry,
+        args: embedWire(entry.args),
+        ...(entry.result === undefined
+          ? {}
+          : { result: { ...entry.result, wire: embedWire(entry.result.wire) } }),
+      })),
+    }),
+    "utf8",
+  );
+  if (json.length > maxPayloadBytes) return { tooLarge: json.length };
+  const body = json.toString("base64url");
+  return { text: `moss1.${body}.${mac(body, key)}` };
+}
+
+/** A wire text as the JSON value it is (a text that is not JSON stays a string, and is refused on resume). */
+function embedWire(wire: string): unknown {
+  try {
+    return { json: JSON.parse(wire) as unknown };
+  } catch {
+    return wire;
+  }
+}
+
+/** A wire text back from its embedded form (the same text: the wire is written by `JSON.stringify`). */
+function wireOf(embedded: unknown): string {
+  if (typeof embedded === "object" && embedded !== null && "json" in embedded)
+    return JSON.stringify((embedded as { json: unknown }).json);
+  throw new MossError("continuation-invalid", "the continuation cannot be resumed: its log is malformed", {});
 }
 
 /**
@@ -94,6 +139,12 @@ export function openContinuation(
     throw invalid("its payload is not JSON");
   }
   if (payload?.v !== VERSION) throw invalid(`unknown continuation version ${String(payload?.v)}`);
+  payload.args = (payload.args as unknown[]).map(wireOf);
+  payload.log = payload.log.map((entry) => ({
+    ...entry,
+    args: wireOf(entry.args),
+    ...(entry.result === undefined ? {} : { result: { ...entry.result, wire: wireOf(entry.result.wire) } }),
+  }));
   if (typeof payload.expiresAt !== "number" || now > payload.expiresAt) {
     throw invalid(`it expired at ${new Date(payload.expiresAt).toISOString()}`);
   }

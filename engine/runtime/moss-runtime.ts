@@ -35,6 +35,7 @@ import {
   claimContinuation,
   continuationKey,
   DEFAULT_CONTINUATION_TTL_MS,
+  MAX_CONTINUATION_RESULTS,
   openContinuation,
   signContinuation,
 } from "./continuation.ts";
@@ -539,7 +540,7 @@ export class MossRuntime {
       // Nothing of a paused run persists: the isolate it changed is gone, the data stay as they were.
       this.#recordStdout(result.stdout);
       const payload: ContinuationPayload = {
-        v: 1,
+        v: 2,
         module: this.#module.displayPath,
         moduleHash: this.#hash(),
         session: this.#sessionId(),
@@ -554,10 +555,24 @@ export class MossRuntime {
         issuedAt: Date.now(),
         expiresAt: Date.now() + this.#continuationTtlMs,
       };
-      const pending = {
-        requests: structuredClone(runLog.requests),
-        continuation: signContinuation(payload, this.#continuationKey),
-      };
+      const maxPayloadBytes = MAX_CONTINUATION_RESULTS * limits.maxResultBytes;
+      const signed = signContinuation(payload, this.#continuationKey, maxPayloadBytes);
+      if ("tooLarge" in signed) {
+        const message = `the paused run cannot be kept: its continuation (the log of host calls, the clock and random values read, the code and data) is ${signed.tooLarge} bytes, more than ${MAX_CONTINUATION_RESULTS} x maxResultBytes (${maxPayloadBytes})`;
+        return this.#finish(
+          {
+            ok: false,
+            returns: undefined,
+            stdout: result.stdout,
+            error: { kind: "output-limit", name: "RangeError", message },
+            calls,
+          },
+          code,
+          warnings,
+          started,
+        );
+      }
+      const pending = { requests: structuredClone(runLog.requests), continuation: signed.text };
       return this.#finish(
         { ok: false, returns: undefined, stdout: result.stdout, pending, calls },
         code,

@@ -3,6 +3,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, test } from "vitest";
 import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
 import { MossError } from "../../engine/errors.ts";
+import { MAX_CONTINUATION_RESULTS } from "../../engine/runtime/continuation.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type {
@@ -333,6 +334,41 @@ describe.each(["in-process", "process"] as const)("approval attacks (%s driver)"
       expect(okOf(await again.runtime.resume(execution.pending!.continuation, approveAll(execution)))).toBe(
         "checking:1",
       );
+    });
+  });
+
+  describe("a continuation stays small", () => {
+    test("within its documented bound, the clock and random log counted; a run past it cannot pause and nothing ran", async () => {
+      const maxResultBytes = 256 * 1024;
+      const { runtime, bank } = await compile(sandbox, { limits: { maxResultBytes } });
+      const bound = (MAX_CONTINUATION_RESULTS * maxResultBytes * 4) / 3 + 200;
+      // 100k clock and 100k random reads log about 3.4 MB: more than this run may keep.
+      const noisy = await runtime.execute({
+        code: `async function main(moss: Moss) {
+  let sum = 0;
+  for (let i = 0; i < 100_000; i++) sum += Date.now() + Math.random();
+  return moss.bank.transfer(moss.savings, sum > 0 ? 1 : 2);
+}`,
+        limits: { cpuTimeMs: 30_000, wallTimeMs: 60_000 },
+      });
+      expect(noisy.pending).toBeUndefined();
+      expect(noisy.error?.kind).toBe("output-limit");
+      expect(noisy.error?.message).toMatch(/continuation/);
+      expect(bank.transfers).toEqual([]);
+
+      // Quotes in an argument: a wire text (JSON) kept as a string in the payload escaped each one twice.
+      const quoted = await runtime.execute({
+        code: `async function main(moss: Moss) {
+  await moss.bank.note('"'.repeat(60_000));
+  return moss.bank.transfer(moss.savings, 1);
+}`,
+      });
+      const { continuation } = pendingOf(quoted);
+      expect(continuation.length).toBeLessThan(bound);
+      // The argument's 60k quotes are written once as JSON (\" each, 120k), never escaped again (240k).
+      expect(continuation.length).toBeLessThan((4 / 3) * 130_000);
+      expect(okOf(await runtime.resume(continuation, approveAll(quoted)))).toBe("savings:1");
+      expect(bank.notes).toEqual(['"'.repeat(60_000)]);
     });
   });
 
