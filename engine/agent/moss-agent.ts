@@ -50,6 +50,10 @@ export interface AgentRuntime {
 export interface AgentContextStore {
   load(sessionId: string): Promise<MossContext | undefined>;
   save(sessionId: string, context: MossContext): Promise<unknown>;
+  /** Locks the session for a run, before any code runs (a store that cannot write the session throws here). */
+  acquire?(sessionId: string): Promise<void>;
+  /** Unlocks the session after the run's last save. */
+  release?(sessionId: string): Promise<void>;
 }
 
 /** Builds a runtime, continuing from `context` when one is given (a saved session or a retry point). */
@@ -473,8 +477,16 @@ export class MossAgent {
       );
     }
     this.#running = true;
+    const { sessionId, store } = this.#options;
+    const locks = sessionId !== undefined && store?.acquire !== undefined && store.release !== undefined;
     try {
-      return await body();
+      // The session is locked for the run, before any code runs: a run whose session cannot be written runs nothing.
+      if (locks) await store!.acquire!(sessionId!);
+      try {
+        return await body();
+      } finally {
+        if (locks) await store!.release!(sessionId!);
+      }
     } finally {
       this.#running = false;
     }

@@ -25,9 +25,11 @@ export interface LockOwner {
  * The embedded ContextStore: one JSON file per session in a directory (`<sessionId>.json`).
  *
  * - Writes are atomic (temp file in the same directory, fsync, rename); a crash leaves at most a `.…tmp` file.
- * - One writer per session: `save`/`delete` take an exclusive lock file `<sessionId>.lock` recording the owner's
- *   pid; a lock whose pid is dead (same host) is taken over; a live one fails with MossError `context-locked`.
- *   Locks are held until `release(sessionId)` or `close()`. `load` and `list` take no lock.
+ * - One writer per session: an exclusive lock file `<sessionId>.lock` recording the owner's pid; a lock whose pid is
+ *   dead (same host) is taken over; a live one fails with MossError `context-locked`. A run holds it from before
+ *   any code runs to its last save (`acquire` … `release`): a session is locked for the duration of a run, not for
+ *   the lifetime of a store. `save`/`delete` outside a run take it for their own duration only. `load` and `list`
+ *   take no lock.
  * - A corrupt file fails `load` with MossError `context-corrupt`; `save` never overwrites it but moves it aside
  *   to `<sessionId>.corrupt-<timestamp>.json` first and reports where (`movedCorruptTo`).
  * - Session ids are 1–128 letters, digits, `_` or `-` (starting with a letter or digit): no path can be formed.
@@ -52,19 +54,20 @@ export class FileContextStore implements ContextStore {
     return readContextFile(this.contextPath(sessionId));
   }
 
-  /** Takes the session's lock if needed and writes its context atomically (moving a corrupt file aside first). */
+  /**
+   * Writes a session's context atomically (moving a corrupt file aside first), under the session's lock: the one
+   * this store holds for a run, else taken for this write only.
+   */
   async save(sessionId: string, context: MossContext): Promise<WriteContextReport> {
     const path = this.contextPath(sessionId);
-    return this.#serialize(sessionId, async () => {
-      await this.#acquire(sessionId);
-      return writeContextFile(path, context);
-    });
+    return this.#serialize(sessionId, () => this.#locked(sessionId, () => writeContextFile(path, context)));
   }
 
   /** Takes the session's lock if needed, deletes its context file and releases the lock; resolves whether it existed. */
   async delete(sessionId: string): Promise<boolean> {
     const path = this.contextPath(sessionId);
     return this.#serialize(sessionId, async () => {
+      const held = this.#held.has(sessionId);
       await this.#acquire(sessionId);
       try {
         await unlink(path);
@@ -73,7 +76,7 @@ export class FileContextStore implements ContextStore {
         if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
         throw error;
       } finally {
-        await this.#release(sessionId);
+        if (!held) await this.#release(sessionId);
       }
     });
   }
@@ -94,8 +97,8 @@ export class FileContextStore implements ContextStore {
   }
 
   /**
-   * Makes this store the session's only writer, or throws MossError `context-locked` naming the owner.
-   * Already holding it, checks the lock file is still ours.
+   * Makes this store the session's only writer until `release` (a run takes it before any code runs), or throws
+   * MossError `context-locked` naming the owner. Already holding it, checks the lock file is still ours.
    */
   async acquire(sessionId: string): Promise<void> {
     validSessionId(sessionId);
@@ -115,6 +118,18 @@ export class FileContextStore implements ContextStore {
   /** Releases every lock this store holds. Idempotent; the store can still be used afterwards. */
   async close(): Promise<void> {
     for (const sessionId of [...this.#held.keys()]) await this.release(sessionId);
+  }
+
+  /** Runs `operation` under the session's lock: the one this store holds, else taken for the operation only. */
+  async #locked<T>(sessionId: string, operation: () => Promise<T>): Promise<T> {
+    const held = this.#held.has(sessionId);
+    await this.#acquire(sessionId);
+    if (held) return operation();
+    try {
+      return await operation();
+    } finally {
+      await this.#release(sessionId);
+    }
   }
 
   /** Runs one operation on a session at a time, in call order, so concurrent calls of this store never race. */

@@ -223,6 +223,36 @@ describe("a paused run in the agent", () => {
     );
   });
 
+  it("a resume locks its session before any code runs: locked by another writer, nothing runs; a new agent resumes while the old one exists", async () => {
+    // The old agent stays open (its store never closed), as a server's would while a new agent object resumes.
+    const model = new ScriptedLanguageModel([step(TRANSFER)]);
+    const old = session();
+    const first = new MossAgent({ model, modulePath: MODULE, ...old });
+    try {
+      expect((await first.run("Send bob 5 euros.")).stopReason).toBe("pending");
+      const writer = new FileContextStore(join(directory, "sessions"));
+      await writer.acquire("s1");
+      await withAgent(
+        [{ content: "Sent." }],
+        async (agent) => {
+          const requests = await agent.pending();
+          const answers = { [requests![0]!.id]: { approved: true as const } };
+          const locked = await agent.resume(answers).catch((error: unknown) => error);
+          expect(MossError.is(locked) && locked.code).toBe("context-locked");
+          // The approved transfer did not run: the run could not have saved what it did.
+          expect(await transfers()).toEqual([]);
+          await writer.release("s1");
+          expect((await agent.resume(answers)).stopReason).toBe("answer");
+          expect(await transfers()).toEqual(["bob 5"]);
+        },
+        session(),
+      );
+    } finally {
+      await first.close();
+      await (old.store as FileContextStore).close();
+    }
+  });
+
   it("resuming with nothing paused, or with answers that do not fit, is a clear error", async () => {
     await withAgent([step(TRANSFER)], async (agent) => {
       const nothing = await agent.resume({}).catch((error: unknown) => error);

@@ -299,7 +299,9 @@ describe("FileContextStore locks", () => {
     await released;
     await waitForExit(child);
     await store.save("shared", sample({ count: 2 }));
-    expect(store.holds("shared")).toBe(true);
+    // A save outside a run holds the lock only while it writes.
+    expect(store.holds("shared")).toBe(false);
+    expect(await readdir(directory)).not.toContain("shared.lock");
   });
 
   it("takes over the lock of a process killed while holding it", async () => {
@@ -314,9 +316,10 @@ describe("FileContextStore locks", () => {
     expect((await rejection(store.save("crashy", sample()))).code).toBe("context-locked");
     child.kill("SIGKILL");
     await waitForExit(child);
-    await store.save("crashy", sample());
+    await store.acquire("crashy");
     const lock = JSON.parse(await readFile(join(directory, "crashy.lock"), "utf8"));
     expect(lock.pid).toBe(process.pid);
+    await store.save("crashy", sample());
   });
 
   it("takes over a stale lock file left by a dead pid, and one naming this pid that no store holds", async () => {
@@ -328,13 +331,15 @@ describe("FileContextStore locks", () => {
       acquiredAt: "2020-01-01T00:00:00.000Z",
     };
     await writeFile(join(directory, "stale.lock"), JSON.stringify(owner));
+    await store.acquire("stale");
     await store.save("stale", sample());
     expect(JSON.parse(await readFile(join(directory, "stale.lock"), "utf8")).nonce).not.toBe("old");
 
     const reused = { ...owner, pid: process.pid, nonce: "previous-run" };
     await writeFile(join(directory, "reused.lock"), JSON.stringify(reused));
-    await store.save("reused", sample());
+    await store.acquire("reused");
     expect(store.holds("reused")).toBe(true);
+    await store.save("reused", sample());
   });
 
   it("treats a lock from another host as live", async () => {
@@ -350,29 +355,40 @@ describe("FileContextStore locks", () => {
     expect(error.message).toContain(`on host ${hostname()}-elsewhere`);
   });
 
-  it("two stores of one process cannot both write a session", async () => {
+  it("a session is locked for a run (acquire … release), not for the lifetime of a store", async () => {
     const first = newStore();
     const second = newStore();
+    // Two stores of one process (a server resumes a paused run in a new agent while the old one exists) take turns.
     await first.save("mine", sample({ count: 1 }));
-    const error = await rejection(second.save("mine", sample({ count: 2 })));
-    expect(error.code).toBe("context-locked");
-    expect(error.message).toContain("another FileContextStore of this process holds it");
-    await first.release("mine");
-    await second.save("mine", sample({ count: 3 }));
+    await second.save("mine", sample({ count: 2 }));
+    // While one runs, the other cannot write, nor start a run of its own.
+    await first.acquire("mine");
+    await first.save("mine", sample({ count: 3 }));
+    for (const attempt of [second.save("mine", sample({ count: 4 })), second.acquire("mine")]) {
+      const error = await rejection(attempt);
+      expect(error.code).toBe("context-locked");
+      expect(error.message).toContain("another FileContextStore of this process holds it");
+    }
     expect(decodeProperties((await first.load("mine"))!.properties)).toEqual({ count: 3 });
+    await first.release("mine");
+    await second.save("mine", sample({ count: 5 }));
+    expect(decodeProperties((await first.load("mine"))!.properties)).toEqual({ count: 5 });
+    expect(await readdir(directory)).toEqual(["mine.json"]);
   });
 
   it("concurrent saves of one store run in call order and all succeed", async () => {
     const store = newStore();
     await Promise.all([1, 2, 3, 4].map((count) => store.save("busy", sample({ count }))));
     expect(decodeProperties((await store.load("busy"))!.properties)).toEqual({ count: 4 });
-    expect((await readdir(directory)).sort()).toEqual(["busy.json", "busy.lock"]);
+    expect((await readdir(directory)).sort()).toEqual(["busy.json"]);
   });
 
   it("release and close remove the lock files; close is idempotent", async () => {
     const store = newStore();
-    await store.save("a", sample());
-    await store.save("b", sample());
+    for (const id of ["a", "b"]) {
+      await store.acquire(id);
+      await store.save(id, sample());
+    }
     expect((await readdir(directory)).sort()).toEqual(["a.json", "a.lock", "b.json", "b.lock"]);
     await store.release("a");
     expect(store.holds("a")).toBe(false);
@@ -384,6 +400,7 @@ describe("FileContextStore locks", () => {
 
   it("a store whose lock was taken away refuses to write", async () => {
     const store = newStore();
+    await store.acquire("s");
     await store.save("s", sample({ count: 1 }));
     const intruder = {
       pid: process.pid + 1,
