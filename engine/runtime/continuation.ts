@@ -89,10 +89,11 @@ export function signContinuation(
   return { text: `moss1.${body}.${mac(body, key)}` };
 }
 
-/** A wire text as the JSON value it is (a text that is not JSON stays a string, and is refused on resume). */
+/** A wire text (a JSON array) as the array it is; a text that is not one stays a string (it matches nothing). */
 function embedWire(wire: string): unknown {
   try {
-    return { json: JSON.parse(wire) as unknown };
+    const value = JSON.parse(wire) as unknown;
+    return Array.isArray(value) ? value : wire;
   } catch {
     return wire;
   }
@@ -100,8 +101,8 @@ function embedWire(wire: string): unknown {
 
 /** A wire text back from its embedded form (the same text: the wire is written by `JSON.stringify`). */
 function wireOf(embedded: unknown): string {
-  if (typeof embedded === "object" && embedded !== null && "json" in embedded)
-    return JSON.stringify((embedded as { json: unknown }).json);
+  if (Array.isArray(embedded)) return JSON.stringify(embedded);
+  if (typeof embedded === "string") return embedded;
   throw new MossError("continuation-invalid", "the continuation cannot be resumed: its log is malformed", {});
 }
 
