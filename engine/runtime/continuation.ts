@@ -11,7 +11,7 @@ import type { LogEntry } from "./run-log.ts";
  * tamper-evident and ties it to the key of the compiler that made it.
  */
 
-const VERSION = 2;
+const VERSION = 1;
 /** Default lifetime of a continuation. */
 export const DEFAULT_CONTINUATION_TTL_MS = 60 * 60 * 1000;
 /** The key of compilers given none: random, so continuations resume only in this process. */

@@ -540,7 +540,7 @@ export class MossRuntime {
       // Nothing of a paused run persists: the isolate it changed is gone, the data stay as they were.
       this.#recordStdout(result.stdout);
       const payload: ContinuationPayload = {
-        v: 2,
+        v: 1,
         module: this.#module.displayPath,
         moduleHash: this.#hash(),
         session: this.#sessionId(),
