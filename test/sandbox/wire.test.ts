@@ -6,6 +6,7 @@ import {
   createWireCodec,
   decodeWire,
   encodeWire,
+  joinWireRecord,
   measureWire,
   WIRE_MAX_BIGINT_DIGITS,
   wireCodecSource,
@@ -14,6 +15,22 @@ import {
 const roundTrip = (value: unknown) => decodeWire(encodeWire(value));
 
 describe("wire codec", () => {
+  test("joinWireRecord joins values encoded on their own into one record; none shares a node with another", () => {
+    const shared = { n: 1 };
+    const nested = { list: [shared, shared], map: new Map([["k", new Set([shared])]]), text: "t" };
+    const joined = decodeWire(
+      joinWireRecord([
+        ["first", encodeWire(nested)],
+        ["second", encodeWire(shared)],
+        ["third", encodeWire([1, [2, { three: 3 }]])],
+      ]),
+    ) as { first: typeof nested; second: { n: number }; third: unknown };
+    expect(joined).toEqual({ first: nested, second: { n: 1 }, third: [1, [2, { three: 3 }]] });
+    // Shared within a value it stays shared; across values it is not.
+    expect(joined.first.list[0]).toBe(joined.first.list[1]);
+    expect(joined.second).not.toBe(joined.first.list[0]);
+  });
+
   test("special numbers, bigint and undefined survive", () => {
     const value = {
       nan: Number.NaN,
