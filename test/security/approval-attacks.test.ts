@@ -142,6 +142,22 @@ describe.each(["in-process", "process"] as const)("approval attacks (%s driver)"
       expect(second.bank.transfers).toEqual([]);
     });
 
+    test("a call run again in another runtime that answers otherwise leaves the log: nothing approved runs", async () => {
+      const first = await compile(sandbox);
+      const execution = await first.runtime.execute({
+        code: `async function main(moss: Moss) {
+  const [alice] = moss.bank.pair("alice", "bob");
+  return moss.bank.transfer(alice, 8);
+}`,
+      });
+      const second = await compile(sandbox, { context: execution.context });
+      (second.bank as HostBank & { grown: boolean }).grown = true;
+      const resumed = await second.runtime.resume(execution.pending!.continuation, approveAll(execution));
+      expect(resumed.error?.kind).toBe("replay-diverged");
+      expect(resumed.error?.message).toMatch(/bank\.pair, run again, answered otherwise/);
+      expect(second.bank.transfers).toEqual([]);
+    });
+
     test("the honest run resumes in another runtime of its session and acts once on the objects approved", async () => {
       const first = await compile(sandbox);
       const code = `async function main(moss: Moss) {
