@@ -77,7 +77,12 @@ export function describeRequest(request: PendingRequest): string {
   if (request.kind === "approval") {
     const target = request.service === undefined ? request.member : `${request.service}.${request.member}`;
     const args = request.args.map((arg) => formatReturns(arg)).join(", ");
-    return `#${request.id} approval ${target}(${truncateMiddle(args, 300)})${at}`;
+    // What the call acts on, unless the field it was called through says it already.
+    const on =
+      request.target === undefined || request.target.split(":")[0] === `moss.${request.service}`
+        ? ""
+        : ` on ${request.target}`;
+    return `#${request.id} approval ${target}(${truncateMiddle(args, 300)})${on}${at}`;
   }
   const choices = request.choices === undefined ? "" : ` [${request.choices.join(" | ")}]`;
   return `#${request.id} question${at}: ${request.question}${choices}`;

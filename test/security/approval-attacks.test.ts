@@ -1,6 +1,7 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, test } from "vitest";
+import { describeRequest } from "../../engine/agent/observation.ts";
 import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
 import { MossError } from "../../engine/errors.ts";
 import { MAX_CONTINUATION_RESULTS } from "../../engine/runtime/continuation.ts";
@@ -262,6 +263,12 @@ describe.each(["in-process", "process"] as const)("approval attacks (%s driver)"
         { service: "bank", member: "close", target: "Account #2 returned by call 1 (bank.pair)", args: [] },
       ]);
       expect(new Set(requests.map((request) => JSON.stringify(request))).size).toBe(requests.length);
+      // As the CLI and the agent print them, too.
+      const printed = approvals(execution).map(describeRequest);
+      expect(new Set(printed).size).toBe(requests.length);
+      expect(printed[3]).toMatch(
+        /^#r\d+ approval bank\.close\(\) on Account #1 returned by call 1 \(bank\.pair\) at line 7$/,
+      );
       expect(JSON.stringify(requests)).not.toContain("[host object]");
       expect(bank.transfers).toEqual([]);
     });
