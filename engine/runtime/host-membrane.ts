@@ -2,6 +2,7 @@ import { hostErrorWire, redactErrorValues } from "../sandbox/host-error.ts";
 import type { HandleShape, HostMembrane as HostMembraneContract, HostOutcome } from "../sandbox/sandbox.ts";
 import { decodeWire, encodeWire } from "../sandbox/wire.ts";
 import { type DeclaredType, NOTHING, RUNTIME, UNDECLARED } from "./declared-members.ts";
+import { withRunSignal } from "./run-signal.ts";
 
 const NEVER_EXPOSED = new Set([
   "constructor",
@@ -63,6 +64,8 @@ export class HostMembrane implements HostMembraneContract {
   /** The label handles made while encoding a call's result inherit: the service the call reached. */
   #resultLabel: HandleLabel = {};
   #nextId = 1;
+  /** The signal of the run whose calls this membrane makes (`currentRunSignal()` in the host methods it calls). */
+  runSignal: AbortSignal | undefined;
 
   /**
    * `nearestDeclaredClass` types objects crossing where the declaration says `any`/`unknown`/`object`;
@@ -181,7 +184,7 @@ export class HostMembrane implements HostMembraneContract {
     if (!entry) return this.#error(new ReferenceError("this host object is no longer available"));
     let outcome: { result: unknown; type: DeclaredType | undefined };
     try {
-      outcome = action(entry);
+      outcome = withRunSignal(this.runSignal, () => action(entry));
     } catch (error) {
       return this.#error(error);
     }
