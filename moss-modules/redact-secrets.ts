@@ -67,12 +67,37 @@ export class SecretRedactor {
     return replaceRanges(text, this.#ranges(text, 0));
   }
 
-  /** `bytes` with every secret replaced (searched as latin1, so UTF-8 and UTF-16 forms match); the same array if none. */
+  /**
+   * `bytes` with every secret replaced, the same array if none: read as UTF-16 (either byte order and alignment,
+   * where the bytes hold NULs) and then as latin1, so that UTF-8, UTF-16 and every spelling `redactText` knows match.
+   */
   redactBytes(bytes: Uint8Array): Uint8Array {
     if (this.#secrets.size === 0 || bytes.byteLength < MIN_SECRET_LENGTH) return bytes;
-    const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("latin1");
+    let current = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    if (current.includes(0)) {
+      for (const bigEndian of [false, true]) {
+        for (const offset of [0, 1]) current = this.#redactWide(current, offset, bigEndian);
+      }
+    }
+    const text = current.toString("latin1");
     const ranges = this.#ranges(text, 0);
-    return ranges.length === 0 ? bytes : new Uint8Array(Buffer.from(replaceRanges(text, ranges), "latin1"));
+    if (ranges.length === 0 && current.buffer === bytes.buffer && current.byteOffset === bytes.byteOffset)
+      return bytes;
+    return new Uint8Array(Buffer.from(replaceRanges(text, ranges), "latin1"));
+  }
+
+  /** `bytes` with the secrets found in their UTF-16 reading (from `offset`) replaced by UTF-16 `[redacted]`. */
+  #redactWide(bytes: Buffer, offset: number, bigEndian: boolean): Buffer {
+    const length = bytes.byteLength - offset - ((bytes.byteLength - offset) % 2);
+    if (length < MIN_SECRET_LENGTH * 2) return bytes;
+    const slice = Buffer.from(bytes.subarray(offset, offset + length));
+    if (bigEndian) slice.swap16();
+    const text = slice.toString("utf16le");
+    const ranges = this.#ranges(text, 0);
+    if (ranges.length === 0) return bytes;
+    const replaced = Buffer.from(replaceRanges(text, ranges), "utf16le");
+    if (bigEndian) replaced.swap16();
+    return Buffer.concat([bytes.subarray(0, offset), replaced, bytes.subarray(offset + length)]);
   }
 
   /**

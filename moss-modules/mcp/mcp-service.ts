@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -67,6 +68,8 @@ export interface McpConnection {
   server: { name?: string; version?: string; instructions?: string };
   secrets: SecretRedactor;
   label: string;
+  /** Why `client`'s connection broke, when the host broke it (an answer past `maxResponseBytes`). */
+  failureOf(client: Client): Error | undefined;
   /** Ends the connection for good. */
   close(): Promise<void>;
 }
@@ -102,12 +105,25 @@ export async function connectMcp(server: McpServer, options: McpCallOptions = {}
   } else {
     for (const value of Object.values(server.env ?? {})) secrets.add(value);
   }
+  const failures = new WeakMap<Client, Error>();
+  const oversized = () =>
+    new RangeError(`${label}: an answer is larger than the limit of ${maxResponseBytes} bytes`);
   const open = async (): Promise<Client> => {
+    // An oversized answer breaks the connection: every call waiting on it fails now, the next call reconnects.
+    const breakWith = (error: Error): void => {
+      if (failures.has(client)) return;
+      failures.set(client, error);
+      void client.close().catch(() => {});
+    };
     const transport =
       "url" in server
         ? new StreamableHTTPClientTransport(url!, {
             requestInit: { headers: { ...server.headers } },
-            fetch: boundedFetch(maxResponseBytes, label),
+            fetch: boundedFetch(maxResponseBytes, () => {
+              const error = oversized();
+              breakWith(error);
+              return error;
+            }),
           })
         : new StdioClientTransport({
             command: server.command,
@@ -119,6 +135,10 @@ export async function connectMcp(server: McpServer, options: McpCallOptions = {}
           } as ConstructorParameters<typeof StdioClientTransport>[0]);
     // Results are validated against their outputSchema off the host's thread (OutputValidator), never by the SDK.
     const client = new Client({ name: "moss-ts", version: "0.1.0" }, { jsonSchemaValidator: NO_VALIDATION });
+    client.onerror = (error) => {
+      // The SDK's stdio transport closes itself on a message past maxBufferSize; say why.
+      if (/ReadBuffer exceeded maximum size/.test(error.message)) breakWith(oversized());
+    };
     await client.connect(transport, { timeout });
     return client;
   };
@@ -164,6 +184,7 @@ export async function connectMcp(server: McpServer, options: McpCallOptions = {}
       },
       secrets,
       label,
+      failureOf: (client) => failures.get(client),
       close: async () => {
         closed = true;
         await current.close();
@@ -182,6 +203,8 @@ export async function connectMcp(server: McpServer, options: McpCallOptions = {}
 async function listAllTools(client: Client, timeoutMs: number, label: string): Promise<Tool[]> {
   const tools: Tool[] = [];
   const signal = AbortSignal.timeout(timeoutMs);
+  // Each page's request listens on the one signal of the whole listing.
+  setMaxListeners(MAX_TOOL_PAGES + 1, signal);
   let cursor: string | undefined;
   for (let page = 0; ; page++) {
     if (page >= MAX_TOOL_PAGES)
@@ -221,15 +244,17 @@ export function createMcpService(
       if (args !== undefined && (typeof args !== "object" || args === null || Array.isArray(args)))
         throw new TypeError(`${name}: pass one object of arguments`);
       let result: Awaited<ReturnType<Client["callTool"]>>;
+      let client: Client | undefined;
       try {
-        const client = await connection.connected();
+        client = await connection.connected();
         result = await client.callTool(
           { name: tool.name, arguments: (args ?? {}) as Record<string, unknown> },
           undefined,
           { timeout, ...(signal ? { signal } : {}) },
         );
       } catch (error) {
-        const message = error instanceof Error ? error.message : String(error);
+        const cause = (client && connection.failureOf(client)) ?? error;
+        const message = cause instanceof Error ? cause.message : String(cause);
         throw new Error(`${tool.name}: ${secrets.redactText(message)}`);
       }
       if (result.isError) {
@@ -271,9 +296,8 @@ const NO_VALIDATION: jsonSchemaValidator = {
   })) as jsonSchemaValidator["getValidator"],
 };
 
-/** `fetch` whose response bodies stop with an error past `maxBytes` (declared or streamed). */
-function boundedFetch(maxBytes: number, label: string): typeof fetch {
-  const tooLarge = () => new RangeError(`${label}: an answer is larger than the limit of ${maxBytes} bytes`);
+/** `fetch` whose response bodies stop with the error `tooLarge` makes past `maxBytes` (declared or streamed). */
+function boundedFetch(maxBytes: number, tooLarge: () => Error): typeof fetch {
   return async (input, init) => {
     const response = await fetch(input, init);
     const declared = Number(response.headers.get("content-length"));
