@@ -40,6 +40,7 @@ export { codeFrame, MossError, type MossErrorCode } from "./errors.ts";
 export { type Injection, type InjectionRuntime, Moss } from "./moss.ts";
 export { type AttributeEntry, MossPrompter } from "./prompter/moss-prompter.ts";
 export { MossRuntime, type MossRuntimeOptions } from "./runtime/moss-runtime.ts";
+export { currentRunSignal } from "./runtime/run-signal.ts";
 export { closeSharedSandboxes } from "./runtime/shared-sandbox.ts";
 export {
   type Answer,

@@ -2,6 +2,7 @@ import { hostErrorWire, redactErrorValues } from "../sandbox/host-error.ts";
 import type { HandleShape, HostMembrane as HostMembraneContract, HostOutcome } from "../sandbox/sandbox.ts";
 import { decodeWire, encodeWire } from "../sandbox/wire.ts";
 import { type DeclaredType, NOTHING, RUNTIME, UNDECLARED } from "./declared-members.ts";
+import { withRunSignal } from "./run-signal.ts";
 
 const NEVER_EXPOSED = new Set([
   "constructor",
@@ -75,6 +76,8 @@ export class HostMembrane implements HostMembraneContract {
   /** How handles made by the encode in progress are labelled. */
   #labelling: Labelling = { kind: "result", caller: {} };
   #nextId = 1;
+  /** The signal of the run whose calls this membrane makes (`currentRunSignal()` in the host methods it calls). */
+  runSignal: AbortSignal | undefined;
 
   /**
    * `nearestDeclaredClass` types objects crossing where the declaration says `any`/`unknown`/`object`;
@@ -212,7 +215,7 @@ export class HostMembrane implements HostMembraneContract {
     if (!entry) return this.#error(new ReferenceError("this host object is no longer available"));
     let outcome: { result: unknown; type: DeclaredType | undefined };
     try {
-      outcome = action(entry);
+      outcome = withRunSignal(this.runSignal, () => action(entry));
     } catch (error) {
       return this.#error(error);
     }

@@ -501,6 +501,9 @@ export class MossRuntime {
       maxLogBytes: MAX_LOG_RESULTS * limits.maxResultBytes,
     });
     this.#runLog = runLog;
+    const runEnded = new AbortController();
+    // Every host call of this run starts with `currentRunSignal()` set to this signal (calls a policy deferred too).
+    this.#membraneFor().runSignal = runEnded.signal;
     let result: SandboxRunResult;
     try {
       result = await session.run({
@@ -513,6 +516,8 @@ export class MossRuntime {
       });
     } finally {
       this.#runLog = undefined;
+      // Host work the run started and nobody awaits any more (requests, tool calls) ends with it.
+      runEnded.abort(new Error("the run ended"));
     }
     warnings.push(...this.#installWarnings.splice(0), ...result.warnings);
     if (!session.alive) this.#session = undefined;

@@ -1,4 +1,6 @@
 import type { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
+import { MossError } from "../../engine/errors.ts";
+import { SchemaTooLargeError } from "../openapi/schema-to-type.ts";
 import { writeIfChanged } from "../openapi/write-if-changed.ts";
 import { mcpDeclaration, mcpMethods } from "./mcp-declaration.ts";
 import { connectMcp, createMcpService, type McpCallOptions, type McpServer } from "./mcp-service.ts";
@@ -40,7 +42,19 @@ export async function mcpService(
   try {
     const wanted = options.tools ? new Set(options.tools) : undefined;
     const methods = mcpMethods(connection.tools.filter((tool) => !wanted || wanted.has(tool.name)));
-    const declaration = mcpDeclaration(name, methods, connection.server);
+    let declaration: string;
+    try {
+      declaration = mcpDeclaration(name, methods, connection.server);
+    } catch (error) {
+      if (!(error instanceof SchemaTooLargeError)) throw error;
+      const tool = (error as SchemaTooLargeError & { tool?: string }).tool;
+      throw new MossError(
+        "schema-too-large",
+        `${connection.label}: tool "${tool ?? "?"}": ${error.message}`,
+        { tool, refs: error.refs },
+        { cause: error },
+      );
+    }
     const changed = await writeIfChanged(options.typesFile, declaration);
     const service = createMcpService(connection, methods, options);
     return {
@@ -52,7 +66,7 @@ export async function mcpService(
       tools: methods.map((method) => method.tool.name),
     };
   } catch (error) {
-    await connection.client.close().catch(() => {});
+    await connection.close().catch(() => {});
     throw error;
   }
 }

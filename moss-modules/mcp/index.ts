@@ -10,6 +10,8 @@ export {
 export {
   connectMcp,
   createMcpService,
+  MAX_TOOL_PAGES,
+  MAX_TOOLS,
   type McpCallOptions,
   type McpConnection,
   type McpHttpServer,

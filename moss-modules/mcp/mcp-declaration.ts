@@ -4,6 +4,7 @@ import {
   jsDoc,
   propertyKey,
   type Schema,
+  SchemaTooLargeError,
   schemaDocLines,
   schemaToType,
   type TypeWriterOptions,
@@ -59,7 +60,15 @@ export function mcpDeclaration(name: string, methods: readonly McpMethod[], serv
     "Each method calls one tool of the server. A tool that fails rejects with an Error named",
     '"McpToolError" whose message is the tool\'s own; catch it with try/catch.',
   );
-  const members = methods.map((method) => toolDeclaration(method, "  "));
+  const members = methods.map((method) => {
+    try {
+      return toolDeclaration(method, "  ");
+    } catch (error) {
+      // The caller names the server; the tool is named here, where it is known.
+      if (error instanceof SchemaTooLargeError) Object.assign(error, { tool: method.tool.name });
+      throw error;
+    }
+  });
   return [
     GENERATED_HEADER,
     "",

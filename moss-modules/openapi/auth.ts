@@ -1,3 +1,5 @@
+import { MossError } from "../../engine/errors.ts";
+import type { SecretRedactor } from "../redact-secrets.ts";
 import type { ApiOperation } from "./api-model.ts";
 import type { OpenApiDocument } from "./load-document.ts";
 import type { PluginAuth } from "./plugin-manifest.ts";
@@ -22,31 +24,6 @@ export interface AuthTarget {
   cookies: Map<string, string>;
 }
 
-/** Every secret value used so far, so that messages and bodies can be scrubbed of them. */
-export class SecretRegistry {
-  readonly #values = new Set<string>();
-
-  add(value: string): string {
-    if (value.length >= 4) {
-      this.#values.add(value);
-      // A secret also appears percent-encoded (query, cookie) and base64-encoded (basic auth) on the wire.
-      this.#values.add(encodeURIComponent(value));
-      const escaped = JSON.stringify(value).slice(1, -1);
-      if (escaped !== value) this.#values.add(escaped);
-    }
-    return value;
-  }
-
-  /** `text` with every known secret replaced by `[redacted]`. */
-  redact(text: string): string {
-    let result = text;
-    for (const value of [...this.#values].sort((a, b) => b.length - a.length)) {
-      if (result.includes(value)) result = result.split(value).join("[redacted]");
-    }
-    return result;
-  }
-}
-
 interface CachedToken {
   token: string;
   expiresAt: number;
@@ -59,7 +36,7 @@ export interface AuthenticatorOptions {
   credentials?: Record<string, Credential>;
   /** Bearer token provider: used for `plugin.json` `oidc` auth and for http bearer schemes without a credential. */
   token?: Secret;
-  secrets: SecretRegistry;
+  secrets: SecretRedactor;
   /** Requests the OAuth2 token endpoint (the client's fetch with its limits). */
   fetchToken: (url: string, init: RequestInit) => Promise<Response>;
 }
@@ -72,6 +49,67 @@ export class Authenticator {
 
   constructor(options: AuthenticatorOptions) {
     this.#options = options;
+  }
+
+  /**
+   * Reads every credential given as an environment variable (in `credentials` or a `plugin.json` `${NAME}`), and
+   * registers each secret already known, so that a missing one fails the bind with a `MossError`
+   * (`credential-missing`) that names the credential and where it is read from.
+   */
+  checkCredentials(): void {
+    const pluginAuth = this.#options.pluginAuth;
+    if (pluginAuth?.type === "oidc" && this.#options.token === undefined)
+      throw new MossError(
+        "credential-missing",
+        'credential missing: this plugin uses "oidc" auth (plugin.json auth.type): bind it with the option token',
+        { credential: "token" },
+      );
+    if (pluginAuth && pluginAuth.type !== "oidc") {
+      for (const [name, written] of Object.entries(pluginAuth.args)) {
+        const given = this.#options.credentials?.[name];
+        if (given !== undefined) this.#check(given, `credentials[${JSON.stringify(name)}]`, name);
+        else this.#check(fromTemplate(written), `plugin.json auth.args[${JSON.stringify(name)}]`, name);
+      }
+    }
+    for (const [name, given] of Object.entries(this.#options.credentials ?? {})) {
+      if (pluginAuth && pluginAuth.type !== "oidc" && name in pluginAuth.args) continue;
+      this.#check(given, `credentials[${JSON.stringify(name)}]`, name);
+    }
+    if (this.#options.token !== undefined) this.#check(this.#options.token, "token", "token");
+  }
+
+  #check(credential: Credential, where: string, name: string): void {
+    const parts: Array<[Secret, string]> =
+      typeof credential === "object" && credential !== null && "username" in credential
+        ? [
+            [credential.username, `${where}.username`],
+            [credential.password, `${where}.password`],
+          ]
+        : typeof credential === "object" && credential !== null && "clientId" in credential
+          ? [
+              [credential.clientId, `${where}.clientId`],
+              [credential.clientSecret, `${where}.clientSecret`],
+            ]
+          : [[credential as Secret, where]];
+    for (const [secret, at] of parts) {
+      if (typeof secret === "string") this.#options.secrets.add(secret);
+      else if (typeof secret === "function") continue;
+      else if (secret && typeof secret === "object" && typeof secret.env === "string") {
+        const found = process.env[secret.env];
+        if (found === undefined || found === "")
+          throw new MossError(
+            "credential-missing",
+            `credential "${name}" is missing: the environment variable ${secret.env} is not set (read from ${at})`,
+            { credential: name, env: secret.env, where: at },
+          );
+        this.#options.secrets.add(found);
+      } else
+        throw new MossError(
+          "credential-missing",
+          `credential "${name}" (${at}) must be a string, { env: NAME } or a function`,
+          { credential: name, where: at },
+        );
+    }
   }
 
   async apply(operation: ApiOperation, target: AuthTarget): Promise<void> {
@@ -133,10 +171,8 @@ export class Authenticator {
             typeof credential === "object" && "username" in credential
               ? `${await this.#secret(credential.username)}:${await this.#secret(credential.password)}`
               : await this.#secret(credential as Secret);
-          target.headers.set(
-            "authorization",
-            `Basic ${this.#options.secrets.add(Buffer.from(pair).toString("base64"))}`,
-          );
+          this.#options.secrets.add(pair);
+          target.headers.set("authorization", `Basic ${Buffer.from(pair).toString("base64")}`);
         } else {
           target.headers.set(
             "authorization",
@@ -194,9 +230,10 @@ export class Authenticator {
     const body = new URLSearchParams({ grant_type: "client_credentials" });
     const wanted = credential.scopes ?? scopes;
     if (wanted.length > 0) body.set("scope", wanted.join(" "));
-    const basic = this.#options.secrets.add(
-      Buffer.from(`${encodeURIComponent(clientId)}:${encodeURIComponent(clientSecret)}`).toString("base64"),
+    const pair = this.#options.secrets.add(
+      `${encodeURIComponent(clientId)}:${encodeURIComponent(clientSecret)}`,
     );
+    const basic = Buffer.from(pair).toString("base64");
     const response = await this.#options.fetchToken(flow.tokenUrl, {
       method: "POST",
       headers: {

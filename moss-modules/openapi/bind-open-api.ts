@@ -1,6 +1,7 @@
 import path from "node:path";
 import type { LanguageModel } from "../../engine/agent/language-model.ts";
 import type { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
+import { MossError } from "../../engine/errors.ts";
 import { type ApiModel, buildApiModel, RESERVED_MEMBER_NAMES } from "./api-model.ts";
 import { type GeneratedDeclaration, openApiDeclaration } from "./declaration.ts";
 import {
@@ -11,6 +12,7 @@ import {
 } from "./load-document.ts";
 import { createOpenApiService, type OpenApiServiceOptions } from "./open-api-service.ts";
 import { runFlow } from "./run-flow.ts";
+import { SchemaTooLargeError } from "./schema-to-type.ts";
 import { writeIfChanged } from "./write-if-changed.ts";
 
 /** Options of `bindOpenApi` / `openApiService`. */
@@ -64,17 +66,31 @@ export async function openApiService(
     )
       throw new TypeError(`${flow.file}: flow name "${flow.name}" is also an operation or reserved name`);
   }
-  const declaration = openApiDeclaration(model, {
-    name,
-    ...(loaded.plugin ? { plugin: loaded.plugin } : {}),
-    flows: loaded.flows,
-    ...(options.maxOperations !== undefined ? { maxOperations: options.maxOperations } : {}),
-    ...(options.include ? { include: options.include } : {}),
-  });
-  const { service, call } = createOpenApiService(model, {
+  let declaration: GeneratedDeclaration;
+  try {
+    declaration = openApiDeclaration(model, {
+      name,
+      ...(loaded.plugin ? { plugin: loaded.plugin } : {}),
+      flows: loaded.flows,
+      ...(options.maxOperations !== undefined ? { maxOperations: options.maxOperations } : {}),
+      ...(options.include ? { include: options.include } : {}),
+    });
+  } catch (error) {
+    if (!(error instanceof SchemaTooLargeError)) throw error;
+    const where = loaded.file ?? `the ${name} document`;
+    throw new MossError(
+      "schema-too-large",
+      `${where}: ${error.refs[0] ?? "a schema"}: ${error.message}`,
+      { file: loaded.file, refs: error.refs },
+      { cause: error },
+    );
+  }
+  const { service, call, checkCredentials } = createOpenApiService(model, {
     ...options,
     ...(loaded.plugin?.auth ? { pluginAuth: loaded.plugin.auth } : {}),
   });
+  // A credential the host cannot read fails the bind, not the model's first call.
+  checkCredentials();
   for (const flow of loaded.flows) {
     Object.defineProperty(service, flow.name, {
       value: (args?: unknown) => runFlow(flow, args, { model, call, languageModel: options.languageModel }),

@@ -2,9 +2,11 @@ import { readdir, readFile, stat } from "node:fs/promises";
 import path from "node:path";
 import SwaggerParser from "@apidevtools/swagger-parser";
 import { LineCounter, parseDocument, type Node as YamlNode } from "yaml";
+import { MossError } from "../../engine/errors.ts";
 import { OpenApiLoadError } from "./errors.ts";
 import { type FlowDefinition, parseFlow } from "./flows.ts";
 import { type PluginManifest, parsePluginManifest } from "./plugin-manifest.ts";
+import { MAX_EXPANDED_NODES, measureRefExpansion } from "./ref-expansion.ts";
 
 /** An OpenAPI 3.0/3.1 document as parsed: plain JSON data. */
 export type OpenApiDocument = { [key: string]: unknown };
@@ -152,6 +154,18 @@ async function validateDocument(
     );
   }
   if (options.validate === false) return;
+  // The validator follows every $ref: layered ones would block the host for minutes, then exhaust it.
+  const expansion = measureRefExpansion(document);
+  if (expansion.nodes > MAX_EXPANDED_NODES) {
+    const where = expansion.largestRef
+      ? `${locate?.(expansion.largestRef.slice(1)) ?? label}: $ref ${expansion.largestRef}`
+      : label;
+    throw new MossError(
+      "schema-too-large",
+      `${where} - the document expands to more than ${MAX_EXPANDED_NODES} nodes once its $refs are followed; its $refs nest too deeply (validate: false skips this check for a large document you trust)`,
+      { file, ref: expansion.largestRef },
+    );
+  }
   try {
     await SwaggerParser.validate(structuredClone(document) as never);
   } catch (error) {

@@ -1,5 +1,7 @@
+import { currentRunSignal } from "../../engine/runtime/run-signal.ts";
+import { SecretRedactor } from "../redact-secrets.ts";
 import type { ApiModel, ApiOperation, ApiParameter } from "./api-model.ts";
-import { Authenticator, type Credential, type Secret, SecretRegistry } from "./auth.ts";
+import { Authenticator, type Credential, type Secret } from "./auth.ts";
 import { HttpError } from "./errors.ts";
 import type { PluginAuth } from "./plugin-manifest.ts";
 
@@ -95,14 +97,16 @@ export function createOpenApiService(
 ): {
   service: Record<string, (args?: unknown) => Promise<unknown>>;
   call: CallOperation;
-  secrets: SecretRegistry;
+  secrets: SecretRedactor;
+  /** Reads the credentials given as environment variables now: a missing one throws `credential-missing`. */
+  checkCredentials(): void;
 } {
   // A document without servers still loads and declares its operations; its calls fail until a serverUrl is bound.
   const hasServer =
     options.serverUrl !== undefined ||
     (Array.isArray(model.document.servers) && model.document.servers.length > 0);
   const base = hasServer ? serverBaseUrl(model, options) : undefined;
-  const secrets = new SecretRegistry();
+  const secrets = new SecretRedactor();
   const limits = {
     timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
     maxResponseBytes: options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
@@ -121,6 +125,8 @@ export function createOpenApiService(
   const byName = new Map(model.operations.map((operation) => [operation.name, operation]));
 
   const call: CallOperation = async (name, args) => {
+    // Read before the first await: the run that made this call ending aborts its request.
+    const runSignal = currentRunSignal();
     const operation = byName.get(name);
     if (!operation) throw new TypeError(`no operation named ${name}`);
     try {
@@ -128,7 +134,14 @@ export function createOpenApiService(
         throw new Error(
           `${operation.method} ${operation.path}: the document declares no server; the host must bind a serverUrl`,
         );
-      return await perform(operation, args, { base, resolve: model.resolve, authenticator, secrets, limits });
+      return await perform(operation, args, {
+        base,
+        resolve: model.resolve,
+        authenticator,
+        secrets,
+        limits,
+        runSignal,
+      });
     } catch (error) {
       throw scrubbed(error, secrets);
     }
@@ -140,14 +153,15 @@ export function createOpenApiService(
       enumerable: true,
     });
   }
-  return { service, call, secrets };
+  return { service, call, secrets, checkCredentials: () => authenticator.checkCredentials() };
 }
 
 interface CallContext {
   base: URL;
   resolve: (ref: string) => unknown;
   authenticator: Authenticator;
-  secrets: SecretRegistry;
+  secrets: SecretRedactor;
+  runSignal: AbortSignal | undefined;
   limits: { timeoutMs: number; maxResponseBytes: number; maxErrorBodyChars: number; maxRedirects: number };
 }
 
@@ -205,7 +219,9 @@ async function perform(operation: ApiOperation, rawArgs: unknown, context: CallC
     if (encoded.contentType) headers.set("content-type", encoded.contentType);
   }
 
-  const signal = AbortSignal.timeout(context.limits.timeoutMs);
+  // The call's own time limit, and the end of the run that made it: nobody awaits the answer after that.
+  const timeout = AbortSignal.timeout(context.limits.timeoutMs);
+  const signal = context.runSignal ? AbortSignal.any([timeout, context.runSignal]) : timeout;
   let method = operation.method;
   let current = url;
   for (let redirects = 0; ; redirects++) {
@@ -446,20 +462,21 @@ async function readBounded(
   return Buffer.concat(chunks);
 }
 
-function parseBody(bytes: Uint8Array, contentType: string | null, secrets: SecretRegistry): unknown {
+/** The body as model code receives it, free of secrets in every content type (a server may echo a credential). */
+function parseBody(bytes: Uint8Array, contentType: string | null, secrets: SecretRedactor): unknown {
   const type = (contentType ?? "").split(";")[0]!.trim().toLowerCase();
   const textual = type === "" || /json|^text\/|xml|x-www-form-urlencoded/.test(type);
-  if (!textual) return bytes;
-  // A server that echoes a credential back must not hand it to model code.
-  const text = secrets.redact(Buffer.from(bytes).toString("utf8"));
+  if (!textual) return secrets.redactBytes(bytes);
+  const text = Buffer.from(bytes).toString("utf8");
   if (/json/.test(type) || (type === "" && /^\s*[[{"]/.test(text))) {
     try {
-      return text === "" ? undefined : JSON.parse(text);
+      // Parsed first, then redacted: the values model code reads are what must be free of secrets.
+      return text === "" ? undefined : secrets.redactValue(JSON.parse(text));
     } catch {
-      return text;
+      return secrets.redactText(text);
     }
   }
-  return text;
+  return secrets.redactText(text);
 }
 
 function boundedBody(body: unknown, maxChars: number): unknown {
@@ -477,18 +494,8 @@ function transportError(error: unknown, label: string, timeoutMs: number): Error
   return new Error(`${label} failed: ${typeof cause === "string" ? cause : "network error"}`);
 }
 
-/** The same error with every known secret removed from its message (and body). */
-function scrubbed(error: unknown, secrets: SecretRegistry): unknown {
-  if (error instanceof HttpError) {
-    const body = typeof error.body === "string" ? secrets.redact(error.body) : error.body;
-    const copy = new HttpError(error.status, secrets.redact(error.statusText), body, "");
-    copy.message = secrets.redact(error.message);
-    return copy;
-  }
-  if (error instanceof Error) {
-    const copy = new (error.constructor as ErrorConstructor)(secrets.redact(error.message));
-    if (copy.name !== error.name) copy.name = error.name;
-    return copy;
-  }
-  return new Error(secrets.redact(String(error)));
+/** The same error with every known secret removed from its message and fields. */
+function scrubbed(error: unknown, secrets: SecretRedactor): unknown {
+  if (error instanceof Error) return secrets.redactError(error);
+  return new Error(secrets.redactText(String(error)));
 }

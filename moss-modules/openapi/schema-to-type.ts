@@ -21,6 +21,22 @@ const MAX_INLINE_DEPTH = 12;
 /** Longest enum written as a literal union; longer ones are typed by their base type. */
 const MAX_ENUM_LITERALS = 60;
 
+/** Most schema nodes one type may visit: layered `$ref`s expand exponentially, and a declaration must stay bounded. */
+export const MAX_TYPE_NODES = 10_000;
+
+/** A schema whose type would expand past {@link MAX_TYPE_NODES}; `refs` is the chain of `$ref`s being expanded. */
+export class SchemaTooLargeError extends Error {
+  override name = "SchemaTooLargeError";
+  readonly refs: readonly string[];
+
+  constructor(refs: readonly string[]) {
+    super(
+      `the schema expands to more than ${MAX_TYPE_NODES} nodes${refs.length > 0 ? ` (through $ref ${refs.join(" → ")})` : ""}: its $refs nest too deeply to write as one type`,
+    );
+    this.refs = refs;
+  }
+}
+
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 
 /** Turns a schema into TypeScript type text; `indent` is the indentation of the line the type starts on. */
@@ -99,6 +115,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 class TypeWriter {
   readonly #options: TypeWriterOptions;
+  #nodes = 0;
 
   constructor(options: TypeWriterOptions) {
     this.#options = options;
@@ -109,6 +126,7 @@ class TypeWriter {
     if (schema === false) return "never";
     if (!isObject(schema)) return "unknown";
     if (depth > MAX_INLINE_DEPTH) return "unknown";
+    if (++this.#nodes > MAX_TYPE_NODES) throw new SchemaTooLargeError([...resolving].slice(0, 8));
     const base = this.#bare(schema, indent, depth, resolving);
     return schema.nullable === true && base !== "unknown" && base !== "null" ? union([base, "null"]) : base;
   }

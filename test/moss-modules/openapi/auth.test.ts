@@ -64,16 +64,18 @@ describe("plugin.json auth", () => {
     }
   });
 
-  test("a missing environment variable is named in the error, and no request is sent", async () => {
+  test("a missing environment variable fails the bind, naming the credential and where it is read from; no request is sent", async () => {
     const server = await serve({ kind: "none" });
-    const service = await pluginService(
+    const bound = pluginService(
       // biome-ignore lint/suspicious/noTemplateCurlyInString: plugin.json's own ${ENV} syntax
       { type: "header", args: { "X-Api-Key": "${PETS_UNSET_KEY}" } },
       { serverUrl: server.url },
     );
-    await expect(service.getPet!({ petId: 1 })).rejects.toThrow(
-      "environment variable PETS_UNSET_KEY (a credential) is not set",
-    );
+    await expect(bound).rejects.toMatchObject({
+      code: "credential-missing",
+      message:
+        'credential "X-Api-Key" is missing: the environment variable PETS_UNSET_KEY is not set (read from plugin.json auth.args["X-Api-Key"])',
+    });
     expect(server.requests).toHaveLength(0);
   });
 

@@ -1,0 +1,65 @@
+import { resolvePointer } from "./api-model.ts";
+
+/** Most nodes a document may expand to once its `$ref`s are followed, for the validator that follows them all. */
+export const MAX_EXPANDED_NODES = 1_000_000;
+
+/** How large a document grows when its local `$ref`s are expanded, and the `$ref` that grows it most. */
+export interface RefExpansion {
+  /** Expanded node count, capped just above `limit`. */
+  nodes: number;
+  /** The `$ref` target with the largest expansion, when the count passed the limit. */
+  largestRef?: string;
+  /** Nodes that `$ref` expands to (capped). */
+  largestRefNodes?: number;
+}
+
+/**
+ * Counts the nodes of `document` with every local `$ref` expanded, in time linear in the document's size (each
+ * target is counted once and its count reused; a `$ref` cycle counts as one node). Layered `$ref`s that expand
+ * exponentially are found before anything expands them.
+ */
+export function measureRefExpansion(document: unknown, limit = MAX_EXPANDED_NODES): RefExpansion {
+  const cap = limit + 1;
+  const byRef = new Map<string, number>();
+  const byObject = new WeakMap<object, number>();
+  const visiting = new Set<unknown>();
+  const count = (node: unknown): number => {
+    if (typeof node !== "object" || node === null) return 1;
+    const known = byObject.get(node);
+    if (known !== undefined) return known;
+    if (visiting.has(node)) return 1;
+    visiting.add(node);
+    let total = 1;
+    const ref = (node as { $ref?: unknown }).$ref;
+    if (typeof ref === "string" && ref.startsWith("#")) {
+      let size = byRef.get(ref);
+      if (size === undefined) {
+        if (visiting.has(ref)) size = 1;
+        else {
+          visiting.add(ref);
+          size = count(resolvePointer(document, ref));
+          visiting.delete(ref);
+          byRef.set(ref, size);
+        }
+      }
+      total = Math.min(cap, total + size);
+    }
+    // No early stop: every `$ref` gets its count (memoized, so still linear), and the largest can be named.
+    for (const child of Array.isArray(node) ? node : Object.values(node))
+      total = Math.min(cap, total + count(child));
+    visiting.delete(node);
+    byObject.set(node, total);
+    return total;
+  };
+  const nodes = count(document);
+  if (nodes <= limit) return { nodes };
+  let largestRef: string | undefined;
+  let largestRefNodes = 0;
+  for (const [ref, size] of byRef) {
+    if (size >= largestRefNodes) {
+      largestRef = ref;
+      largestRefNodes = size;
+    }
+  }
+  return { nodes, ...(largestRef ? { largestRef, largestRefNodes } : {}) };
+}
