@@ -1,6 +1,7 @@
 import { MossError } from "../errors.ts";
 import { closeSharedSandboxes } from "../runtime/shared-sandbox.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
+import { escapeControlCharacters } from "./escape-control-characters.ts";
 import { EXIT, EXIT_CODES_HELP, exitCodeOf } from "./exit-codes.ts";
 import { closest } from "./parse-options.ts";
 
@@ -48,7 +49,7 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
   try {
     return await (await load())(rest, io);
   } catch (error) {
-    io.stderr.write(`${formatError(error)}\n`);
+    io.stderr.write(`${escapeControlCharacters(formatError(error))}\n`);
     return exitCodeOf(error);
   } finally {
     await closeSharedSandboxes();

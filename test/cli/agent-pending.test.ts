@@ -185,7 +185,9 @@ describe("moss agent asks a person at a terminal", () => {
     ]);
     const cli = io("maybe\nn\nnot this month\ngreen\n2\n");
     const code = await main(["agent", VAULT, "Pay bob, then pick a colour", "--replay", replay], cli);
-    expect(cli.err()).toContain("Approve vault.transfer (#");
+    // The person sees the call itself: member, arguments and the line of code that makes it.
+    expect(cli.err()).toContain('> 3 |     await moss.vault.transfer("bob", 5);\n');
+    expect(cli.err()).toMatch(/Approve vault\.transfer\("bob", 5\) at line 3 \(#\S+\)\? \[y\/n\] /);
     expect(cli.err()).toContain("Reason for the model (optional, Enter to skip): ");
     expect(cli.err()).toContain("Which colour?\n  1) red\n  2) blue\n");
     expect(cli.err()).toContain("Pick one of the 2 choices.");
