@@ -1,6 +1,6 @@
 import { join, resolve } from "node:path";
 import type { LanguageModel } from "../agent/language-model.ts";
-import type { AgentEvent } from "../agent/moss-agent.ts";
+import type { AgentEvent, AgentRunResult } from "../agent/moss-agent.ts";
 import { DEFAULT_OBSERVATION_LIMITS, describeRequest, truncateMiddle } from "../agent/observation.ts";
 import {
   DEFAULT_CONTEXT_TOKENS,
@@ -19,7 +19,7 @@ import {
 } from "./answer-requests.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { escapeControlCharacters as safe } from "./escape-control-characters.ts";
-import { EXIT, usageError } from "./exit-codes.ts";
+import { EXIT, isInputError, usageError } from "./exit-codes.ts";
 import { parseOptions } from "./parse-options.ts";
 import { oneOf } from "./read-code.ts";
 import { Terminal } from "./terminal.ts";
@@ -179,7 +179,7 @@ export const agentCommand: CliCommand = async (argv, io) => {
       for (const request of requests) printer.request(request);
     } else {
       const result = await agent.run(task, { onEvent });
-      if (result.stopReason !== "pending") return EXIT_CODES[result.stopReason];
+      if (result.stopReason !== "pending") return runExitCode(result);
       requests = result.pending ?? [];
     }
     while (true) {
@@ -194,7 +194,7 @@ export const agentCommand: CliCommand = async (argv, io) => {
         return EXIT.paused;
       }
       const result = await agent.resume(answers, { onEvent });
-      if (result.stopReason !== "pending") return EXIT_CODES[result.stopReason];
+      if (result.stopReason !== "pending") return runExitCode(result);
       requests = result.pending ?? [];
     }
   } finally {
@@ -204,6 +204,12 @@ export const agentCommand: CliCommand = async (argv, io) => {
     await store?.close();
   }
 };
+
+/** The exit code of a finished run: its stop reason's, but {@link EXIT.input} when the module or its setup failed. */
+function runExitCode(result: AgentRunResult): number {
+  if (result.stopReason === "error" && isInputError(result.error)) return EXIT.input;
+  return EXIT_CODES[result.stopReason];
+}
 
 function optionalInteger<Key extends string>(
   text: string | undefined,

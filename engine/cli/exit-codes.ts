@@ -44,3 +44,23 @@ export function exitCodeOf(error: unknown): number {
   if (!MossError.is(error)) return EXIT.internal;
   return error.details.usage === true ? EXIT.usage : EXIT.input;
 }
+
+/** Codes of errors in the module, its host setup or a context file: the input could not be used. */
+const INPUT_ERROR_CODES: ReadonlySet<string> = new Set([
+  "module-not-found",
+  "module-syntax",
+  "module-import",
+  "module-load",
+  "hook-shape",
+  "hook-failed",
+  "binding-missing",
+  "context-corrupt",
+  "context-invalid",
+  "context-read",
+  "context-write",
+]);
+
+/** Whether `error` says the module, its host setup or a context file could not be used (exit {@link EXIT.input}). */
+export function isInputError(error: unknown): boolean {
+  return MossError.is(error) && INPUT_ERROR_CODES.has(error.code);
+}

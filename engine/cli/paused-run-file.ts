@@ -13,8 +13,10 @@ export interface PausedRun {
   code: string;
   target: string;
   requests: PendingRequest[];
-  /** Signed with the key of `.moss/sessions/continuation.key` (or `$MOSS_CONTINUATION_KEY`). */
+  /** Signed with `key`, or with `$MOSS_CONTINUATION_KEY` when the run had it. */
   continuation: string;
+  /** The run's own signing key when no `$MOSS_CONTINUATION_KEY` was set (the file is readable by its owner only). */
+  key?: string;
   /** ISO time of the pause. */
   pausedAt: string;
 }
@@ -55,6 +57,7 @@ export async function readPausedRun(file: string): Promise<PausedRun | undefined
     typeof run.code !== "string" ||
     typeof run.target !== "string" ||
     typeof run.continuation !== "string" ||
+    (run.key !== undefined && typeof run.key !== "string") ||
     !Array.isArray(run.requests)
   ) {
     throw corrupt(file, "not a paused run written by moss run");

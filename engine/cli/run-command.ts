@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { inspect } from "node:util";
 import { describeRequest } from "../agent/observation.ts";
@@ -13,7 +14,6 @@ import {
   readAnswersFile,
 } from "./answer-requests.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
-import { sessionContinuationKey } from "./continuation-key.ts";
 import { escapeControlCharacters } from "./escape-control-characters.ts";
 import { EXIT, usageError } from "./exit-codes.ts";
 import { loadHostSetup } from "./host-setup.ts";
@@ -116,8 +116,10 @@ export const runCommand: CliCommand = async (argv, io) => {
       ? undefined
       : await readAnswersFile(values.answers as string, io.cwd, io.stdin);
   const saved = contextFile ? await readContextFile(contextFile) : undefined;
-  // Signed with a key every process shares, so a run paused by one command resumes in the next.
-  const continuationKey = await sessionContinuationKey(path.join(io.cwd, ".moss", "sessions"), io.env);
+  // The key that signs the run's continuation: $MOSS_CONTINUATION_KEY, else a fresh one kept with the paused run
+  // (so a run that never pauses writes nothing beside the module or in the working directory).
+  const sharedKey = nonEmpty(io.env.MOSS_CONTINUATION_KEY);
+  const continuationKey = sharedKey ?? resume?.key ?? randomBytes(32).toString("base64url");
 
   const terminal = new Terminal(io);
   const runtime = await terminal.step(`loading ${modulePath}`, async () => {
@@ -199,6 +201,7 @@ export const runCommand: CliCommand = async (argv, io) => {
         target,
         requests: pending.requests,
         continuation: pending.continuation,
+        ...(sharedKey === undefined ? { key: continuationKey } : {}),
         pausedAt: new Date().toISOString(),
       });
     }
@@ -223,6 +226,10 @@ export const runCommand: CliCommand = async (argv, io) => {
     await runtime.close();
   }
 };
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === "" ? undefined : value;
+}
 
 type Pending = Pick<NonNullable<Execution["pending"]>, "requests" | "continuation">;
 

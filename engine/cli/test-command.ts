@@ -1,6 +1,6 @@
 import type { CliCommand } from "./cli-io.ts";
 import { escapeControlCharacters as safe } from "./escape-control-characters.ts";
-import { EXIT, usageError } from "./exit-codes.ts";
+import { EXIT, isInputError, usageError } from "./exit-codes.ts";
 import { parseOptions } from "./parse-options.ts";
 import { Terminal } from "./terminal.ts";
 
@@ -78,7 +78,9 @@ export const testCommand: CliCommand = async (argv, io) => {
   });
   const summary = `${report.passed} passed, ${report.failed} failed`;
   io.stdout.write(`\n${report.ok ? colors.green(summary) : colors.red(summary)} (${modulePath})\n`);
-  return report.ok ? EXIT.ok : EXIT.failed;
+  if (report.ok) return EXIT.ok;
+  // Cases that could not even compile (the module, its test setup or --host setup failed) are a bad input.
+  return report.results.some((result) => isInputError(result.error)) ? EXIT.input : EXIT.failed;
 };
 
 function indent(text: string): string {
