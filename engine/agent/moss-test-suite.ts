@@ -75,7 +75,10 @@ export interface MossTestRunOptions {
 /** Options of a {@link MossTestSuite}. */
 export interface MossTestSuiteOptions {
   container?: Container;
-  /** Passed to every compiler; default sandbox `in-process` (tests need no crash containment). */
+  /**
+   * Passed to every compiler. Default sandbox: `in-process` (tests need no crash containment) when this process
+   * runs with `--no-node-snapshot`, which isolated-vm needs, else `process` (child processes started with it).
+   */
   compiler?: Omit<MossCompilerOptions, "container">;
   /**
    * Run the production host setup (the module's sibling `<name>.host.ts` `setup(compiler)`) instead of the module's
@@ -206,7 +209,7 @@ export class MossTestSuite {
     const runtime = await compileModuleRuntime(
       {
         modulePath,
-        compiler: { sandbox: "in-process", ...this.#options.compiler, testSetup: !host },
+        compiler: { sandbox: defaultSandbox(), ...this.#options.compiler, testSetup: !host },
         ...(this.#options.container === undefined ? {} : { container: this.#options.container }),
         hostSetup: host,
         ...(options.inject === undefined ? {} : { inject: options.inject }),
@@ -221,6 +224,12 @@ export class MossTestSuite {
       await runtime.close();
     }
   }
+}
+
+/** In-process isolates need `--no-node-snapshot` in this process (a vitest config may not pass it to workers). */
+function defaultSandbox(): "in-process" | "process" {
+  const flags = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? "").split(/\s+/)];
+  return flags.includes("--no-node-snapshot") ? "in-process" : "process";
 }
 
 /** A missing binding in a test: the field and token it names, and where a test binds them. */

@@ -16,7 +16,7 @@ export const EXIT = {
   truncated: 5,
   /** `moss agent` only: the model gave neither code nor a clear final answer, also after it was told so. */
   unclear: 6,
-  /** `moss agent`/`moss run`: the code waits for a person (a call to approve, a question) and no one could answer (an agent's session keeps the paused run). */
+  /** `moss agent`/`moss run`: the code waits for a person (a call to approve, a question) and no one could answer (an agent's session, or `moss run` beside its context file, keeps the paused run for `--resume`). */
   paused: 7,
   /** An unexpected error inside moss-ts: a bug, reported with its stack. */
   internal: 70,
@@ -31,7 +31,7 @@ export const EXIT_CODES_HELP = `Exit codes (the same for every command):
   4   an input could not be used: the module or its host setup, the --code file, a context file, the model server
   5   moss agent stopped: the model's answers kept being cut off at the output limit (--max-tokens)
   6   moss agent stopped: the model gave neither code nor a clear final answer
-  7   paused: the code waits for answers no one gave (moss agent: resume with --session <id> --resume)
+  7   paused: the code waits for answers no one gave; resume it with --resume (moss run keeps the run, moss agent needs --session <id>)
   70  internal error in moss-ts (a bug: please report it with the stack shown)`;
 
 /** A MossError for a wrong command line: exits with {@link EXIT.usage} and shows the command's usage. */

@@ -12,7 +12,8 @@ Usage:
   moss run <module.ts> --code <file|-> [--context <file>] run code against a module, updating the context file
   moss check <module.ts> --code <file|->                  type-check code against a module, like tsc
   moss agent <module.ts> "<task>" [--session <id>]        let a model do a task through the module
-  moss test <module.ts>                                   run the module's __moss_test_cases__
+  moss run <module.ts> --resume [--answers <file>]        resume the run the module left paused (exit 7)
+  moss test <module.ts> [--host]                          run the module's __moss_test_cases__ against its test fakes
 
 Run "moss <command> --help" for a command's options.
 
