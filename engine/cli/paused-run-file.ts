@@ -39,7 +39,9 @@ export async function readPausedRun(file: string): Promise<PausedRun | undefined
   try {
     text = await readFile(file, "utf8");
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    // No file, or a path through a file (a --context whose folder is a file: its own error comes after the run).
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return undefined;
     throw new MossError(
       "context-read",
       `${file}: cannot read the paused run (${(error as NodeJS.ErrnoException).code ?? error})`,

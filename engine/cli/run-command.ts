@@ -118,8 +118,15 @@ export const runCommand: CliCommand = async (argv, io) => {
   const saved = contextFile ? await readContextFile(contextFile) : undefined;
   // The key that signs the run's continuation: $MOSS_CONTINUATION_KEY, else a fresh one kept with the paused run
   // (so a run that never pauses writes nothing beside the module or in the working directory).
+  // A kept run goes on with the key it was signed with.
   const sharedKey = nonEmpty(io.env.MOSS_CONTINUATION_KEY);
-  const continuationKey = sharedKey ?? resume?.key ?? randomBytes(32).toString("base64url");
+  const ownKey =
+    resume !== undefined
+      ? resume.key
+      : sharedKey === undefined
+        ? randomBytes(32).toString("base64url")
+        : undefined;
+  const continuationKey = ownKey ?? sharedKey;
 
   const terminal = new Terminal(io);
   const runtime = await terminal.step(`loading ${modulePath}`, async () => {
@@ -201,7 +208,7 @@ export const runCommand: CliCommand = async (argv, io) => {
         target,
         requests: pending.requests,
         continuation: pending.continuation,
-        ...(sharedKey === undefined ? { key: continuationKey } : {}),
+        ...(ownKey === undefined ? {} : { key: ownKey }),
         pausedAt: new Date().toISOString(),
       });
     }

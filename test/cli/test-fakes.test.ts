@@ -85,7 +85,8 @@ export const __moss_test_cases__ = [{ name: "orders", code: "async function main
       expect((error as Error).message).toContain("moss test --host");
 
       const cli = await runMoss(["test", module]);
-      expect(cli.code).toBe(EXIT.failed);
+      // The module cannot be used as it is: exit 4, like a broken host setup.
+      expect(cli.code).toBe(EXIT.input);
       expect(cli.stdout).toContain("Moss.shop needs a service for token Shop");
       expect(cli.stdout).toContain("__moss_test_setup__");
       expect(cli.stdout).not.toContain("the real database");
