@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { MossTestSuite } from "../../engine/agent/moss-test-suite.ts";
 import { EXIT } from "../../engine/cli/exit-codes.ts";
 import { MossError } from "../../engine/errors.ts";
-import { writeModule } from "../helpers/compile-from-text.ts";
+import { compileFromText, writeModule } from "../helpers/compile-from-text.ts";
 import { runMoss } from "../helpers/moss-cli.ts";
 import { MemoryShop, Shop } from "./fixtures/shop/shop.ts";
 
@@ -94,5 +94,34 @@ export const __moss_test_cases__ = [{ name: "orders", code: "async function main
       await rm(module, { force: true });
       await rm(module.replace(/\.ts$/, ".host.ts"), { force: true });
     }
+  });
+
+  test("the compiler runs __moss_test_setup__ only when asked, and its fakes win over __moss_compile__ defaults", async () => {
+    const source = `import { Moss as Parent, type MossCompiler } from "moss-ts";
+export interface Weather { today(): string }
+export class Moss extends Parent { weather!: Weather; }
+// <moss-hide>
+export function __moss_test_setup__(compiler: MossCompiler) { compiler.bind("Weather", { today: () => "fake" }); }
+export function __moss_compile__(compiler: MossCompiler) { compiler.bind("Weather", { today: () => "module default" }); }
+// </moss-hide>
+`;
+    const code = "function main(moss: Moss) { return moss.weather.today(); }";
+    const today = async (options: { testSetup?: boolean }, bind?: string) => {
+      const runtime = await compileFromText(
+        source,
+        (compiler) => {
+          if (bind !== undefined) compiler.bind("Weather", { today: () => bind });
+        },
+        options,
+      );
+      try {
+        return (await runtime.execute({ code })).returns;
+      } finally {
+        await runtime.close();
+      }
+    };
+    expect(await today({})).toBe("module default");
+    expect(await today({ testSetup: true })).toBe("fake");
+    expect(await today({ testSetup: true }, "the test's own")).toBe("the test's own");
   });
 });
