@@ -75,10 +75,16 @@ export interface MossTestRunOptions {
 /** Options of a {@link MossTestSuite}. */
 export interface MossTestSuiteOptions {
   container?: Container;
-  /** Passed to every compiler; default sandbox `in-process` (tests need no crash containment). */
+  /**
+   * Passed to every compiler. Default sandbox: `in-process` (tests need no crash containment) when this process
+   * runs with `--no-node-snapshot`, which isolated-vm needs, else `process` (child processes started with it).
+   */
   compiler?: Omit<MossCompilerOptions, "container">;
-  /** Run the module's `<name>.host.ts` setup before compile. Default true. */
-  hostSetup?: boolean;
+  /**
+   * Run the production host setup (the module's sibling `<name>.host.ts` `setup(compiler)`) instead of the module's
+   * `__moss_test_setup__(compiler)` fakes. Default false: tests run against fakes, never against real services.
+   */
+  host?: boolean;
 }
 
 const TEST_CASES_EXPORT = "__moss_test_cases__";
@@ -199,22 +205,42 @@ export class MossTestSuite {
     options: Pick<MossTestRunOptions, "inject" | "context">,
     body: (runtime: MossRuntime) => Promise<T>,
   ): Promise<T> {
+    const host = this.#options.host === true;
     const runtime = await compileModuleRuntime(
       {
         modulePath,
-        compiler: { sandbox: "in-process", ...this.#options.compiler },
+        compiler: { sandbox: defaultSandbox(), ...this.#options.compiler, testSetup: !host },
         ...(this.#options.container === undefined ? {} : { container: this.#options.container }),
-        ...(this.#options.hostSetup === undefined ? {} : { hostSetup: this.#options.hostSetup }),
+        hostSetup: host,
         ...(options.inject === undefined ? {} : { inject: options.inject }),
       },
       options.context,
-    );
+    ).catch((error: unknown) => {
+      throw MossError.is(error, "binding-missing") ? withTestBindingHint(error, host) : error;
+    });
     try {
       return await body(runtime);
     } finally {
       await runtime.close();
     }
   }
+}
+
+/** In-process isolates need `--no-node-snapshot` in this process (a vitest config may not pass it to workers). */
+function defaultSandbox(): "in-process" | "process" {
+  const flags = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? "").split(/\s+/)];
+  return flags.includes("--no-node-snapshot") ? "in-process" : "process";
+}
+
+/** A missing binding in a test: the field and token it names, and where a test binds them. */
+function withTestBindingHint(error: MossError, host: boolean): MossError {
+  const token = String(error.details.token ?? "the service");
+  const where = host
+    ? "the host setup (name.host.ts) did not bind it"
+    : `bind a fake in the module's hidden __moss_test_setup__(compiler) (e.g. compiler.bind(${token}, new Fake())), pass it with inject, or run the production host setup with moss test --host ({ host: true })`;
+  return new MossError("binding-missing", `${error.message}\nIn a test: ${where}.`, error.details, {
+    cause: error,
+  });
 }
 
 async function readSource(modulePath: string): Promise<string> {

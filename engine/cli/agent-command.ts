@@ -1,6 +1,6 @@
 import { join, resolve } from "node:path";
 import type { LanguageModel } from "../agent/language-model.ts";
-import type { AgentEvent } from "../agent/moss-agent.ts";
+import type { AgentEvent, AgentRunResult } from "../agent/moss-agent.ts";
 import { DEFAULT_OBSERVATION_LIMITS, describeRequest, truncateMiddle } from "../agent/observation.ts";
 import {
   DEFAULT_CONTEXT_TOKENS,
@@ -10,9 +10,16 @@ import {
 } from "../agent/stop-reasons.ts";
 import { MossError } from "../errors.ts";
 import type { PendingRequest } from "../types.ts";
-import { answerRequests, DENIED_BY_FLAG, PersonPrompt, readAnswersFile } from "./answer-requests.ts";
+import {
+  answerRequests,
+  answersTemplate,
+  DENIED_BY_FLAG,
+  PersonPrompt,
+  readAnswersFile,
+} from "./answer-requests.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
-import { EXIT, usageError } from "./exit-codes.ts";
+import { escapeControlCharacters as safe } from "./escape-control-characters.ts";
+import { EXIT, isInputError, usageError } from "./exit-codes.ts";
 import { parseOptions } from "./parse-options.ts";
 import { oneOf } from "./read-code.ts";
 import { Terminal } from "./terminal.ts";
@@ -172,17 +179,22 @@ export const agentCommand: CliCommand = async (argv, io) => {
       for (const request of requests) printer.request(request);
     } else {
       const result = await agent.run(task, { onEvent });
-      if (result.stopReason !== "pending") return EXIT_CODES[result.stopReason];
+      if (result.stopReason !== "pending") return runExitCode(result);
       requests = result.pending ?? [];
     }
     while (true) {
-      const { answers, unanswered } = await answerRequests(requests, sources);
+      const { answers, unanswered, mismatched } = await answerRequests(requests, sources);
+      if (mismatched.length > 0) {
+        printer.mismatched(mismatched.map((entry) => entry.reason));
+        printer.unanswered(requests, values.session, modulePath!);
+        return EXIT.input;
+      }
       if (unanswered.length > 0) {
         printer.unanswered(unanswered, values.session, modulePath!);
         return EXIT.paused;
       }
       const result = await agent.resume(answers, { onEvent });
-      if (result.stopReason !== "pending") return EXIT_CODES[result.stopReason];
+      if (result.stopReason !== "pending") return runExitCode(result);
       requests = result.pending ?? [];
     }
   } finally {
@@ -192,6 +204,12 @@ export const agentCommand: CliCommand = async (argv, io) => {
     await store?.close();
   }
 };
+
+/** The exit code of a finished run: its stop reason's, but {@link EXIT.input} when the module or its setup failed. */
+function runExitCode(result: AgentRunResult): number {
+  if (result.stopReason === "error" && isInputError(result.error)) return EXIT.input;
+  return EXIT_CODES[result.stopReason];
+}
 
 function optionalInteger<Key extends string>(
   text: string | undefined,
@@ -245,7 +263,7 @@ export class EventPrinter {
         break;
       case "text-delta":
         this.stopSpinner();
-        this.#write(event.delta);
+        this.#write(safe(event.delta));
         break;
       case "message":
         if (event.message.role === "assistant") {
@@ -261,7 +279,7 @@ export class EventPrinter {
         break;
       case "code":
         this.#line(this.#paint("cyan", `── code · step ${event.step} ──`));
-        this.#line(event.code);
+        this.#line(safe(event.code));
         break;
       case "execution": {
         const status = event.execution.ok
@@ -286,7 +304,7 @@ export class EventPrinter {
                   ),
                   "</stdout>",
                 ];
-        if (shown.length > 0) this.#line(shown.join("\n"));
+        if (shown.length > 0) this.#line(safe(shown.join("\n")));
         break;
       }
       case "approval-request":
@@ -296,7 +314,7 @@ export class EventPrinter {
       case "notice":
         this.stopSpinner();
         this.#line(this.#paint("yellow", `── ${event.kind} · step ${event.step} ──`));
-        this.#line(event.message);
+        this.#line(safe(event.message));
         break;
       case "context-trimmed":
         this.#line(this.#paint("dim", `── context · ${event.message} ──`));
@@ -306,7 +324,7 @@ export class EventPrinter {
         // The error starts on its own line, also after a partial answer streamed to stdout.
         if (!this.#atLineStart) this.#write("\n");
         this.#io.stderr.write(
-          `${this.#paint("red", `error${MossError.is(event.error) ? `[${event.error.code}]` : ""}:`)} ${event.message}\n`,
+          `${this.#paint("red", `error${MossError.is(event.error) ? `[${event.error.code}]` : ""}:`)} ${safe(event.message)}\n`,
         );
         break;
       case "run-end": {
@@ -316,7 +334,7 @@ export class EventPrinter {
         this.#line(
           this.#paint(
             "dim",
-            `── ${event.stopReason}: ${firstLine(event.reason)} · ${event.steps} step(s) · ${usage.inputTokens} input + ${usage.outputTokens} output tokens${cost} ──`,
+            `── ${event.stopReason}: ${safe(firstLine(event.reason))} · ${event.steps} step(s) · ${usage.inputTokens} input + ${usage.outputTokens} output tokens${cost} ──`,
           ),
         );
         break;
@@ -328,28 +346,34 @@ export class EventPrinter {
   request(request: PendingRequest): void {
     this.stopSpinner();
     const title = request.kind === "approval" ? "approval" : "question";
-    this.#line(this.#paint("yellow", `── ${title} · ${describeRequest(request)} ──`));
-    if (request.code !== undefined && request.code !== "") this.#line(request.code);
+    this.#line(this.#paint("yellow", `── ${title} · ${safe(describeRequest(request))} ──`));
+    if (request.code !== undefined && request.code !== "") this.#line(safe(request.code));
   }
 
   /** Says which requests no one answered and how to resume the session with their answers. */
   unanswered(requests: PendingRequest[], sessionId: string | undefined, modulePath: string): void {
     this.#line(this.#paint("yellow", `── paused: ${requests.length} request(s) wait for an answer ──`));
-    for (const request of requests) this.#line(`  ${describeRequest(request)}`);
+    for (const request of requests) this.#line(`  ${safe(describeRequest(request))}`);
     if (sessionId === undefined) {
       this.#line("The run cannot be resumed later: it has no --session. Run it again with --session <id>.");
       return;
     }
-    const example = Object.fromEntries(
-      requests.map((request) => [
-        request.id,
-        request.kind === "approval" ? { approved: true } : { answer: "…" },
-      ]),
-    );
+    // Each answer names the request it answers: it cannot approve another call that later takes the same id.
     this.#line(
-      `Write the answers to a file, e.g. ${JSON.stringify(example)} (deny with {"approved": false, "reason": "…"}), then run:`,
+      `Write the answers to a file, e.g. ${safe(JSON.stringify(answersTemplate(requests)))} (deny with {"approved": false, "reason": "…"}), then run:`,
     );
     this.#line(`  moss agent ${modulePath} --session ${sessionId} --resume --answers <file.json>`);
+  }
+
+  /** Says that nothing ran because answers were given for other requests than those now waiting. */
+  mismatched(reasons: string[]): void {
+    this.#line(
+      this.#paint(
+        "red",
+        "── nothing ran: an answer was given for another request than the one now waiting ──",
+      ),
+    );
+    for (const reason of reasons) this.#line(`  ${reason}`);
   }
 
   stopSpinner(): void {

@@ -5,45 +5,144 @@ import { resolve } from "node:path";
 // and reads from the command's own `io.stdin`, so tests drive it with a stream.
 import { createInterface, type Interface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
+import { isDeepStrictEqual } from "node:util";
+import { formatReturns } from "../agent/observation.ts";
 import { MossError } from "../errors.ts";
-import type { Answer, Answers, PendingRequest } from "../types.ts";
+import type { Answer, Answers, ApprovalRequest, PendingRequest } from "../types.ts";
+import { escapeControlCharacters } from "./escape-control-characters.ts";
 
 /** The reason given for every call `--approve none` denies. */
 export const DENIED_BY_FLAG = "denied by --approve none";
 
+/** The most characters of a call's arguments shown to the person deciding (the rest is cut with `…`). */
+export const MAX_SHOWN_ARGUMENTS_CHARS = 200;
+
+/**
+ * An answer from `--answers <file>`, which may also name the request the person saw: the call (`member` as
+ * `service.member`, `args`) or the `question`. A named answer is used only for that very request.
+ */
+export type NamedAnswer = Answer & { member?: string; args?: unknown[]; question?: string };
+
+/** Answers by request id, as read from `--answers <file>`. */
+export type NamedAnswers = Record<string, NamedAnswer>;
+
+/** A file answer given for another request than the one now waiting under its id. */
+export interface MismatchedAnswer {
+  request: PendingRequest;
+  /** What the answer named and what the run asks now. */
+  reason: string;
+}
+
 /** Where the answers to a paused run's requests come from, consulted in this order. */
 export interface AnswerSources {
   /** Answers by request id (from `--answers <file>`). */
-  file?: Answers;
+  file?: NamedAnswers;
   /** `--approve all|none`: answers every approval without asking. */
   approve?: "all" | "none";
   /** Asks a person (on a TTY); undefined when no one can be asked. */
   person?: PersonPrompt;
 }
 
-/** Answers what the sources can; the rest are returned as unanswered (the run then stays paused). */
+/**
+ * Answers what the sources can; the rest are returned as unanswered (the run then stays paused). A file answer that
+ * names another call or question than the one now waiting under its id is returned as mismatched, and the caller
+ * must not resume: the person approved something else.
+ */
 export async function answerRequests(
   requests: PendingRequest[],
   sources: AnswerSources,
-): Promise<{ answers: Answers; unanswered: PendingRequest[] }> {
+): Promise<{ answers: Answers; unanswered: PendingRequest[]; mismatched: MismatchedAnswer[] }> {
   const answers: Answers = {};
   const unanswered: PendingRequest[] = [];
+  const mismatched: MismatchedAnswer[] = [];
   for (const request of requests) {
+    const named = sources.file?.[request.id];
+    if (named !== undefined) {
+      const reason = answerMismatch(request, named);
+      if (reason !== undefined) mismatched.push({ request, reason });
+      else answers[request.id] = plainAnswer(named);
+      continue;
+    }
     const answer =
-      sources.file?.[request.id] ??
-      (request.kind === "approval" && sources.approve !== undefined
+      request.kind === "approval" && sources.approve !== undefined
         ? sources.approve === "all"
           ? { approved: true }
           : { approved: false, reason: DENIED_BY_FLAG }
-        : await sources.person?.ask(request));
+        : await sources.person?.ask(request);
     if (answer === undefined) unanswered.push(request);
     else answers[request.id] = answer;
   }
-  return { answers, unanswered };
+  return { answers, unanswered, mismatched };
+}
+
+/** `service.member`, as the person reads it and an answer names it. */
+export function callTarget(request: ApprovalRequest): string {
+  return request.service === undefined ? request.member : `${request.service}.${request.member}`;
+}
+
+/** The call a request waits on, on one line: `shop.deleteProduct(5, "old")`, the arguments cut at a bound. */
+export function describeCall(request: ApprovalRequest): string {
+  const args = request.args
+    .map((arg) => formatReturns(arg))
+    .join(", ")
+    .replace(/\s*\n\s*/g, " ");
+  const shown =
+    args.length > MAX_SHOWN_ARGUMENTS_CHARS ? `${args.slice(0, MAX_SHOWN_ARGUMENTS_CHARS - 1)}…` : args;
+  return escapeControlCharacters(`${callTarget(request)}(${shown})`);
+}
+
+/** The line of the model's code that made the request, as its code frame marks it (`> 4 |   await …`). */
+export function requestLine(request: PendingRequest): string | undefined {
+  const marked = request.code?.split("\n").find((line) => line.startsWith(">"));
+  return marked === undefined ? undefined : escapeControlCharacters(marked);
+}
+
+/** Why a file answer does not answer `request` (it names another call or question), or undefined when it does. */
+function answerMismatch(request: PendingRequest, named: NamedAnswer): string | undefined {
+  const asked =
+    request.kind === "approval"
+      ? describeCall(request)
+      : `the question ${escapeControlCharacters(JSON.stringify(request.question))}`;
+  if (request.kind === "approval") {
+    const member = named.member === undefined || named.member === callTarget(request);
+    const args = named.args === undefined || isDeepStrictEqual(asData(named.args), asData(request.args));
+    if (member && args) return undefined;
+    const given = `${named.member ?? callTarget(request)}(${(named.args ?? request.args).map((arg) => formatReturns(arg)).join(", ")})`;
+    return `the answer was given for ${escapeControlCharacters(given)}, but #${request.id} now asks to approve ${asked}`;
+  }
+  if (named.question === undefined || named.question === request.question) return undefined;
+  return `the answer was given for the question ${escapeControlCharacters(JSON.stringify(named.question))}, but #${request.id} now asks ${asked}`;
+}
+
+/** Values as JSON carries them, so arguments read from a file compare with those the run logged. */
+function asData(value: unknown): unknown {
+  return JSON.parse(JSON.stringify(value ?? null));
+}
+
+/** The answer alone, without the names of the request it was given for. */
+function plainAnswer(named: NamedAnswer): Answer {
+  if ("answer" in named) return { answer: named.answer };
+  if (named.approved) return { approved: true };
+  return named.reason === undefined ? { approved: false } : { approved: false, reason: named.reason };
+}
+
+/**
+ * What `--answers <file>` could hold for `requests`: each answer names the request the person saw (the call and its
+ * arguments, or the question), so it cannot approve another call that later takes the same id.
+ */
+export function answersTemplate(requests: PendingRequest[]): NamedAnswers {
+  return Object.fromEntries(
+    requests.map((request): [string, NamedAnswer] => [
+      request.id,
+      request.kind === "approval"
+        ? { approved: true, member: callTarget(request), args: asData(request.args) as unknown[] }
+        : { answer: request.choices?.[0] ?? "…", question: request.question },
+    ]),
+  );
 }
 
 /** Reads `--answers <file>` (or `-` for stdin): a JSON object mapping request ids to answers. */
-export async function readAnswersFile(source: string, cwd: string, stdin: Readable): Promise<Answers> {
+export async function readAnswersFile(source: string, cwd: string, stdin: Readable): Promise<NamedAnswers> {
   let text: string;
   try {
     if (source === "-") {
@@ -71,13 +170,19 @@ export async function readAnswersFile(source: string, cwd: string, stdin: Readab
       { file: source },
     );
   }
-  const valid = (answer: unknown): answer is Answer => {
+  const valid = (answer: unknown): answer is NamedAnswer => {
     if (answer === null || typeof answer !== "object" || Array.isArray(answer)) return false;
     const fields = answer as Record<string, unknown>;
-    if ("answer" in fields) return typeof fields.answer === "string";
+    if ("answer" in fields)
+      return (
+        typeof fields.answer === "string" &&
+        (fields.question === undefined || typeof fields.question === "string")
+      );
     return (
       typeof fields.approved === "boolean" &&
-      (fields.reason === undefined || typeof fields.reason === "string")
+      (fields.reason === undefined || typeof fields.reason === "string") &&
+      (fields.member === undefined || typeof fields.member === "string") &&
+      (fields.args === undefined || Array.isArray(fields.args))
     );
   };
   if (json === null || typeof json !== "object" || Array.isArray(json)) {
@@ -91,12 +196,12 @@ export async function readAnswersFile(source: string, cwd: string, stdin: Readab
     if (!valid(answer)) {
       throw new MossError(
         "invalid-argument",
-        `--answers ${source}: the answer to "${id}" must be {"approved": true}, {"approved": false, "reason": "…"} or {"answer": "…"}; got ${JSON.stringify(answer)}.`,
+        `--answers ${source}: the answer to "${id}" must be {"approved": true}, {"approved": false, "reason": "…"} or {"answer": "…"} (optionally naming the request: "member" and "args", or "question"); got ${JSON.stringify(answer)}.`,
         { file: source, id },
       );
     }
   }
-  return json as Answers;
+  return json as NamedAnswers;
 }
 
 /** Asks a person at a terminal, one line per question; the requests themselves are printed before. */
@@ -118,9 +223,12 @@ export class PersonPrompt {
   /** The person's answer to `request`, or undefined when the input ended first. */
   async ask(request: PendingRequest): Promise<Answer | undefined> {
     if (request.kind === "approval") {
-      const target = request.service === undefined ? request.member : `${request.service}.${request.member}`;
+      // The person sees the call itself: member, arguments (bounded) and the line of code that makes it.
+      const line = requestLine(request);
+      if (line !== undefined) this.#output.write(`${line}\n`);
+      const at = request.line === undefined ? "" : ` at line ${request.line}`;
       while (true) {
-        const reply = await this.#question(`Approve ${target} (#${request.id})? [y/n] `);
+        const reply = await this.#question(`Approve ${describeCall(request)}${at} (#${request.id})? [y/n] `);
         if (reply === undefined) return undefined;
         if (/^y(es)?$/i.test(reply)) return { approved: true };
         if (/^no?$/i.test(reply)) {
@@ -130,7 +238,9 @@ export class PersonPrompt {
       }
     }
     const choices = request.choices ?? [];
-    const lines = [request.question, ...choices.map((choice, index) => `  ${index + 1}) ${choice}`)];
+    const lines = [request.question, ...choices.map((choice, index) => `  ${index + 1}) ${choice}`)].map(
+      escapeControlCharacters,
+    );
     this.#output.write(`${lines.join("\n")}\n`);
     // The runtime takes only one of the choices when the code offered some (a number or the choice's text).
     const prompt =

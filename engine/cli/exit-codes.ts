@@ -16,7 +16,7 @@ export const EXIT = {
   truncated: 5,
   /** `moss agent` only: the model gave neither code nor a clear final answer, also after it was told so. */
   unclear: 6,
-  /** `moss agent`/`moss run`: the code waits for a person (a call to approve, a question) and no one could answer (an agent's session keeps the paused run). */
+  /** `moss agent`/`moss run`: the code waits for a person (a call to approve, a question) and no one could answer (an agent's session, or `moss run` beside its context file, keeps the paused run for `--resume`). */
   paused: 7,
   /** An unexpected error inside moss-ts: a bug, reported with its stack. */
   internal: 70,
@@ -31,7 +31,7 @@ export const EXIT_CODES_HELP = `Exit codes (the same for every command):
   4   an input could not be used: the module or its host setup, the --code file, a context file, the model server
   5   moss agent stopped: the model's answers kept being cut off at the output limit (--max-tokens)
   6   moss agent stopped: the model gave neither code nor a clear final answer
-  7   paused: the code waits for answers no one gave (moss agent: resume with --session <id> --resume)
+  7   paused: the code waits for answers no one gave; resume it with --resume (moss run keeps the run, moss agent needs --session <id>)
   70  internal error in moss-ts (a bug: please report it with the stack shown)`;
 
 /** A MossError for a wrong command line: exits with {@link EXIT.usage} and shows the command's usage. */
@@ -43,4 +43,24 @@ export function usageError(message: string, usage: string, details: Record<strin
 export function exitCodeOf(error: unknown): number {
   if (!MossError.is(error)) return EXIT.internal;
   return error.details.usage === true ? EXIT.usage : EXIT.input;
+}
+
+/** Codes of errors in the module, its host setup or a context file: the input could not be used. */
+const INPUT_ERROR_CODES: ReadonlySet<string> = new Set([
+  "module-not-found",
+  "module-syntax",
+  "module-import",
+  "module-load",
+  "hook-shape",
+  "hook-failed",
+  "binding-missing",
+  "context-corrupt",
+  "context-invalid",
+  "context-read",
+  "context-write",
+]);
+
+/** Whether `error` says the module, its host setup or a context file could not be used (exit {@link EXIT.input}). */
+export function isInputError(error: unknown): boolean {
+  return MossError.is(error) && INPUT_ERROR_CODES.has(error.code);
 }

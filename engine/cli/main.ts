@@ -1,6 +1,7 @@
 import { MossError } from "../errors.ts";
 import { closeSharedSandboxes } from "../runtime/shared-sandbox.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
+import { escapeControlCharacters } from "./escape-control-characters.ts";
 import { EXIT, EXIT_CODES_HELP, exitCodeOf } from "./exit-codes.ts";
 import { closest } from "./parse-options.ts";
 
@@ -11,7 +12,8 @@ Usage:
   moss run <module.ts> --code <file|-> [--context <file>] run code against a module, updating the context file
   moss check <module.ts> --code <file|->                  type-check code against a module, like tsc
   moss agent <module.ts> "<task>" [--session <id>]        let a model do a task through the module
-  moss test <module.ts>                                   run the module's __moss_test_cases__
+  moss run <module.ts> --resume [--answers <file>]        resume the run the module left paused (exit 7)
+  moss test <module.ts> [--host]                          run the module's __moss_test_cases__ against its test fakes
 
 Run "moss <command> --help" for a command's options.
 
@@ -48,7 +50,7 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
   try {
     return await (await load())(rest, io);
   } catch (error) {
-    io.stderr.write(`${formatError(error)}\n`);
+    io.stderr.write(`${escapeControlCharacters(formatError(error))}\n`);
     return exitCodeOf(error);
   } finally {
     await closeSharedSandboxes();

@@ -1,17 +1,29 @@
+import { randomBytes } from "node:crypto";
+import path from "node:path";
 import { inspect } from "node:util";
 import { describeRequest } from "../agent/observation.ts";
 import { renderDiagnostics } from "../check/render-diagnostics.ts";
 import { readContextFile, writeContextFile } from "../context/index.ts";
+import { MossError } from "../errors.ts";
 import type { Execution } from "../types.ts";
-import { answerRequests, PersonPrompt, readAnswersFile } from "./answer-requests.ts";
+import {
+  answerRequests,
+  answersTemplate,
+  type MismatchedAnswer,
+  PersonPrompt,
+  readAnswersFile,
+} from "./answer-requests.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
+import { escapeControlCharacters } from "./escape-control-characters.ts";
 import { EXIT, usageError } from "./exit-codes.ts";
 import { loadHostSetup } from "./host-setup.ts";
 import { parseOptions, requireModulePath } from "./parse-options.ts";
+import { pausedRunPath, readPausedRun, removePausedRun, writePausedRun } from "./paused-run-file.ts";
 import { oneOf, readCode } from "./read-code.ts";
-import { codeFileName, colourEnabled, Terminal } from "./terminal.ts";
+import { codeFileName, Terminal } from "./terminal.ts";
 
 const USAGE = `Usage: moss run <module.ts> --code <file|-> [--context <file>]
+       moss run <module.ts> --resume [--context <file>] [--answers <file|->] [--approve all|none]
 
 Runs code (the model's main(moss)) against the context module in the sandbox.
   --code <file|->          the code to run; - reads stdin
@@ -21,12 +33,16 @@ Runs code (the model's main(moss)) against the context module in the sandbox.
   --sandbox <kind>         process (default) | in-process
   --approve <all|none>     answer every call marked @approval (or asked by a policy) without asking
   --answers <file|->       answers to the run's requests, a JSON object of request id -> answer
+  --resume                 resume the run this module (and --context) left paused; takes no --code
   --json                   print the Execution as JSON
 
 When the code calls something marked @approval, or moss.ask(question), the run pauses: on a terminal you are
-asked; otherwise the answers come from --approve/--answers, and a run left waiting exits with code 7.`;
+asked; otherwise the answers come from --approve/--answers. A run left waiting is kept (beside the --context file,
+else in .moss/runs/) and exits with code 7; --resume, or the same command again, resumes it: calls that completed
+before the pause do not run again. An answer may name the request it answers ("member" and "args", or "question");
+if the run now asks something else under that id, nothing runs.`;
 
-/** `moss run <module.ts> --code <file|-> [--context <file>]`. */
+/** `moss run <module.ts> --code <file|-> [--context <file>]`, or `--resume` a run it left paused. */
 export const runCommand: CliCommand = async (argv, io) => {
   const { values, positionals } = parseOptions(
     argv,
@@ -38,6 +54,7 @@ export const runCommand: CliCommand = async (argv, io) => {
       sandbox: { type: "string" },
       approve: { type: "string" },
       answers: { type: "string" },
+      resume: { type: "boolean" },
       json: { type: "boolean" },
     },
     USAGE,
@@ -47,7 +64,32 @@ export const runCommand: CliCommand = async (argv, io) => {
     return 0;
   }
   const modulePath = requireModulePath(positionals, USAGE);
-  const code = await readCode(values.code as string | undefined, io.stdin, USAGE);
+  const resuming = values.resume === true;
+  if (resuming && values.code !== undefined) {
+    throw usageError("--resume continues the paused run with its own code: leave out --code", USAGE);
+  }
+  const contextFile = values.context as string | undefined;
+  const pausedFile = pausedRunPath(modulePath, contextFile, io.cwd);
+  const kept = await readPausedRun(pausedFile);
+  if (resuming && kept === undefined) {
+    throw new MossError(
+      "invalid-argument",
+      `${modulePath} has no paused run to resume${contextFile === undefined ? "" : ` with --context ${contextFile}`} (looked for ${pausedFile})`,
+      { file: pausedFile },
+    );
+  }
+  const code = resuming ? kept!.code : await readCode(values.code as string | undefined, io.stdin, USAGE);
+  const target = resuming ? kept!.target : ((values.target as string | undefined) ?? "main");
+  // The same command run again resumes the run it left paused: running it from the top would repeat every call
+  // that completed before the pause.
+  const resume = kept !== undefined && kept.code === code && kept.target === target ? kept : undefined;
+  if (kept !== undefined && resume === undefined) {
+    throw new MossError(
+      "invalid-argument",
+      `a paused run of ${modulePath} is kept in ${pausedFile} (paused ${kept.pausedAt}, waiting for ${kept.requests.map((request) => `#${request.id}`).join(", ")}), and this code is not the code it ran. Resume it with \`moss run ${modulePath}${contextFile === undefined ? "" : ` --context ${contextFile}`} --resume --answers <file>\`, or delete ${pausedFile} to start over.`,
+      { file: pausedFile },
+    );
+  }
   const typeCheck = oneOf(
     USAGE,
     "type-check",
@@ -73,79 +115,147 @@ export const runCommand: CliCommand = async (argv, io) => {
     values.answers === undefined
       ? undefined
       : await readAnswersFile(values.answers as string, io.cwd, io.stdin);
-  const contextFile = values.context as string | undefined;
   const saved = contextFile ? await readContextFile(contextFile) : undefined;
+  // The key that signs the run's continuation: $MOSS_CONTINUATION_KEY, else a fresh one kept with the paused run
+  // (so a run that never pauses writes nothing beside the module or in the working directory).
+  // A kept run goes on with the key it was signed with.
+  const sharedKey = nonEmpty(io.env.MOSS_CONTINUATION_KEY);
+  const ownKey =
+    resume !== undefined
+      ? resume.key
+      : sharedKey === undefined
+        ? randomBytes(32).toString("base64url")
+        : undefined;
+  const continuationKey = ownKey ?? sharedKey;
 
   const terminal = new Terminal(io);
   const runtime = await terminal.step(`loading ${modulePath}`, async () => {
     const { MossCompiler } = await import("../compiler/moss-compiler.ts");
-    const compiler = new MossCompiler({ typeCheck, sandbox });
+    const compiler = new MossCompiler({ typeCheck, sandbox, continuationKey });
     await loadHostSetup(modulePath, compiler);
     if (saved) compiler.joinContext(saved);
     return compiler.compile(modulePath);
   });
   try {
-    const target = (values.target as string | undefined) ?? "main";
-    let execution = await terminal.step(`running ${target}`, () => runtime.execute({ code, target }));
+    let execution: Execution | undefined;
+    let pending: Pending | undefined;
+    if (resume !== undefined) {
+      if (!values.json && !resuming) {
+        io.stderr.write(
+          `resuming the run kept in ${pausedFile} (it waited for answers): calls that completed before do not run again\n`,
+        );
+      }
+      pending = resume;
+    } else {
+      execution = await terminal.step(`running ${target}`, () => runtime.execute({ code, target }));
+      pending = execution.pending;
+    }
     // A paused run: answered from --answers/--approve or by the person at the terminal, then resumed, until it
     // ends or nobody can answer what it waits for.
     const person =
-      (io.stdin as { isTTY?: boolean }).isTTY === true && values.code !== "-"
+      (io.stdin as { isTTY?: boolean }).isTTY === true && values.code !== "-" && values.answers !== "-"
         ? new PersonPrompt(io.stdin, io.stderr)
         : undefined;
+    let mismatched: MismatchedAnswer[] = [];
     try {
-      while (execution.pending) {
-        const { requests, continuation } = execution.pending;
-        const { answers, unanswered } = await answerRequests(requests, {
+      while (pending) {
+        const answered = await answerRequests(pending.requests, {
           ...(answersFile === undefined ? {} : { file: answersFile }),
           ...(approve === undefined ? {} : { approve }),
           ...(person === undefined ? {} : { person }),
         });
-        if (unanswered.length > 0) break;
+        mismatched = answered.mismatched;
+        if (answered.unanswered.length > 0 || mismatched.length > 0) break;
+        const { continuation } = pending;
         // The resumed run prints everything again from the start: only its output is shown.
-        execution = await terminal.step("resuming", () => runtime.resume(continuation, answers));
+        execution = await terminal.step("resuming", () => runtime.resume(continuation, answered.answers));
+        pending = execution.pending;
       }
+    } catch (error) {
+      if (MossError.is(error, "continuation-invalid") && resume !== undefined) {
+        throw new MossError(
+          "continuation-invalid",
+          `${error.message}\nThe paused run kept in ${pausedFile} cannot go on: delete the file to start over.`,
+          { file: pausedFile },
+          { cause: error },
+        );
+      }
+      throw error;
     } finally {
       person?.close();
     }
     // The run's output and result come first: a context file that cannot be written must not hide them.
-    if (values.json) io.stdout.write(`${JSON.stringify(execution, null, 2)}\n`);
-    else printExecution(execution, io, terminal, codeFileName(values.code as string | undefined, io.cwd));
-    if (contextFile) {
-      await writeContextFile(contextFile, execution.context);
-      if (!values.json)
-        io.stderr.write(`ran in ${execution.durationMs.toFixed(1)} ms; context saved to ${contextFile}\n`);
-    }
-    if (execution.pending) {
-      if (!values.json) {
-        io.stderr.write(
-          `the run paused: it waits for ${execution.pending.requests.length === 1 ? "an answer" : "answers"} no one gave\n`,
-        );
-        for (const request of execution.pending.requests) io.stderr.write(`  ${describeRequest(request)}\n`);
-        io.stderr.write(
-          "answer with --approve all|none or --answers <file> (a JSON object of request id -> answer)\n",
-        );
+    if (execution !== undefined) {
+      if (values.json) io.stdout.write(`${JSON.stringify(execution, null, 2)}\n`);
+      else printExecution(execution, io, terminal, codeFileName(values.code as string | undefined, io.cwd));
+      if (contextFile) {
+        await writeContextFile(contextFile, execution.context);
+        if (!values.json)
+          io.stderr.write(
+            `ran in ${execution.durationMs.toFixed(1)} ms; context saved to ${escapeControlCharacters(contextFile)}\n`,
+          );
       }
-      return EXIT.paused;
     }
-    return execution.ok ? EXIT.ok : EXIT.failed;
+    if (pending === undefined) {
+      await removePausedRun(pausedFile);
+      return execution?.ok ? EXIT.ok : EXIT.failed;
+    }
+    if (pending !== resume) {
+      await writePausedRun(pausedFile, {
+        version: 1,
+        module: path.resolve(io.cwd, modulePath),
+        code,
+        target,
+        requests: pending.requests,
+        continuation: pending.continuation,
+        ...(ownKey === undefined ? {} : { key: ownKey }),
+        pausedAt: new Date().toISOString(),
+      });
+    }
+    const resumeCommand = `moss run ${modulePath}${contextFile === undefined ? "" : ` --context ${contextFile}`} --resume --answers <file.json>`;
+    if (mismatched.length > 0) {
+      io.stderr.write("nothing ran: an answer was given for another request than the one now waiting\n");
+      for (const { reason } of mismatched) io.stderr.write(`  ${reason}\n`);
+    } else if (!values.json) {
+      io.stderr.write(
+        `the run paused: it waits for ${pending.requests.length === 1 ? "an answer" : "answers"} no one gave\n`,
+      );
+    }
+    if (!values.json || mismatched.length > 0) {
+      for (const request of pending.requests)
+        io.stderr.write(`  ${escapeControlCharacters(describeRequest(request))}\n`);
+      io.stderr.write(
+        `the paused run is kept in ${pausedFile}; write the answers to a file, e.g.\n  ${escapeControlCharacters(JSON.stringify(answersTemplate(pending.requests)))}\n(deny with {"approved": false, "reason": "…"}), then run:\n  ${resumeCommand}\n(--approve all|none answers every approval)\n`,
+      );
+    }
+    return mismatched.length > 0 ? EXIT.input : EXIT.paused;
   } finally {
     await runtime.close();
   }
 };
 
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === "" ? undefined : value;
+}
+
+type Pending = Pick<NonNullable<Execution["pending"]>, "requests" | "continuation">;
+
 function printExecution(execution: Execution, io: CliIo, terminal: Terminal, fileName: string): void {
   const colors = terminal.stderr;
   // The code file is named as `moss check` names it (`<stdin>` or its path), never the internal snippet.ts.
   const named = (text: string) => text.replaceAll("snippet.ts:", `${fileName}:`);
-  if (execution.stdout)
-    io.stdout.write(execution.stdout.endsWith("\n") ? execution.stdout : `${execution.stdout}\n`);
-  for (const warning of execution.warnings) io.stderr.write(`${colors.yellow("warning")}: ${warning}\n`);
+  // Everything below but our own colours is text the model's code controls.
+  const safe = escapeControlCharacters;
+  if (execution.stdout) {
+    const stdout = safe(execution.stdout);
+    io.stdout.write(stdout.endsWith("\n") ? stdout : `${stdout}\n`);
+  }
+  for (const warning of execution.warnings)
+    io.stderr.write(`${colors.yellow("warning")}: ${safe(warning)}\n`);
   if (execution.ok) {
     if (execution.returns !== undefined) {
-      io.stdout.write(
-        `returned: ${inspect(execution.returns, { depth: 6, colors: colourEnabled(io.stdout, io.env) })}\n`,
-      );
+      // inspect escapes control characters in strings but not bidirectional overrides: printed plain, then escaped.
+      io.stdout.write(`returned: ${safe(inspect(execution.returns, { depth: 6, colors: false }))}\n`);
     }
   } else if (execution.error) {
     const error = execution.error;
@@ -160,11 +270,13 @@ function printExecution(execution: Execution, io: CliIo, terminal: Terminal, fil
       const where =
         error.line === undefined
           ? ""
-          : ` at ${colors.cyan(fileName)}:${colors.yellow(String(error.line))}:${colors.yellow(String(error.column))}`;
-      io.stderr.write(`${colors.red(`error[${error.kind}]`)}${where}: ${error.name}: ${error.message}\n`);
+          : ` at ${colors.cyan(safe(fileName))}:${colors.yellow(String(error.line))}:${colors.yellow(String(error.column))}`;
+      io.stderr.write(
+        `${colors.red(`error[${error.kind}]`)}${where}: ${safe(error.name)}: ${safe(error.message)}\n`,
+      );
       if (error.frame) io.stderr.write(`${terminal.diagnostics(error.frame, colors)}\n`);
       const frames = error.stack?.split("\n").slice(1).join("\n");
-      if (frames) io.stderr.write(`${colors.gray(named(frames))}\n`);
+      if (frames) io.stderr.write(`${colors.gray(safe(named(frames)))}\n`);
     }
   }
 }

@@ -1,6 +1,7 @@
 import path from "node:path";
 import picocolors from "picocolors";
 import type { CliIo } from "./cli-io.ts";
+import { escapeControlCharacters } from "./escape-control-characters.ts";
 
 type Colors = ReturnType<typeof picocolors.createColors>;
 interface Spinner {
@@ -75,9 +76,12 @@ export class Terminal {
     };
   }
 
-  /** Colours rendered diagnostics like `tsc --pretty`: location, severity, code, and the code frame's gutter and caret. */
+  /**
+   * Colours rendered diagnostics like `tsc --pretty`: location, severity, code, and the code frame's gutter and caret.
+   * The text quotes the model's code, so its control characters are escaped first.
+   */
   diagnostics(text: string, colors: Colors = this.stdout): string {
-    return text
+    return escapeControlCharacters(text)
       .split("\n")
       .map((line) => {
         const head = line.match(/^(.+?):(\d+):(\d+) - (error|warning) ((?:TS|MOSS)\d+): (.*)$/);

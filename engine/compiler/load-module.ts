@@ -8,6 +8,9 @@ import { compileUrl, LOCALS_EXPORT } from "./module-url.ts";
 const TSX_REGISTERED = Symbol.for("moss-ts.tsx-registered");
 const HOOKS_REGISTERED = Symbol.for("moss-ts.module-hooks-registered");
 let loadCounter = 0;
+/** What a test that compiles a context module under vitest needs. */
+const VITE_PLUGIN_HINT =
+  'Under vitest, add mossVitePlugin() to plugins in vitest.config.ts: import { mossVitePlugin } from "moss-ts"; export default defineConfig({ plugins: [mossVitePlugin()] }).';
 
 /**
  * True inside a vitest test worker, where Vite serves modules. `VITEST` alone is not enough: child processes a
@@ -50,7 +53,7 @@ export async function loadModule(
   if (!(LOCALS_EXPORT in namespace)) {
     throw new MossError(
       "module-load",
-      `${modulePath}: loading the context module failed: it was loaded without its locals export, so the loader that served it is not moss-ts's${underVitest() ? ". Under vitest, add mossVitePlugin() (from moss-ts) to plugins in vitest.config.ts" : ""}`,
+      `${modulePath}: loading the context module failed: it was loaded without its locals export, so the loader that served it is not moss-ts's${underVitest() ? `. ${VITE_PLUGIN_HINT}` : ""}`,
       { file: modulePath },
     );
   }
@@ -77,7 +80,15 @@ async function loadError(
   const where = line ? `${modulePath}:${line}:${column}` : modulePath;
   const sourceLine = line ? `\n\n> ${line} | ${source.split("\n")[line - 1] ?? ""}` : "";
   const packageProblem = await esmPackageProblem(modulePath);
-  const hint = packageProblem === undefined ? "" : `\n\n${packageProblem}`;
+  // Under vitest without the plugin, an installed moss-ts is run by Node itself, whose import() knows no `.ts`.
+  const vitePlugin =
+    underVitest() && (cause as { code?: unknown }).code === "ERR_UNKNOWN_FILE_EXTENSION"
+      ? VITE_PLUGIN_HINT
+      : undefined;
+  const hint = [packageProblem, vitePlugin]
+    .filter((text) => text !== undefined)
+    .map((text) => `\n\n${text}`)
+    .join("");
   return new MossError(
     "module-load",
     `${where} - loading the context module failed: ${cause.name}: ${clean(cause.message)}${sourceLine}${hint}`,

@@ -23,6 +23,7 @@ export const HOOK_NAMES = [
   "__moss_exec__",
   "__moss_test_cases__",
   "__moss_policy__",
+  "__moss_test_setup__",
 ] as const;
 export type HookName = (typeof HOOK_NAMES)[number];
 

@@ -43,6 +43,11 @@ export interface MossCompilerOptions {
   continuationTtlMs?: number;
   /** Whether runs pause for approvals and `moss.ask` (default true); when false such calls are denied instead. */
   durableRuns?: boolean;
+  /**
+   * Runs the module's `__moss_test_setup__(compiler)` before its `__moss_compile__`: the fakes a test binds in place
+   * of the production host setup (`moss test`, `MossTestSuite`). Default false.
+   */
+  testSetup?: boolean;
 }
 
 const NON_FUNCTION_HOOKS: readonly HookName[] = ["__moss_test_cases__"];
@@ -60,6 +65,9 @@ export class MossCompiler {
   readonly #hostTokens = new Set<Token>();
   /** Tokens the module's `__moss_compile__` bound (it may rebind its own). */
   readonly #moduleTokens = new Set<Token>();
+  /** Tokens the module's `__moss_test_setup__` bound (they count as host bindings). */
+  readonly #testTokens = new Set<Token>();
+  #bindingTestFakes = false;
   readonly #warnings: string[] = [];
   readonly #policies: CallPolicy[] = [];
   #context: MossContext | undefined;
@@ -132,13 +140,22 @@ export class MossCompiler {
       this.#hostTokens.add(token);
       return true;
     }
+    // A test's fakes stand where the host setup would: over the module's defaults, under the test's own injections.
+    if (this.#bindingTestFakes) {
+      if (!this.#testTokens.has(token) && this.#container.bound(token)) return false;
+      this.#hostTokens.add(token);
+      this.#testTokens.add(token);
+      return true;
+    }
     if (this.#moduleTokens.has(token) || !this.#container.bound(token)) {
       this.#moduleTokens.add(token);
       return true;
     }
-    const host = this.#hostTokens.has(token)
-      ? "the host (compiler.bind/register before compile)"
-      : `the host (the container given to MossCompiler, "${this.#container.parent?.name ?? "root"}")`;
+    const host = this.#testTokens.has(token)
+      ? "__moss_test_setup__"
+      : this.#hostTokens.has(token)
+        ? "the host (compiler.bind/register before compile)"
+        : `the host (the container given to MossCompiler, "${this.#container.parent?.name ?? "root"}")`;
     const message =
       `binding conflict for ${tokenName(token)}: bound by ${host} and by __moss_compile__ in ${this.#modulePath} ` +
       `(${action}); the host's binding wins`;
@@ -197,6 +214,14 @@ export class MossCompiler {
       hooks: collectHooks(analysis, loaded.namespace, modulePath),
       mossClass: resolveMossClass(analysis, loaded.locals, modulePath),
     };
+    if (this.#options.testSetup === true) {
+      this.#bindingTestFakes = true;
+      try {
+        await this.#withModuleBindings(() => runHook(module, "__moss_test_setup__", this));
+      } finally {
+        this.#bindingTestFakes = false;
+      }
+    }
     await this.#withModuleBindings(() => runHook(module, "__moss_compile__", this));
     this.#state = "compiled";
 

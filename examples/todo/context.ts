@@ -32,7 +32,19 @@ export function today(): string {
 }
 
 // <moss-hide>
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { MossCompiler } from "moss-ts";
+import { JsonFileTodoList } from "./json-file-todo-list.ts";
+
+/** `moss test` and MossTestSuite bind this instead of the host setup: each test case gets a fresh, empty list. */
+export function __moss_test_setup__(compiler: MossCompiler): void {
+  compiler.bind(
+    TodoList,
+    new JsonFileTodoList(join(mkdtempSync(join(tmpdir(), "moss-todo-test-")), "todo.json")),
+  );
+}
 
 export function __moss_compile__(compiler: MossCompiler): void {
   if (!compiler.container().bound(TodoList)) {

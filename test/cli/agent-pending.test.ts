@@ -132,6 +132,54 @@ describe("moss agent with paused runs", () => {
     expect(again.stderr).toContain('Session "colours" has no paused run to resume');
   });
 
+  test("an answer that names another call than the one waiting under its id runs nothing (exit 4); the right one runs it once", async () => {
+    const sessions = path.join(directory, "sessions");
+    const session = ["--session", "rent", "--sessions-dir", sessions];
+    const first = await moss([
+      "agent",
+      VAULT,
+      "Send bob 5 euros",
+      "--replay",
+      await recording("pay.json", [step(TRANSFER)]),
+      ...session,
+    ]);
+    expect(first.code).toBe(EXIT.paused);
+    const id = first.stdout.match(/#(\S+) approval vault\.transfer\("bob", 5\)/)![1]!;
+    // The exit-7 message offers answers that name the call the person saw.
+    expect(first.stdout).toContain(
+      JSON.stringify({ [id]: { approved: true, member: "vault.transfer", args: ["bob", 5] } }),
+    );
+    const answers = path.join(directory, "answers.json");
+    await writeFile(
+      answers,
+      JSON.stringify({ [id]: { approved: true, member: "vault.transfer", args: ["mallory", 5000] } }),
+    );
+    const refused = await moss(["agent", VAULT, "--resume", "--answers", answers, ...session]);
+    expect(refused.code).toBe(EXIT.input);
+    expect(refused.stdout).toContain("nothing ran");
+    expect(refused.stdout).toContain(
+      `the answer was given for vault.transfer("mallory", 5000), but #${id} now asks to approve vault.transfer("bob", 5)`,
+    );
+    expect(await transfers()).toEqual([]);
+
+    await writeFile(
+      answers,
+      JSON.stringify({ [id]: { approved: true, member: "vault.transfer", args: ["bob", 5] } }),
+    );
+    const paid = await moss([
+      "agent",
+      VAULT,
+      "--resume",
+      "--answers",
+      answers,
+      "--replay",
+      await recording("paid.json", [{ content: "Sent." }]),
+      ...session,
+    ]);
+    expect(paid.code).toBe(EXIT.ok);
+    expect(await transfers()).toEqual(["bob 5"]);
+  });
+
   test("--resume needs --session and takes no task; --approve takes all or none", async () => {
     const usage = async (...args: string[]) => {
       const result = await main(["agent", VAULT, ...args], io(""));
@@ -185,7 +233,9 @@ describe("moss agent asks a person at a terminal", () => {
     ]);
     const cli = io("maybe\nn\nnot this month\ngreen\n2\n");
     const code = await main(["agent", VAULT, "Pay bob, then pick a colour", "--replay", replay], cli);
-    expect(cli.err()).toContain("Approve vault.transfer (#");
+    // The person sees the call itself: member, arguments and the line of code that makes it.
+    expect(cli.err()).toContain('> 3 |     await moss.vault.transfer("bob", 5);\n');
+    expect(cli.err()).toMatch(/Approve vault\.transfer\("bob", 5\) at line 3 \(#\S+\)\? \[y\/n\] /);
     expect(cli.err()).toContain("Reason for the model (optional, Enter to skip): ");
     expect(cli.err()).toContain("Which colour?\n  1) red\n  2) blue\n");
     expect(cli.err()).toContain("Pick one of the 2 choices.");

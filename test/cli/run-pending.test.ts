@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { EXIT } from "../../engine/cli/exit-codes.ts";
 import { runMoss } from "../helpers/moss-cli.ts";
 
-const SPHERO = "examples/sphero/context.ts";
+const SPHERO = path.resolve("examples/sphero/context.ts");
 let directory: string;
 beforeAll(async () => {
   directory = await mkdtemp(path.join(tmpdir(), "moss-run-pending-"));
@@ -14,7 +14,7 @@ afterAll(async () => {
   await rm(directory, { recursive: true, force: true });
 });
 
-const moss = (args: string[]) => runMoss(args);
+const moss = (args: string[]) => runMoss(args, { cwd: directory });
 
 const SPRINT = `async function main(moss: Moss) {
   console.log("before");

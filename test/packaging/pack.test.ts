@@ -21,6 +21,8 @@ const run = promisify(execFile);
 const SETUP_TIMEOUT_MS = 240_000;
 /** Generous: a run that hangs is killed at 90 s and reported as such, never as a vitest timeout. */
 const RUN_TIMEOUT_MS = 200_000;
+/** Installing vitest into a second project, then its run. */
+const VITEST_TIMEOUT_MS = 600_000;
 
 interface PackResult {
   filename: string;
@@ -51,10 +53,10 @@ async function npm(args: string[], cwd: string, timeout = 120_000): Promise<stri
   return stdout;
 }
 
-/** Runs plain `node` (no flags) in the project; resolves with how it ended instead of throwing. */
+/** Runs plain `node` (no flags) in the project (or `cwd`); resolves with how it ended instead of throwing. */
 function node(
   args: string[],
-  options: { stdin?: string; timeoutMs?: number } = {},
+  options: { stdin?: string; timeoutMs?: number; cwd?: string } = {},
 ): Promise<{
   code: number | null;
   signal: NodeJS.Signals | null;
@@ -63,7 +65,7 @@ function node(
   timedOut: boolean;
 }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, args, { cwd: project, env: userEnv() });
+    const child = spawn(process.execPath, args, { cwd: options.cwd ?? project, env: userEnv() });
     let stdout = "";
     let stderr = "";
     let timedOut = false;
@@ -82,7 +84,7 @@ function node(
 }
 
 /** Copies the built native addon of each installed isolated-vm alias from this checkout's install of that version. */
-function provideNativeAddons(): void {
+function provideNativeAddons(into = project): void {
   const installed = (folder: string) =>
     existsSync(folder)
       ? readdirSync(folder).filter((name) => name === "isolated-vm" || name.startsWith("isolated-vm-"))
@@ -92,8 +94,8 @@ function provideNativeAddons(): void {
   const ours = installed(path.join(root, "node_modules")).map((name) =>
     path.join(root, "node_modules", name),
   );
-  for (const name of installed(path.join(project, "node_modules"))) {
-    const target = path.join(project, "node_modules", name);
+  for (const name of installed(path.join(into, "node_modules"))) {
+    const target = path.join(into, "node_modules", name);
     const source = ours.find((folder) => version(folder) === version(target));
     if (!source) continue;
     for (const output of ["out", "build"]) {
@@ -291,5 +293,39 @@ describe("the published package", () => {
       rmSync(path.join(project, "wrong.ts"));
     },
     RUN_TIMEOUT_MS,
+  );
+
+  it(
+    "runs a user's vitest suite that compiles a context module, with mossVitePlugin() alone (MossTestSuite, fakes)",
+    async ({ skip }) => {
+      if (skipReason) return skip(skipReason);
+      // A second project: the user's own vitest (this checkout's version), and a config with only the plugin.
+      const app = path.join(work, "vitest-app");
+      cpSync(path.join(root, "test/packaging/vitest-consumer"), app, { recursive: true });
+      const vitest = JSON.parse(readFileSync(path.join(root, "node_modules/vitest/package.json"), "utf8"));
+      await npm(
+        [
+          "install",
+          "--ignore-scripts",
+          "--prefer-offline",
+          "--no-audit",
+          "--no-fund",
+          path.join(work, pack!.filename),
+          `vitest@${vitest.version}`,
+        ],
+        app,
+        300_000,
+      );
+      provideNativeAddons(app);
+      const result = await node(["node_modules/vitest/vitest.mjs", "run"], { cwd: app, timeoutMs: 240_000 });
+      // vitest colours its report whatever the terminal: the colour codes are taken out.
+      const output = `${result.stdout}\n${result.stderr}`.replace(/\x1b\[[0-9;]*m/g, "");
+      expect(result.timedOut, output).toBe(false);
+      expect(output).not.toContain("Unknown file extension");
+      expect(output).not.toContain("without its locals export");
+      expect(output).toMatch(/Tests\s+2 passed/);
+      expect(result.code, output).toBe(0);
+    },
+    VITEST_TIMEOUT_MS,
   );
 });
