@@ -4,6 +4,7 @@ export type MossErrorCode =
   | "module-syntax"
   | "module-import"
   | "module-load"
+  | "module-type-error"
   | "hook-shape"
   | "hook-failed"
   | "binding-missing"

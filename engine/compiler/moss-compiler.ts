@@ -15,14 +15,8 @@ import {
 } from "../types.ts";
 import type { CompiledModule } from "./compiled-module.ts";
 import { loadModule } from "./load-module.ts";
-import {
-  analyzeModule,
-  HOOK_NAMES,
-  type HookName,
-  type ModuleAnalysis,
-  type MossField,
-} from "./module-analysis.ts";
-import { moduleProject } from "./module-project.ts";
+import { HOOK_NAMES, type HookName, type ModuleAnalysis, type MossField } from "./module-analysis.ts";
+import { readCheckedModule } from "./module-type-check.ts";
 
 /** Options of a compiler; everything but the container is passed on to the runtime. */
 export interface MossCompilerOptions {
@@ -181,8 +175,7 @@ export class MossCompiler {
     this.#modulePath = modulePath;
     const absolute = path.resolve(modulePath);
     const source = this.#context?.code ?? (await readModuleFile(absolute, modulePath));
-    const project = moduleProject(source);
-    const analysis = analyzeModule(project, absolute, source);
+    const { project, analysis } = readCheckedModule(absolute, source, modulePath);
     const valueNames = [...new Set(analysis.names.filter((name) => name.value).map((name) => name.name))];
     const loaded = await loadModule(absolute, source, valueNames, {
       sourceOverridden: this.#context?.code !== undefined,
