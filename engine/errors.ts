@@ -15,6 +15,8 @@ export type MossErrorCode =
   | "context-corrupt"
   | "context-locked"
   | "context-invalid"
+  | "context-mismatch"
+  | "context-wrong-module"
   | "context-read"
   | "context-write"
   | "sandbox-failed"
