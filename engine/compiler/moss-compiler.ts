@@ -314,6 +314,15 @@ export class MossCompiler {
   }
 }
 
+/**
+ * Type-checks a context module file as `compile()` does, without loading it: throws MossError `module-type-error`
+ * (or the module's read, syntax and import errors). For commands that read a module statically first (`moss test`).
+ */
+export async function checkModuleFile(modulePath: string): Promise<void> {
+  const absolute = path.resolve(modulePath);
+  readCheckedModule(absolute, await readModuleFile(absolute, modulePath), modulePath);
+}
+
 async function readModuleFile(absolute: string, given: string): Promise<string> {
   try {
     return await readFile(absolute, "utf8");

@@ -38,7 +38,7 @@ export function restoreContext(
   if (!sameModule(context.module, displayPath)) {
     throw new MossError(
       "context-wrong-module",
-      `${source} was written for the module ${context.module}, not ${displayPath}: it is not loaded (give this module its own context file, or set "module" in the file if the module moved)`,
+      `${source} was written for the module ${context.module} (${path.resolve(context.module)}), not ${displayPath} (${path.resolve(displayPath)}): it is not loaded. Give this module its own context file; if it is the same module, moved or named from another directory, set "module" in the file to ${JSON.stringify(displayPath)}`,
       { file: options.source, contextModule: context.module, module: displayPath },
     );
   }
@@ -108,18 +108,9 @@ function mismatchError(
 }
 
 /**
- * Whether a context's `module` names this module: the same file from this working directory, or one path ends
- * with the other (a context written from another directory, or with an absolute path).
+ * Whether a context's `module` names this module: the same path, or the same file once both are resolved from the
+ * working directory. Nothing looser: context modules are often all called `context.ts`.
  */
 function sameModule(stored: string, displayPath: string): boolean {
-  if (stored === displayPath || path.resolve(stored) === path.resolve(displayPath)) return true;
-  const segments = (text: string) =>
-    path
-      .normalize(text)
-      .split(/[\\/]+/)
-      .filter((segment) => segment !== "" && segment !== "." && segment !== "..");
-  const [shorter, longer] = [segments(stored), segments(displayPath)].sort((a, b) => a.length - b.length);
-  if (!shorter || !longer || shorter.length === 0) return false;
-  const offset = longer.length - shorter.length;
-  return shorter.every((segment, index) => segment === longer[offset + index]);
+  return stored === displayPath || path.resolve(stored) === path.resolve(displayPath);
 }

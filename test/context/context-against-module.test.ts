@@ -155,14 +155,17 @@ describe("a context is checked against the module it is applied to", () => {
     const other = await moduleFile();
     const error = await rejection(compile(file, contextOf(other, { turns: 1 }), "session.json"));
     expect(error.code).toBe("context-wrong-module");
-    expect(error.message).toContain(`session.json was written for the module ${other}, not ${file}`);
+    expect(error.message).toContain(
+      `session.json was written for the module ${other} (${other}), not ${file} (${file})`,
+    );
     expect(error.details).toMatchObject({ contextModule: other, module: file });
-    // The same module named from another directory (relative, or by a path it ends with) is the same module.
+    // The same file named by a relative or an absolute path is the same module; a bare file name elsewhere is not.
     const relative = path.relative(process.cwd(), file);
     const runtime = await compile(file, contextOf(relative, { turns: 4 }));
     expect(runtime.hostMoss().turns).toBe(4);
-    const runtime2 = await compile(file, contextOf(path.basename(file), { turns: 5 }));
-    expect(runtime2.hostMoss().turns).toBe(5);
+    const named = await rejection(compile(file, contextOf(path.basename(file), { turns: 5 })));
+    expect(named.code).toBe("context-wrong-module");
+    expect(named.message).toContain(`set "module" in the file to ${JSON.stringify(file)}`);
   });
 
   test("fields no longer declared are kept on every save, reported once, and never reach moss", async () => {
