@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import path from "node:path";
 import { Node, type Project, type SourceFile, ts } from "ts-morph";
 import { locatedMessage, MossError } from "../errors.ts";
@@ -44,14 +45,31 @@ export function readCheckedModule(
 ): { project: Project; analysis: ModuleAnalysis } {
   let project = moduleProject(source);
   let analysis = analyzeModule(project, absolutePath, source);
-  let errors = moduleTypeErrors(analysis.sourceFile, displayPath);
+  let errors = checkedTypeErrors(analysis.sourceFile, displayPath);
   if (!hasNodeTypes(project) && errors.some(missesNodeTypes)) {
     project = moduleProject(source, { node: true });
     analysis = analyzeModule(project, absolutePath, source);
-    errors = moduleTypeErrors(analysis.sourceFile, displayPath);
+    errors = checkedTypeErrors(analysis.sourceFile, displayPath);
   }
   if (errors.length > 0) throw moduleTypeError(errors, displayPath);
   return { project, analysis };
+}
+
+/**
+ * Texts (with their paths and the project's kind) of modules already found clean in this process: a compile of the
+ * same unchanged files skips the check, the costly part of which is checking every body with a fresh checker.
+ */
+const cleanModules = new Set<string>();
+
+function checkedTypeErrors(sourceFile: SourceFile, displayPath: string): ModuleTypeError[] {
+  const files = moduleFiles(sourceFile);
+  const hash = createHash("sha256").update(hasNodeTypes(sourceFile.getProject()) ? "node" : "plain");
+  for (const file of files) hash.update(`\0${file.getFilePath()}\0${file.getFullText()}`);
+  const key = hash.digest("hex");
+  if (cleanModules.has(key)) return [];
+  const errors = moduleTypeErrors(sourceFile, displayPath, files);
+  if (errors.length === 0) cleanModules.add(key);
+  return errors;
 }
 
 function missesNodeTypes(error: ModuleTypeError): boolean {
@@ -61,10 +79,14 @@ function missesNodeTypes(error: ModuleTypeError): boolean {
 }
 
 /** The type errors of a module and of the author's files it imports, in file order. */
-export function moduleTypeErrors(sourceFile: SourceFile, displayPath: string): ModuleTypeError[] {
+export function moduleTypeErrors(
+  sourceFile: SourceFile,
+  displayPath: string,
+  files: SourceFile[] = moduleFiles(sourceFile),
+): ModuleTypeError[] {
   const program = sourceFile.getProject().getProgram().compilerObject;
   const errors: ModuleTypeError[] = [];
-  for (const file of moduleFiles(sourceFile)) {
+  for (const file of files) {
     const compilerFile = program.getSourceFile(file.getFilePath());
     if (!compilerFile) continue;
     const shownAs = file === sourceFile ? displayPath : shownPath(file.getFilePath());
