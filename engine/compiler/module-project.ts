@@ -46,8 +46,10 @@ export function moduleProject(source: string, options: { node?: boolean } = {}):
     projects.set(key, project);
     return project;
   }
-  for (const file of project.getSourceFiles()) {
-    if (!file.isInNodeModules() && !file.isDeclarationFile()) file.refreshFromFileSystemSync();
+  // The program's files, not getSourceFiles(): that one leaves out the files the module's imports brought in.
+  for (const compilerFile of project.getProgram().compilerObject.getSourceFiles()) {
+    if (compilerFile.isDeclarationFile || compilerFile.fileName.includes("/node_modules/")) continue;
+    project.getSourceFile(compilerFile.fileName)?.refreshFromFileSystemSync();
   }
   return project;
 }

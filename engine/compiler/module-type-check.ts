@@ -18,6 +18,8 @@ const LIBRARY_FOLDERS = ["engine", "container", "moss-modules"].map((folder) =>
 export interface ModuleTypeError {
   /** The file as shown to the author: the module as given to compile(), an import relative to the working directory. */
   file: string;
+  /** The file's absolute path. */
+  path: string;
   line: number;
   column: number;
   code: number;
@@ -56,20 +58,31 @@ export function readCheckedModule(
 }
 
 /**
- * Texts (with their paths and the project's kind) of modules already found clean in this process: a compile of the
- * same unchanged files skips the check, the costly part of which is checking every body with a fresh checker.
+ * Files already found clean in this process, by a hash of the project's kind, the file and every author file it
+ * imports (transitively): an unchanged file is not checked again. Checking every body with each compile's fresh
+ * checker is the costly part, and an edited module rarely changes the files it imports.
  */
-const cleanModules = new Set<string>();
+const cleanFiles = new Set<string>();
 
 function checkedTypeErrors(sourceFile: SourceFile, displayPath: string): ModuleTypeError[] {
-  const files = moduleFiles(sourceFile);
-  const hash = createHash("sha256").update(hasNodeTypes(sourceFile.getProject()) ? "node" : "plain");
-  for (const file of files) hash.update(`\0${file.getFilePath()}\0${file.getFullText()}`);
-  const key = hash.digest("hex");
-  if (cleanModules.has(key)) return [];
-  const errors = moduleTypeErrors(sourceFile, displayPath, files);
-  if (errors.length === 0) cleanModules.add(key);
+  const graph = moduleGraph(sourceFile);
+  const kind = hasNodeTypes(sourceFile.getProject()) ? "node" : "plain";
+  const keys = new Map([...graph.keys()].map((file) => [file, cleanKey(file, graph, kind)]));
+  const unchecked = [...graph.keys()].filter((file) => !cleanFiles.has(keys.get(file)!));
+  const errors = moduleTypeErrors(sourceFile, displayPath, unchecked);
+  const failed = new Set(errors.map((error) => error.path));
+  for (const file of unchecked) if (!failed.has(file.getFilePath())) cleanFiles.add(keys.get(file)!);
   return errors;
+}
+
+/** The hash of a file's text and of the texts of the author files it imports, transitively. */
+function cleanKey(file: SourceFile, graph: Map<SourceFile, SourceFile[]>, kind: string): string {
+  const closure = new Set([file]);
+  for (const member of closure) for (const imported of graph.get(member) ?? []) closure.add(imported);
+  const hash = createHash("sha256").update(kind);
+  const sorted = [...closure].sort((a, b) => a.getFilePath().localeCompare(b.getFilePath()));
+  for (const member of sorted) hash.update(`\0${member.getFilePath()}\0${member.getFullText()}`);
+  return hash.digest("hex");
 }
 
 function missesNodeTypes(error: ModuleTypeError): boolean {
@@ -82,7 +95,7 @@ function missesNodeTypes(error: ModuleTypeError): boolean {
 export function moduleTypeErrors(
   sourceFile: SourceFile,
   displayPath: string,
-  files: SourceFile[] = moduleFiles(sourceFile),
+  files: SourceFile[] = [...moduleGraph(sourceFile).keys()],
 ): ModuleTypeError[] {
   const program = sourceFile.getProject().getProgram().compilerObject;
   const errors: ModuleTypeError[] = [];
@@ -99,6 +112,7 @@ export function moduleTypeErrors(
       const position = compilerFile.getLineAndCharacterOfPosition(diagnostic.start ?? 0);
       errors.push({
         file: shownAs,
+        path: file.getFilePath(),
         line: position.line + 1,
         column: position.character + 1,
         code: diagnostic.code,
@@ -137,22 +151,25 @@ function moduleTypeError(errors: ModuleTypeError[], displayPath: string): MossEr
 }
 
 /**
- * The module and the files of the author's project it imports, transitively: not `.d.ts` files, not packages in
- * node_modules, not moss-ts itself.
+ * The module and the files of the author's project it imports, transitively (not `.d.ts` files, not packages in
+ * node_modules, not moss-ts itself), each with the author files it imports directly.
  */
-function moduleFiles(sourceFile: SourceFile): SourceFile[] {
-  const found = new Set<SourceFile>([sourceFile]);
+function moduleGraph(sourceFile: SourceFile): Map<SourceFile, SourceFile[]> {
+  const graph = new Map<SourceFile, SourceFile[]>();
   const pending = [sourceFile];
   for (let file = pending.pop(); file !== undefined; file = pending.pop()) {
+    if (graph.has(file)) continue;
+    const imports: SourceFile[] = [];
+    graph.set(file, imports);
     for (const statement of file.getStatements()) {
       if (!Node.isImportDeclaration(statement) && !Node.isExportDeclaration(statement)) continue;
       const imported = statement.getModuleSpecifierSourceFile();
-      if (!imported || found.has(imported) || !isAuthorFile(imported)) continue;
-      found.add(imported);
+      if (!imported || !isAuthorFile(imported)) continue;
+      imports.push(imported);
       pending.push(imported);
     }
   }
-  return [...found];
+  return graph;
 }
 
 function isAuthorFile(file: SourceFile): boolean {

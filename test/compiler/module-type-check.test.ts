@@ -166,6 +166,33 @@ describe("compile() type-checks the context module", () => {
   });
 });
 
+describe("a file found clean is not checked again until it or what it imports changes", () => {
+  test("an imported file edited on disk after a clean compile is checked again", async () => {
+    const helper = await writeModule(
+      "export function twice(value: number): number {\n  return value * 2;\n}\n",
+      "helper",
+    );
+    written.push(helper);
+    const source = [
+      'import { Moss as Parent } from "moss-ts";',
+      `import { twice } from "./${path.basename(helper)}";`,
+      "export class Moss extends Parent { n = twice(2) }",
+    ].join("\n");
+    const { file } = await compileModule(source);
+    await compileModule(source);
+    await writeFile(
+      helper,
+      "export function twice(value: number): number {\n  return String(value);\n}\n",
+      "utf8",
+    );
+    const error = await rejection(new MossCompiler({ sandbox: "in-process" }).compile(file));
+    expect(error.code).toBe("module-type-error");
+    expect(error.message).toContain(
+      `${path.relative(process.cwd(), helper)}:2:3 - error TS2322: Type 'string' is not assignable to type 'number'.`,
+    );
+  });
+});
+
 describe("the module's own files are the author's: others are not checked here", () => {
   test("a package's broken .d.ts or moss-ts itself never fails a module's compile", async () => {
     const declaration = (await writeModule("", "broken")).replace(/\.ts$/, ".d.ts");
