@@ -30,7 +30,7 @@ export interface ModuleTypeError {
 
 /** Diagnostics that say the code uses Node (its globals, `import.meta.url`) where Node's types were not loaded. */
 const NODE_HINT_CODES = new Set([2580, 2591, 2592]);
-const CANNOT_FIND_NAME_CODES = new Set([2304, 2552]);
+const CANNOT_FIND_NAME_CODES = new Set([2304, 2552, 2582, 2583, 2584]);
 const NODE_GLOBALS =
   /^Cannot find name '(process|Buffer|global|require|module|__dirname|__filename|setTimeout|setInterval|setImmediate|clearTimeout|clearInterval|clearImmediate|queueMicrotask|structuredClone|fetch|URL|URLSearchParams|TextEncoder|TextDecoder|AbortController|AbortSignal|Blob|Headers|Request|Response|FormData|performance|console|crypto)'/;
 const IMPORT_META_NODE = /^Property '(url|dirname|filename|resolve)' does not exist on type 'ImportMeta'/;

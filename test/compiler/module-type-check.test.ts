@@ -140,6 +140,7 @@ describe("compile() type-checks the context module", () => {
         "const home: string | undefined = process.env.HOME;",
         "const here: string = new URL(import.meta.url).pathname;",
         "export class Moss extends Parent { started = Buffer.byteLength(here + (home ?? '')) > 0 }",
+        'export function log(): void { console.log("host"); setTimeout(() => {}, 1); }',
       ].join("\n"),
     );
     expect(runtime.hostMoss().started).toBe(true);
