@@ -124,6 +124,8 @@ export const agentCommand: CliCommand = async (argv, io) => {
     import("../context/index.ts"),
     import("./continuation-key.ts"),
   ]);
+  // A module that does not type-check is an unusable input (exit 4), before any model is asked.
+  await (await import("../compiler/moss-compiler.ts")).checkModuleFile(modulePath!);
   const model: LanguageModel = values.replay
     ? await ScriptedLanguageModel.fromFile(resolve(io.cwd, values.replay))
     : new OpenAILanguageModel({

@@ -133,7 +133,7 @@ export const runCommand: CliCommand = async (argv, io) => {
     const { MossCompiler } = await import("../compiler/moss-compiler.ts");
     const compiler = new MossCompiler({ typeCheck, sandbox, continuationKey });
     await loadHostSetup(modulePath, compiler);
-    if (saved) compiler.joinContext(saved);
+    if (saved) compiler.joinContext(saved, { source: contextFile });
     return compiler.compile(modulePath);
   });
   try {

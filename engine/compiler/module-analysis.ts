@@ -82,6 +82,8 @@ export interface ModuleAnalysis {
     program: ts.Program;
     names: Map<string, ts.Type>;
     fields: Map<string, ts.Type>;
+    /** Declared types of the data fields: a stored value must fit its field's (see `restoreContext`). */
+    data: Map<string, ts.Type>;
   };
 }
 
@@ -138,6 +140,7 @@ export function analyzeModule(project: Project, modulePath: string, code: string
     program: project.getProgram().compilerObject,
     names: new Map(),
     fields: new Map(),
+    data: new Map(),
   };
   for (const name of names) {
     if (!name.value || name.hidden) continue;
@@ -166,8 +169,9 @@ export function analyzeModule(project: Project, modulePath: string, code: string
     };
     for (const field of analysis.mossClass.fields) {
       const property = mossDeclaration.getProperty(field.name);
-      if (field.kind === "service" && property)
-        declaredTypes.fields.set(field.name, property.getType().compilerType);
+      if (!property) continue;
+      const types = field.kind === "service" ? declaredTypes.fields : declaredTypes.data;
+      types.set(field.name, property.getType().compilerType);
     }
   }
   return analysis;

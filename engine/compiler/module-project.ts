@@ -32,10 +32,11 @@ const projects = new Map<string, Project>();
 /**
  * The process-wide ts-morph project for reading modules (real file system, so imports and node_modules `.d.ts`
  * resolve as Node would). Building lib and `.d.ts` programs is the expensive part, so projects are shared; Node's
- * types are loaded only for modules that import a Node builtin. Files read earlier are refreshed from disk.
+ * types are loaded only for modules that import a Node builtin (or when `options.node` asks for them, see
+ * `readCheckedModule`). Files read earlier are refreshed from disk.
  */
-export function moduleProject(source: string): Project {
-  const key = importsNodeBuiltin(source) ? "node" : "plain";
+export function moduleProject(source: string, options: { node?: boolean } = {}): Project {
+  const key = options.node === true || importsNodeBuiltin(source) ? "node" : "plain";
   let project = projects.get(key);
   if (!project) {
     project = new Project({
@@ -45,8 +46,10 @@ export function moduleProject(source: string): Project {
     projects.set(key, project);
     return project;
   }
-  for (const file of project.getSourceFiles()) {
-    if (!file.isInNodeModules() && !file.isDeclarationFile()) file.refreshFromFileSystemSync();
+  // The program's files, not getSourceFiles(): that one leaves out the files the module's imports brought in.
+  for (const compilerFile of project.getProgram().compilerObject.getSourceFiles()) {
+    if (compilerFile.isDeclarationFile || compilerFile.fileName.includes("/node_modules/")) continue;
+    project.getSourceFile(compilerFile.fileName)?.refreshFromFileSystemSync();
   }
   return project;
 }
@@ -68,4 +71,9 @@ export function importsNodeBuiltin(source: string): boolean {
     if (specifier.startsWith("node:") || builtinModules.includes(specifier.split("/")[0]!)) return true;
   }
   return false;
+}
+
+/** Whether a project made by `moduleProject` has Node's types. */
+export function hasNodeTypes(project: Project): boolean {
+  return project.getCompilerOptions().types?.includes("node") === true;
 }

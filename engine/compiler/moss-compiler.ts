@@ -1,7 +1,6 @@
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { Container, type Provider, type Token, tokenName } from "../../container/index.ts";
-import { decodeProperties } from "../context/index.ts";
 import { locatedMessage, MossError } from "../errors.ts";
 import { Moss as MossBase } from "../moss.ts";
 import { continuationKey } from "../runtime/continuation.ts";
@@ -15,14 +14,9 @@ import {
 } from "../types.ts";
 import type { CompiledModule } from "./compiled-module.ts";
 import { loadModule } from "./load-module.ts";
-import {
-  analyzeModule,
-  HOOK_NAMES,
-  type HookName,
-  type ModuleAnalysis,
-  type MossField,
-} from "./module-analysis.ts";
-import { moduleProject } from "./module-project.ts";
+import { HOOK_NAMES, type HookName, type ModuleAnalysis, type MossField } from "./module-analysis.ts";
+import { readCheckedModule } from "./module-type-check.ts";
+import { restoreContext } from "./restore-context.ts";
 
 /** Options of a compiler; everything but the container is passed on to the runtime. */
 export interface MossCompilerOptions {
@@ -71,6 +65,7 @@ export class MossCompiler {
   readonly #warnings: string[] = [];
   readonly #policies: CallPolicy[] = [];
   #context: MossContext | undefined;
+  #contextSource: string | undefined;
   #state: "new" | "compiling" | "compiled" = "new";
   #modulePath = "";
 
@@ -178,10 +173,14 @@ export class MossCompiler {
     return this;
   }
 
-  /** Continues a session: its `code` replaces the module's source, its properties restore data fields. */
-  joinContext(context: MossContext): this {
+  /**
+   * Continues a session: its `code` replaces the module's source, its properties restore data fields. `compile()`
+   * checks it against the module (see `restoreContext`); `options.source` (its file) is named in errors.
+   */
+  joinContext(context: MossContext, options: { source?: string } = {}): this {
     this.#assertOpen("joinContext");
     this.#context = context;
+    this.#contextSource = options.source;
     return this;
   }
 
@@ -198,8 +197,17 @@ export class MossCompiler {
     this.#modulePath = modulePath;
     const absolute = path.resolve(modulePath);
     const source = this.#context?.code ?? (await readModuleFile(absolute, modulePath));
-    const project = moduleProject(source);
-    const analysis = analyzeModule(project, absolute, source);
+    const { project, analysis } = readCheckedModule(absolute, source, modulePath);
+    // Bounded by the larger of the default and the configured result limit: a field saved under a larger limit
+    // still loads, and the runtime then refuses it by name if it is over the limit in force.
+    const maxBytes = Math.max(DEFAULT_LIMITS.maxResultBytes, this.#options.limits?.maxResultBytes ?? 0);
+    const restored = this.#context
+      ? restoreContext(this.#context, analysis, modulePath, { source: this.#contextSource, maxBytes })
+      : undefined;
+    for (const warning of restored?.warnings ?? []) {
+      this.#warnings.push(warning);
+      process.emitWarning(warning, { code: "MOSS_CONTEXT_UNDECLARED" });
+    }
     const valueNames = [...new Set(analysis.names.filter((name) => name.value).map((name) => name.name))];
     const loaded = await loadModule(absolute, source, valueNames, {
       sourceOverridden: this.#context?.code !== undefined,
@@ -248,7 +256,7 @@ export class MossCompiler {
     });
     try {
       const services = await this.#resolveServices(module);
-      const data = this.#initialData(module);
+      const data = this.#initialData(module, restored?.data ?? {});
       await runtime.prompter().prepare();
       await runtime.initialize(services, data);
       await runHook(module, "__moss_compiled__", runtime.hostMoss());
@@ -298,18 +306,14 @@ export class MossCompiler {
     return services;
   }
 
-  #initialData(module: CompiledModule): Record<string, unknown> {
+  #initialData(module: CompiledModule, restored: Record<string, unknown>): Record<string, unknown> {
     const fields = module.analysis.mossClass?.fields ?? [];
     const instance = new module.mossClass() as Record<string, unknown>;
     const data: Record<string, unknown> = {};
     for (const field of fields)
       if (field.kind === "data" && field.name in instance) data[field.name] = instance[field.name];
-    // Bounded by the larger of the default and the configured result limit: a field saved under a larger limit
-    // still loads, and the runtime then refuses it by name if it is over the limit in force.
-    const maxBytes = Math.max(DEFAULT_LIMITS.maxResultBytes, this.#options.limits?.maxResultBytes ?? 0);
-    const restored = this.#context ? decodeProperties(this.#context.properties, { maxBytes }) : {};
     const known = new Set(fields.map((field) => field.name));
-    for (const [name, value] of Object.entries(restored)) if (known.has(name)) data[name] = value;
+    Object.assign(data, restored);
     for (const [name, value] of Object.entries(this.#injections)) {
       const field = fields.find((candidate) => candidate.name === name);
       if (!field) {
@@ -333,6 +337,15 @@ export class MossCompiler {
       );
     }
   }
+}
+
+/**
+ * Type-checks a context module file as `compile()` does, without loading it: throws MossError `module-type-error`
+ * (or the module's read, syntax and import errors). For commands that read a module statically first (`moss test`).
+ */
+export async function checkModuleFile(modulePath: string): Promise<void> {
+  const absolute = path.resolve(modulePath);
+  readCheckedModule(absolute, await readModuleFile(absolute, modulePath), modulePath);
 }
 
 async function readModuleFile(absolute: string, given: string): Promise<string> {

@@ -317,7 +317,8 @@ function findUnpersistable(value: unknown, path: string, seen: Set<object>): str
   return `${path} is an instance of ${className || "an anonymous class"}`;
 }
 
-function propertyAccess(key: string): string {
+/** How a property key reads in a path: `.name`, or `["other key"]`. */
+export function propertyAccess(key: string): string {
   return /^[A-Za-z_$][\w$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
 }
 

@@ -4,7 +4,7 @@ import { context as otelContext, trace as otelTrace, SpanStatusCode } from "@ope
 import { type Container, destroyOnce } from "../../container/index.ts";
 import { renderDiagnostics, WorkerModuleChecker } from "../check/index.ts";
 import { type CompiledModule, hiddenNames, visibleValueNames } from "../compiler/compiled-module.ts";
-import { createContext, decodeProperties, encodeProperties } from "../context/index.ts";
+import { createContext, decodeProperties, encodeProperties, partitionProperties } from "../context/index.ts";
 import { codeFrame, MossError } from "../errors.ts";
 import type { Injection } from "../moss.ts";
 import { MossPrompter } from "../prompter/moss-prompter.ts";
@@ -365,7 +365,9 @@ export class MossRuntime {
     // The run starts over from the data as it was when it first began (a paused run persisted nothing).
     this.#data = {
       ...this.#data,
-      ...decodeProperties(payload.data, { maxBytes: this.#limits.maxResultBytes }),
+      ...decodeProperties(partitionProperties(payload.data, this.#dataFields()).declared, {
+        maxBytes: this.#limits.maxResultBytes,
+      }),
     };
     this.#context = {
       ...this.#context,
@@ -781,7 +783,13 @@ export class MossRuntime {
   #persist(warnings: string[], maxBytes = this.#limits.maxResultBytes): void {
     const encoded = encodeProperties(this.#data, { previous: this.#context.properties, maxBytes });
     warnings.push(...encoded.warnings);
-    this.#context = { ...this.#context, properties: encoded.properties };
+    this.#context = {
+      ...this.#context,
+      properties: {
+        ...partitionProperties(this.#context.properties, this.#dataFields()).undeclared,
+        ...encoded.properties,
+      },
+    };
   }
 
   #recordStdout(text: string): void {

@@ -92,10 +92,17 @@ describe("moss CLI", () => {
     );
     const result = await moss(["prompt", module]);
     expect(result.code).toBe(4);
-    expect(result.stderr).toContain(`${module}:2:13 - loading the context module failed`);
-    expect(result.stderr).toContain("does not provide an export named 'nothing'");
+    // The type check finds it before the module is loaded.
+    expect(result.stderr).toContain(
+      `error[module-type-error]: ${module}:2:13 - error TS2614: Module '"./lib.ts"' has no exported member 'nothing'.`,
+    );
     expect(result.stderr).toContain('> 2 | import { a, nothing } from "./lib.ts";');
-    // Without moss-ts installed beside it, the import of "moss-ts" is the located cause.
+    // Without moss-ts installed beside it, the import of "moss-ts" is the located cause (of a module that type-checks).
+    await writeFile(
+      module,
+      'import { Moss as Parent } from "moss-ts";\nimport { a } from "./lib.ts";\nexport class Moss extends Parent { n = a }\n',
+      "utf8",
+    );
     await rm(path.join(directory, "node_modules"), { recursive: true });
     const unresolved = await moss(["prompt", module]);
     expect(unresolved.code).toBe(4);

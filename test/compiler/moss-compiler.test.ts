@@ -1,4 +1,4 @@
-import { readFile } from "node:fs/promises";
+import { readFile, rm } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
 import { Container } from "../../container/index.ts";
@@ -15,9 +15,22 @@ const track = (runtime: MossRuntime) => {
   open.push(runtime);
   return runtime;
 };
+const written: string[] = [];
 afterEach(async () => {
   await Promise.all(open.splice(0).map((runtime) => runtime.close()));
+  await Promise.all(written.splice(0).map((file) => rm(file, { force: true })));
 });
+
+/** Writes `source` as one module file and returns a function compiling that file (configured by `configure`). */
+async function moduleCompiler(source: string) {
+  const file = await writeModule(source);
+  written.push(file);
+  return async (configure: (compiler: MossCompiler) => void = () => {}) => {
+    const compiler = new MossCompiler({ sandbox: "in-process" });
+    configure(compiler);
+    return track(await compiler.compile(file));
+  };
+}
 
 describe("MossCompiler: services and data", () => {
   test("resolves class-token and interface-name services from the container it is given", async () => {
@@ -37,37 +50,35 @@ describe("MossCompiler: services and data", () => {
   });
 
   test("data precedence: initializer < joined context < injects()", async () => {
-    const source = `import { Moss as Parent } from "moss-ts";
-export class Moss extends Parent { a = 1; b = "init"; c = [1]; when = new Date(0); }`;
-    const first = track(await compileFromText(source));
+    // One module file: a context is joined into a compile of the module it was written for.
+    const compileSource = await moduleCompiler(`import { Moss as Parent } from "moss-ts";
+export class Moss extends Parent { a = 1; b = "init"; c = [1]; when = new Date(0); }`);
+    const first = await compileSource();
     expect(first.dumpContext().properties).toBeDefined();
-    const fromInitializer = track(await compileFromText(source));
+    const fromInitializer = await compileSource();
     const base = fromInitializer.dumpContext();
     const saved = { ...base, properties: { ...base.properties } };
-    const restored = track(
-      await compileFromText(`${source}\n`, (compiler) => {
-        compiler.joinContext(saved);
-      }),
-    );
+    const restored = await compileSource((compiler) => {
+      compiler.joinContext(saved);
+    });
     expect(restored.hostMoss()).toMatchObject({ a: 1, b: "init", c: [1] });
 
-    const joined = await compileFromText(source, (compiler) => {
+    const joined = await compileSource((compiler) => {
       const context = fromInitializer.dumpContext();
       compiler.joinContext(context).injects({ b: "injected" });
     });
-    track(joined);
     expect(joined.hostMoss()).toMatchObject({ a: 1, b: "injected" });
     expect((joined.hostMoss().when as Date).getTime()).toBe(0);
   });
 
   test("a saved value is never clobbered by the class default", async () => {
-    const source = `import { Moss as Parent } from "moss-ts";
-export class Moss extends Parent { turns = 0; notes: string[] = []; }`;
-    const runtime = track(await compileFromText(source));
+    const compileSource = await moduleCompiler(`import { Moss as Parent } from "moss-ts";
+export class Moss extends Parent { turns = 0; notes: string[] = []; }`);
+    const runtime = await compileSource();
     const context = runtime.dumpContext();
     const { encodeProperties } = await import("../../engine/context/index.ts");
     context.properties = encodeProperties({ turns: 7, notes: ["kept"] }).properties;
-    const resumed = track(await compileFromText(source, (compiler) => void compiler.joinContext(context)));
+    const resumed = await compileSource((compiler) => void compiler.joinContext(context));
     expect(resumed.hostMoss()).toMatchObject({ turns: 7, notes: ["kept"] });
   });
 
