@@ -24,7 +24,9 @@ export type MossErrorCode =
   | "invalid-argument"
   | "wire-invalid"
   | "wire-limit"
-  | "continuation-invalid";
+  | "continuation-invalid"
+  | "database-error"
+  | "config-invalid";
 
 const BRAND = Symbol.for("moss-ts.MossError");
 
