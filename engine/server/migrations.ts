@@ -74,6 +74,7 @@ CREATE TABLE moss_events (
 CREATE TABLE moss_pending_requests (
   run_id text NOT NULL REFERENCES moss_runs (id) ON DELETE CASCADE,
   id text NOT NULL,
+  position integer NOT NULL,
   kind text NOT NULL,
   request jsonb NOT NULL,
   answer jsonb,
