@@ -1,7 +1,6 @@
 // `moss serve` as a user starts it (issue 18): the real binary in a child process, PGlite under --data-dir, the
 // fake OpenAI server as its model. It prints its URL when ready, drains on SIGTERM, and a restarted server still
 // answers the requests of runs paused before the restart and resumes the event stream where the client was.
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -9,38 +8,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
 import { runMoss } from "../helpers/moss-cli.ts";
-import { call, readEvents, runSettles, VAULT_MODULE } from "./server-harness.ts";
-
-/** A `moss serve` child process and what it printed. */
-export interface ServeProcess {
-  url: string;
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
-}
-
-/** Starts the real `moss` binary with `args` and resolves once it printed its `http://host:port` line. */
-export async function spawnServe(args: string[], env: Record<string, string> = {}): Promise<ServeProcess> {
-  const child = spawn(process.execPath, ["--no-node-snapshot", "bin/moss.js", ...args], {
-    env: { ...process.env, VITEST: "", NO_COLOR: "1", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  const url = await new Promise<string>((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      const match = /http:\/\/[^\s]+:\d+/.exec(output);
-      if (match !== null) resolve(match[0]);
-    };
-    child.stdout!.on("data", onData);
-    child.stderr!.on("data", (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    exited.then((code) => reject(new Error(`moss serve exited (${code}) before it was ready:\n${output}`)));
-  });
-  return { url, child, output: () => output, exited };
-}
+import { call, readEvents, runSettles, spawnServe, VAULT_MODULE } from "./server-harness.ts";
 
 const code = (body: string): FakeReply => ({
   content: "",

@@ -1,3 +1,4 @@
+import { type ChildProcess, spawn } from "node:child_process";
 // Starts a real `moss serve` core (HTTP on 127.0.0.1, PGlite or PostgreSQL, a worker) with the fake OpenAI
 // server as its model, and reads its event stream the way a browser's EventSource would.
 import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
@@ -128,4 +129,35 @@ export function runSettles(event: ReceivedEvent): boolean {
     event.event === "run-status" &&
     ["completed", "failed", "cancelled", "pending"].includes(event.data.status)
   );
+}
+
+/** A `moss serve` child process and what it printed. */
+export interface ServeProcess {
+  url: string;
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+/** Starts the real `moss` binary with `args` and resolves once it printed its `http://host:port` line. */
+export async function spawnServe(args: string[], env: Record<string, string> = {}): Promise<ServeProcess> {
+  const child = spawn(process.execPath, ["--no-node-snapshot", "bin/moss.js", ...args], {
+    env: { ...process.env, VITEST: "", NO_COLOR: "1", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /http:\/\/[^\s]+:\d+/.exec(output);
+      if (match !== null) resolve(match[0]);
+    };
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    exited.then((code) => reject(new Error(`moss serve exited (${code}) before it was ready:\n${output}`)));
+  });
+  return { url, child, output: () => output, exited };
 }
