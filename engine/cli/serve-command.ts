@@ -2,6 +2,8 @@ import { readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { LanguageModel } from "../agent/language-model.ts";
 import type { DatabaseLocation } from "../server/database.ts";
+import { type ConfigValue, loadMossConfig, renderConfig } from "../server/moss-config.ts";
+import { TenantTokens } from "../server/tenant-tokens.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { EXIT, usageError } from "./exit-codes.ts";
 import { parseOptions } from "./parse-options.ts";
@@ -17,6 +19,9 @@ const COMMON = `  --data-dir <dir>        where the embedded database (PGlite) l
   --context-tokens <n>    the model's context size (default $MOSS_CONTEXT_TOKENS)
   --concurrency <n>       runs this process executes at once (default 8)
   --lease-ms <n>          how long a worker holds a run between heartbeats before another may take it over (default 30000)
+  --config <file>         the configuration (default ./moss.config.yaml when it exists): model, agent, limits, store,
+                          serve, worker, tokens, modules.<module.ts>.config; flags and environment variables win over it
+  --print-config          print every setting in effect with where it came from, and exit
 Paused runs are signed with $MOSS_CONTINUATION_KEY, else a key kept in the database (the same for every instance).`;
 
 const SERVE_USAGE = `Usage: moss serve <module.ts> [--port <n>] [--host <addr>] [--data-dir <dir>] [--database-url <url>] [options]
@@ -49,6 +54,8 @@ const COMMON_OPTIONS = {
   "context-tokens": { type: "string" },
   concurrency: { type: "string" },
   "lease-ms": { type: "string" },
+  config: { type: "string" },
+  "print-config": { type: "boolean" },
 } as const;
 
 const SERVE_OPTIONS = {
@@ -83,81 +90,133 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
   const [modulePath, ...extra] = positionals;
   if (!modulePath) throw usageError("missing <module.ts>", usage);
   if (extra.length > 0) throw usageError(`unexpected argument "${extra[0]}"`, usage);
-  const integer = (name: keyof typeof SERVE_OPTIONS, min: number, fallback?: number): number | undefined => {
-    const text = values[name] as string | undefined;
-    if (text === undefined) return fallback;
-    const value = Number(text);
-    if (!/^\d+$/.test(text) || !Number.isSafeInteger(value) || value < min) {
-      throw usageError(`--${name} needs an integer of at least ${min}, got "${text}"`, usage);
-    }
-    return value;
+  const config = await loadMossConfig({
+    cwd: io.cwd,
+    modulePath,
+    ...(values.config === undefined ? {} : { file: values.config }),
+  });
+  // Each setting: its flag, else its environment variable, else moss.config.yaml, else the default.
+  const shown: Array<[string, ConfigValue | undefined]> = [];
+  const setting = <T>(
+    path: string,
+    flag: keyof typeof SERVE_OPTIONS | undefined,
+    envName: string | undefined,
+    parse: (text: string, source: string) => T,
+    fallback?: T,
+  ): T | undefined => {
+    const given = flag === undefined ? undefined : (values[flag] as string | undefined);
+    const fromEnv = envName === undefined ? undefined : nonEmpty(io.env[envName]);
+    const entry: ConfigValue | undefined =
+      given !== undefined
+        ? { value: parse(given, `--${flag}`), source: `--${flag}` }
+        : fromEnv !== undefined
+          ? { value: parse(fromEnv, `$${envName}`), source: `$${envName}` }
+          : (config.entry(path) ??
+            (fallback === undefined ? undefined : { value: fallback, source: "default" }));
+    shown.push([path, entry]);
+    return entry?.value as T | undefined;
   };
-  const port = integer("port", 0, 8787)!;
-  if (port > 65_535) throw usageError(`--port must be at most 65535, got ${port}`, usage);
-  const databaseUrl = values["database-url"] ?? nonEmpty(io.env.DATABASE_URL);
+  const integer =
+    (min: number, max = Number.MAX_SAFE_INTEGER) =>
+    (given: string, source: string): number => {
+      const value = Number(given);
+      if (!/^\d+$/.test(given.trim()) || !Number.isSafeInteger(value) || value < min || value > max) {
+        throw usageError(`${source} needs an integer from ${min} to ${max}, got "${given}"`, usage);
+      }
+      return value;
+    };
+  const text = (value: string) => value;
+  const databaseUrl = setting("store.databaseUrl", "database-url", "DATABASE_URL", text);
+  const dataDir = setting("store.dataDir", "data-dir", undefined, text, ".moss")!;
+  const port = setting("serve.port", "port", undefined, integer(0, 65_535), 8787)!;
+  const host = setting("serve.host", "host", undefined, text, "127.0.0.1")!;
+  const modelName = setting("model.name", "model", "MOSS_MODEL", text);
+  const baseUrl = setting("model.baseUrl", "base-url", "OPENAI_BASE_URL", text);
+  const maxTokens = setting("model.maxTokens", "max-tokens", "MOSS_MAX_TOKENS", integer(1));
+  const contextTokens = setting("model.contextTokens", "context-tokens", "MOSS_CONTEXT_TOKENS", integer(1));
+  const maxSteps = setting("agent.maxSteps", "max-steps", undefined, integer(1), 10)!;
+  const maxErrors = setting("agent.maxErrors", "max-errors", undefined, integer(1), 3)!;
+  const tools = setting("agent.tools", "no-tools", undefined, () => false, true)!;
+  const concurrency = setting("worker.concurrency", "concurrency", undefined, integer(1), 8)!;
+  const leaseMs = setting("worker.leaseMs", "lease-ms", undefined, integer(100), 30_000)!;
+  const maxActiveRuns = setting("limits.maxActiveRuns", "max-active-runs", undefined, integer(1), 100)!;
+  const maxBodyBytes = setting("limits.maxBodyBytes", "max-body-bytes", undefined, integer(1), 1_048_576)!;
+  const tenantLimits: Record<string, Record<string, number>> = {};
+  for (const [path, entry] of config.entries("limits.tenants.")) {
+    const [, , tenant, key] = path.split(".");
+    (tenantLimits[tenant!] ??= {})[key!] = entry.value as number;
+    shown.push([path, entry]);
+  }
+  const tokenEntries: Array<[string, string]> = [
+    ...(values.token ?? []).map((token): [string, string] => [token, "--token"]),
+    ...TenantTokens.splitList(io.env.MOSS_SERVE_TOKENS).map((token): [string, string] => [
+      token,
+      "$MOSS_SERVE_TOKENS",
+    ]),
+    ...(config.get<string[]>("tokens") ?? []).map((token): [string, string] => [
+      token,
+      config.entry("tokens")!.source,
+    ]),
+  ];
+  for (const [token, source] of tokenEntries) {
+    const tenant = token.split(":")[0];
+    shown.push([`tokens.${tenant}`, { value: `${tenant}:***`, source }]);
+  }
+  for (const [path, entry] of config.moduleEntries())
+    shown.push([`modules.${modulePath}.config.${path}`, entry]);
+
+  if (values["print-config"] === true) {
+    io.stdout.write(`${renderConfig(shown)}\n`);
+    return EXIT.ok;
+  }
   if (kind === "worker" && databaseUrl === undefined) {
     throw usageError(
-      "moss worker needs --database-url (or $DATABASE_URL): an embedded database belongs to its one moss serve",
+      "moss worker needs --database-url (or $DATABASE_URL, or store.databaseUrl in moss.config.yaml): an embedded database belongs to its one moss serve",
       usage,
     );
   }
   const database: DatabaseLocation =
     databaseUrl !== undefined
       ? { url: databaseUrl }
-      : { dataDirectory: join(resolve(io.cwd, values["data-dir"] ?? ".moss"), "pglite") };
-
-  const [{ TenantTokens }, { startMossServer }, { OpenAILanguageModel }, { redactUrl }] = await Promise.all([
-    import("../server/tenant-tokens.ts"),
-    import("../server/moss-server.ts"),
-    import("../agent/openai-language-model.ts"),
-    import("../server/database.ts"),
-  ]);
+      : { dataDirectory: join(resolve(io.cwd, dataDir), "pglite") };
   const tokens =
     kind === "serve"
       ? TenantTokens.parse(
-          [...(values.token ?? []), ...TenantTokens.splitList(io.env.MOSS_SERVE_TOKENS)],
-          "--token / MOSS_SERVE_TOKENS",
+          tokenEntries.map(([token]) => token),
+          "--token / MOSS_SERVE_TOKENS / tokens",
         )
       : undefined;
   if (tokens !== undefined && tokens.size === 0) {
     throw usageError(
-      'moss serve needs at least one tenant token: --token <tenant>:<secret> (or MOSS_SERVE_TOKENS="a:s1,b:s2")',
+      'moss serve needs at least one tenant token: --token <tenant>:<secret> (or MOSS_SERVE_TOKENS="a:s1,b:s2", or tokens in moss.config.yaml)',
       usage,
     );
   }
+  const [{ startMossServer }, { OpenAILanguageModel }, { redactUrl }] = await Promise.all([
+    import("../server/moss-server.ts"),
+    import("../agent/openai-language-model.ts"),
+    import("../server/database.ts"),
+  ]);
   const model: LanguageModel = new OpenAILanguageModel({
     env: io.env,
-    ...(values.model === undefined ? {} : { model: values.model }),
-    ...(values["base-url"] === undefined ? {} : { baseUrl: values["base-url"] }),
+    ...(modelName === undefined ? {} : { model: modelName }),
+    ...(baseUrl === undefined ? {} : { baseUrl }),
   });
-  const maxTokens = integer("max-tokens", 1) ?? optionalEnvInteger(io.env.MOSS_MAX_TOKENS);
-  const contextTokens = integer("context-tokens", 1) ?? optionalEnvInteger(io.env.MOSS_CONTEXT_TOKENS);
-  const leaseMs = integer("lease-ms", 100);
-  const concurrency = integer("concurrency", 1);
-  const maxActiveRuns = integer("max-active-runs", 1);
-  const maxBodyBytes = integer("max-body-bytes", 1);
   const server = await startMossServer({
     modulePath: resolve(io.cwd, modulePath),
     model,
     database,
     env: io.env,
     version: await packageVersion(),
-    http: kind === "serve" ? { port, host: values.host ?? "127.0.0.1", tokens: tokens! } : false,
-    worker:
-      values["no-worker"] === true
-        ? false
-        : {
-            ...(leaseMs === undefined ? {} : { leaseMs }),
-            ...(concurrency === undefined ? {} : { concurrency }),
-          },
-    limits: {
-      ...(maxActiveRuns === undefined ? {} : { maxActiveRuns }),
-      ...(maxBodyBytes === undefined ? {} : { maxBodyBytes }),
-    },
+    moduleConfig: config.moduleConfig(),
+    http: kind === "serve" ? { port, host, tokens: tokens! } : false,
+    worker: values["no-worker"] === true ? false : { leaseMs, concurrency },
+    limits: { maxActiveRuns, maxBodyBytes },
+    tenantLimits,
     agent: {
-      tools: values["no-tools"] !== true,
-      maxSteps: integer("max-steps", 1, 10)!,
-      maxConsecutiveErrors: integer("max-errors", 1, 3)!,
+      tools,
+      maxSteps,
+      maxConsecutiveErrors: maxErrors,
       ...(maxTokens === undefined ? {} : { maxTokens }),
       ...(contextTokens === undefined ? {} : { contextTokens }),
     },
@@ -186,11 +245,6 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
 
 function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value.trim() === "" ? undefined : value;
-}
-
-function optionalEnvInteger(text: string | undefined): number | undefined {
-  const value = Number(nonEmpty(text));
-  return Number.isInteger(value) && value > 0 ? value : undefined;
 }
 
 /** moss-ts's version, from the package.json above this file (in the sources and in dist/ alike). */

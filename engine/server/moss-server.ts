@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import type { LanguageModel } from "../agent/language-model.ts";
+import { compileModuleRuntime } from "../agent/module-runtime.ts";
 import { MossAgent, type MossAgentOptions } from "../agent/moss-agent.ts";
 import { type Database, type DatabaseLocation, openDatabase } from "./database.ts";
 import { DatabaseContextStore, DatabaseConversationStore } from "./database-stores.ts";
@@ -30,6 +31,11 @@ export interface MossServerOptions {
   agent?: ServerAgentOptions;
   limits?: Partial<TenantLimits>;
   tenantLimits?: Record<string, Partial<TenantLimits>>;
+  /**
+   * The module's `config` section (its own defaults under the outer file's overrides), bound in each compile's
+   * container under the token `"moss.config"`.
+   */
+  moduleConfig?: Record<string, unknown>;
   /** For `MOSS_CONTINUATION_KEY` (else the key shared through the database). */
   env?: NodeJS.ProcessEnv;
   version?: string;
@@ -57,12 +63,24 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
     env.MOSS_CONTINUATION_KEY !== undefined && env.MOSS_CONTINUATION_KEY.trim() !== ""
       ? env.MOSS_CONTINUATION_KEY
       : await store.continuationKey(randomBytes(32).toString("base64url"));
+  const compiler = { ...options.agent?.compiler, continuationKey };
+  const moduleConfig = options.moduleConfig ?? {};
   const createAgent = (sessionId: string) =>
     new MossAgent({
       ...options.agent,
-      compiler: { ...options.agent?.compiler, continuationKey },
+      compiler,
       model: options.model,
-      modulePath: options.modulePath,
+      createRuntime: (context) =>
+        compileModuleRuntime(
+          {
+            modulePath: options.modulePath,
+            compiler,
+            ...(options.agent?.container === undefined ? {} : { container: options.agent.container }),
+            ...(options.agent?.hostSetup === undefined ? {} : { hostSetup: options.agent.hostSetup }),
+            inject: [["moss.config", moduleConfig]],
+          },
+          context,
+        ),
       sessionId,
       store: contexts,
       conversationStore: conversations,
