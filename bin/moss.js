@@ -10,7 +10,7 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 
 const argv = process.argv.slice(2);
-const ISOLATE_COMMANDS = new Set(["run", "test", "agent"]);
+const ISOLATE_COMMANDS = new Set(["run", "test", "agent", "serve", "worker"]);
 
 if (ISOLATE_COMMANDS.has(argv[0] ?? "") && !hasFlag("--no-node-snapshot")) {
   const child = spawn(

@@ -29,7 +29,9 @@ export type MossErrorCode =
   | "wire-limit"
   | "continuation-invalid"
   | "credential-missing"
-  | "schema-too-large";
+  | "schema-too-large"
+  | "database-error"
+  | "config-invalid";
 
 const BRAND = Symbol.for("moss-ts.MossError");
 

@@ -14,6 +14,8 @@ Usage:
   moss agent <module.ts> "<task>" [--session <id>]        let a model do a task through the module
   moss run <module.ts> --resume [--answers <file>]        resume the run the module left paused (exit 7)
   moss test <module.ts> [--host]                          run the module's __moss_test_cases__ against its test fakes
+  moss serve <module.ts> [--port <n>] [--token <t:s>]     serve agents over HTTP (threads, runs, SSE events)
+  moss worker <module.ts> --database-url <url>            execute the runs of moss serve instances, without HTTP
 
 Run "moss <command> --help" for a command's options.
 
@@ -26,6 +28,8 @@ const COMMANDS: Record<string, () => Promise<CliCommand>> = {
   check: async () => (await import("./check-command.ts")).checkCommand,
   agent: async () => (await import("./agent-command.ts")).agentCommand,
   test: async () => (await import("./test-command.ts")).testCommand,
+  serve: async () => (await import("./serve-command.ts")).serveCommand,
+  worker: async () => (await import("./serve-command.ts")).workerCommand,
 };
 
 /** Runs the CLI with `argv` (without node and script); returns the exit code (see {@link EXIT}). */

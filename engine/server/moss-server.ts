@@ -1,0 +1,151 @@
+import { randomBytes } from "node:crypto";
+import type { AddressInfo } from "node:net";
+import type { LanguageModel } from "../agent/language-model.ts";
+import { compileModuleRuntime } from "../agent/module-runtime.ts";
+import { MossAgent, type MossAgentOptions } from "../agent/moss-agent.ts";
+import { type Database, type DatabaseLocation, openDatabase } from "./database.ts";
+import { DatabaseContextStore, DatabaseConversationStore } from "./database-stores.ts";
+import { EventHub } from "./event-hub.ts";
+import { RunWorker, type RunWorkerOptions } from "./run-worker.ts";
+import { createServerApp, type TenantLimits } from "./server-app.ts";
+import { ServerStore } from "./server-store.ts";
+import type { TenantTokens } from "./tenant-tokens.ts";
+
+/** The agent options a server passes to every thread's MossAgent. */
+export type ServerAgentOptions = Omit<
+  MossAgentOptions,
+  "model" | "modulePath" | "sessionId" | "store" | "conversationStore" | "createRuntime"
+>;
+
+/** Options of {@link startMossServer}. */
+export interface MossServerOptions {
+  /** The context module every thread's agent works through. */
+  modulePath: string;
+  model: LanguageModel;
+  /** PGlite under a data directory (default), or PostgreSQL. */
+  database: DatabaseLocation;
+  /** The HTTP API; false runs a worker only (`moss worker`). */
+  http?: { port?: number; host?: string; tokens: TenantTokens; heartbeatMs?: number } | false;
+  /** Runs claimed and executed in this process; false serves HTTP only. */
+  worker?: Omit<RunWorkerOptions, "store" | "createAgent" | "conversationStore"> | false;
+  agent?: ServerAgentOptions;
+  limits?: Partial<TenantLimits>;
+  tenantLimits?: Record<string, Partial<TenantLimits>>;
+  /**
+   * The module's `config` section (its own defaults under the outer file's overrides), bound in each compile's
+   * container under the token `"moss.config"`.
+   */
+  moduleConfig?: Record<string, unknown>;
+  /** For `MOSS_CONTINUATION_KEY` (else the key shared through the database). */
+  env?: NodeJS.ProcessEnv;
+  version?: string;
+}
+
+/** A running `moss serve` (or `moss worker`). */
+export interface MossServer {
+  /** `http://<host>:<port>` of the API, when it serves HTTP. */
+  url: string | undefined;
+  database: Database;
+  store: ServerStore;
+  worker: RunWorker | undefined;
+  /** Stops taking requests and runs, lets runs in progress end (up to `drainMs`), then closes the database. */
+  close(drainMs?: number): Promise<void>;
+}
+
+/** Opens the database, starts the worker and the HTTP API: the whole of `moss serve` without its command line. */
+export async function startMossServer(options: MossServerOptions): Promise<MossServer> {
+  const database = await openDatabase(options.database);
+  const store = new ServerStore(database);
+  const contexts = new DatabaseContextStore(database);
+  const conversations = new DatabaseConversationStore(database);
+  const env = options.env ?? process.env;
+  const continuationKey =
+    env.MOSS_CONTINUATION_KEY !== undefined && env.MOSS_CONTINUATION_KEY.trim() !== ""
+      ? env.MOSS_CONTINUATION_KEY
+      : await store.continuationKey(randomBytes(32).toString("base64url"));
+  const compiler = { ...options.agent?.compiler, continuationKey };
+  const moduleConfig = options.moduleConfig ?? {};
+  const createAgent = (sessionId: string) =>
+    new MossAgent({
+      ...options.agent,
+      compiler,
+      model: options.model,
+      createRuntime: (context) =>
+        compileModuleRuntime(
+          {
+            modulePath: options.modulePath,
+            compiler,
+            ...(options.agent?.container === undefined ? {} : { container: options.agent.container }),
+            ...(options.agent?.hostSetup === undefined ? {} : { hostSetup: options.agent.hostSetup }),
+            inject: [["moss.config", moduleConfig]],
+          },
+          context,
+        ),
+      sessionId,
+      store: contexts,
+      conversationStore: conversations,
+    });
+  let worker: RunWorker | undefined;
+  let events: EventHub | undefined;
+  let http: import("node:http").Server | undefined;
+  let closeStreams = () => {};
+  let url: string | undefined;
+  try {
+    if (options.worker !== false) {
+      worker = new RunWorker({ ...options.worker, store, createAgent, conversationStore: conversations });
+      await worker.start();
+    }
+    if (options.http !== false && options.http !== undefined) {
+      events = new EventHub();
+      await events.start(database);
+      const served = createServerApp({
+        store,
+        tokens: options.http.tokens,
+        events,
+        version: options.version ?? "0.0.0",
+        ...(options.limits === undefined ? {} : { limits: options.limits }),
+        ...(options.tenantLimits === undefined ? {} : { tenantLimits: options.tenantLimits }),
+        ...(options.http.heartbeatMs === undefined ? {} : { heartbeatMs: options.http.heartbeatMs }),
+      });
+      closeStreams = served.closeStreams;
+      const { serve } = await import("@hono/node-server");
+      const host = options.http.host ?? "127.0.0.1";
+      http = await new Promise<import("node:http").Server>((resolve, reject) => {
+        const server = serve(
+          { fetch: served.app.fetch, port: options.http ? (options.http.port ?? 8787) : 0, hostname: host },
+          () => resolve(server as import("node:http").Server),
+        ) as import("node:http").Server;
+        server.once("error", reject);
+      });
+      const { port } = http.address() as AddressInfo;
+      url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+    }
+  } catch (error) {
+    await worker?.stop(0);
+    await events?.stop();
+    await database.close();
+    throw error;
+  }
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    database,
+    store,
+    worker,
+    close(drainMs = 30_000) {
+      closing ??= (async () => {
+        const stopped =
+          http === undefined
+            ? Promise.resolve()
+            : new Promise<void>((resolve) => http!.close(() => resolve()));
+        closeStreams();
+        http?.closeIdleConnections();
+        await worker?.stop(drainMs);
+        await stopped;
+        await events?.stop();
+        await database.close();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,357 @@
+import { type Context, Hono } from "hono";
+import { streamSSE } from "hono/streaming";
+import type { EventHub } from "./event-hub.ts";
+import { ServerError } from "./server-error.ts";
+import { type ServerStore, threadNotFound } from "./server-store.ts";
+import type { TenantTokens } from "./tenant-tokens.ts";
+
+/** Limits of one tenant. */
+export interface TenantLimits {
+  /** Runs queued, running or waiting for a person at once (more is 429 `too-many-runs`). */
+  maxActiveRuns: number;
+  /** Bytes of a request body (more is 413 `body-too-large`). */
+  maxBodyBytes: number;
+}
+
+/** The limits every tenant gets unless configured otherwise. */
+export const DEFAULT_TENANT_LIMITS: Readonly<TenantLimits> = Object.freeze({
+  maxActiveRuns: 100,
+  maxBodyBytes: 1_048_576,
+});
+
+/** Options of {@link createServerApp}. */
+export interface ServerAppOptions {
+  store: ServerStore;
+  tokens: TenantTokens;
+  events: EventHub;
+  version: string;
+  limits?: Partial<TenantLimits>;
+  /** Limits of particular tenants, over `limits`. */
+  tenantLimits?: Record<string, Partial<TenantLimits>>;
+  /** Period of the comment lines that keep an idle event stream open. Default 15 000. */
+  heartbeatMs?: number;
+}
+
+/** The app and a way to end the event streams it has open (a draining server closes them). */
+export interface ServerApp {
+  app: Hono<{ Variables: { tenant: string } }>;
+  closeStreams(): void;
+}
+
+const THREAD_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
+const EVENT_PAGE = 500;
+
+/** The native HTTP API v1 (see the README): threads, runs, answers, cancel and the stored event stream. */
+export function createServerApp(options: ServerAppOptions): ServerApp {
+  const { store, tokens, events } = options;
+  const heartbeatMs = options.heartbeatMs ?? 15_000;
+  const limitsOf = (tenant: string): TenantLimits => ({
+    ...DEFAULT_TENANT_LIMITS,
+    ...options.limits,
+    ...options.tenantLimits?.[tenant],
+  });
+  const openStreams = new Set<() => void>();
+  const app = new Hono<{ Variables: { tenant: string } }>();
+
+  app.onError((error, c) => {
+    if (error instanceof ServerError) return c.json(error.toJSON(), error.status);
+    process.emitWarning(`moss serve: ${c.req.method} ${c.req.path}: ${error.stack ?? error.message}`);
+    return c.json(
+      {
+        error: {
+          code: "internal",
+          message: "The server failed on this request; it is logged on the server.",
+        },
+      },
+      500,
+    );
+  });
+  app.notFound((c) =>
+    c.json({ error: { code: "not-found", message: `No route ${c.req.method} ${c.req.path}.` } }, 404),
+  );
+
+  app.get("/health", (c) => c.json({ status: "ok", version: options.version }));
+
+  app.use("/v1/*", async (c, next) => {
+    const tenant = tokens.tenantOf(c.req.header("authorization"));
+    if (tenant === undefined) {
+      throw new ServerError(
+        401,
+        "unauthorized",
+        c.req.header("authorization") === undefined
+          ? "This request needs an Authorization: Bearer <token> header."
+          : "The bearer token is not one this server knows.",
+      );
+    }
+    c.set("tenant", tenant);
+    await next();
+  });
+
+  app.post("/v1/threads", async (c) => {
+    const body = await readJson(c, limitsOf(c.get("tenant")).maxBodyBytes, true);
+    const id = optionalField(body, "id", "string") as string | undefined;
+    if (id !== undefined) threadId(id);
+    const metadata = optionalField(body, "metadata", "object") as Record<string, unknown> | undefined;
+    const { thread, created } = await store.createThread(c.get("tenant"), id, metadata);
+    return c.json({ thread }, created ? 201 : 200);
+  });
+
+  app.get("/v1/threads", async (c) => {
+    const limit = integerQuery(c.req.query("limit"), "limit", 50, 1, 500);
+    const before = c.req.query("before");
+    return c.json({ threads: await store.listThreads(c.get("tenant"), limit, before) });
+  });
+
+  app.get("/v1/threads/:threadId", async (c) => {
+    const id = threadId(c.req.param("threadId"));
+    const state = await store.threadState(c.get("tenant"), id);
+    if (state === undefined) throw threadNotFound(id);
+    return c.json(state);
+  });
+
+  app.post("/v1/threads/:threadId/runs", async (c) => {
+    const tenant = c.get("tenant");
+    const id = threadId(c.req.param("threadId"));
+    const body = await readJson(c, limitsOf(tenant).maxBodyBytes, false);
+    const message = body.message;
+    if (typeof message !== "string" || message.trim() === "") {
+      throw new ServerError(
+        400,
+        "message-invalid",
+        'The body needs "message": the user\'s message, a non-empty string.',
+      );
+    }
+    if (body.images !== undefined) {
+      throw new ServerError(
+        400,
+        "images-unsupported",
+        'This server\'s agents take text only: send the message without "images".',
+      );
+    }
+    const run = await store.createRun(tenant, id, message, { maxActiveRuns: limitsOf(tenant).maxActiveRuns });
+    return c.json({ run }, 202);
+  });
+
+  app.get("/v1/threads/:threadId/runs/:runId", async (c) => {
+    const id = threadId(c.req.param("threadId"));
+    const run = await store.getRun(c.get("tenant"), id, c.req.param("runId"));
+    if (run === undefined) throw new ServerError(404, "run-not-found", `No run "${c.req.param("runId")}".`);
+    return c.json({ run });
+  });
+
+  app.post("/v1/threads/:threadId/runs/:runId/cancel", async (c) => {
+    const id = threadId(c.req.param("threadId"));
+    const run = await store.cancelRun(c.get("tenant"), id, c.req.param("runId"));
+    return c.json({ run }, 202);
+  });
+
+  app.post("/v1/threads/:threadId/answers", async (c) => {
+    const tenant = c.get("tenant");
+    const id = threadId(c.req.param("threadId"));
+    const body = await readJson(c, limitsOf(tenant).maxBodyBytes, false);
+    const answers = body.answers;
+    if (
+      typeof answers !== "object" ||
+      answers === null ||
+      Array.isArray(answers) ||
+      Object.keys(answers).length === 0
+    ) {
+      throw new ServerError(
+        400,
+        "answers-invalid",
+        'The body needs "answers": an object mapping request ids to answers, e.g. {"answers": {"r1": {"approved": true}}}.',
+      );
+    }
+    const key = c.req.header("idempotency-key");
+    if (key !== undefined && (key.length === 0 || key.length > 200)) {
+      throw new ServerError(400, "idempotency-key-invalid", "Idempotency-Key must be 1 to 200 characters.");
+    }
+    const response = await store.answer(tenant, id, answers as Record<string, unknown>, key);
+    return c.json(response.body, response.status as 202);
+  });
+
+  app.get("/v1/threads/:threadId/events", async (c) => {
+    const tenant = c.get("tenant");
+    const id = threadId(c.req.param("threadId"));
+    const header = c.req.header("last-event-id");
+    const query = c.req.query("after");
+    const after =
+      header !== undefined
+        ? eventId(header, "Last-Event-ID")
+        : query !== undefined
+          ? eventId(query, "after")
+          : 0;
+    const last = await store.lastEventId(tenant, id);
+    if (last === undefined) throw threadNotFound(id);
+    if (after > last) {
+      throw new ServerError(
+        400,
+        "event-id-unknown",
+        `Event ${after} does not exist yet: the last event of thread "${id}" is ${last}.`,
+      );
+    }
+    return streamSSE(c, async (stream) => {
+      let cursor = after;
+      let closed = false;
+      let dirty = true;
+      let wake: (() => void) | undefined;
+      const poke = () => {
+        dirty = true;
+        wake?.();
+      };
+      const close = () => {
+        closed = true;
+        poke();
+      };
+      const unsubscribe = events.subscribe(tenant, id, poke);
+      openStreams.add(close);
+      stream.onAbort(close);
+      const heartbeat = setInterval(() => {
+        stream.write(": heartbeat\n\n").catch(close);
+      }, heartbeatMs);
+      try {
+        while (!closed) {
+          if (!dirty) {
+            await new Promise<void>((resolve) => {
+              wake = resolve;
+            });
+            wake = undefined;
+            continue;
+          }
+          dirty = false;
+          const page = await store.eventsAfter(tenant, id, cursor, EVENT_PAGE);
+          for (const event of page) {
+            if (closed) break;
+            await stream.writeSSE({
+              id: String(event.id),
+              event: event.type,
+              data: JSON.stringify(event.data),
+            });
+            cursor = event.id;
+          }
+          if (page.length === EVENT_PAGE) dirty = true;
+        }
+      } finally {
+        clearInterval(heartbeat);
+        unsubscribe();
+        openStreams.delete(close);
+        await stream.close().catch(() => {});
+      }
+    });
+  });
+
+  return {
+    app,
+    closeStreams() {
+      for (const close of [...openStreams]) close();
+    },
+  };
+}
+
+/** Reads a JSON object body: 413 over `maxBytes`, 400 naming the cause when it is not JSON or not an object. */
+async function readJson(
+  c: Context,
+  maxBytes: number,
+  emptyAllowed: boolean,
+): Promise<Record<string, unknown>> {
+  const declared = Number(c.req.header("content-length") ?? Number.NaN);
+  if (declared > maxBytes) throw tooLarge(maxBytes);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = c.req.raw.body?.getReader();
+  while (reader !== undefined) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge(maxBytes);
+    }
+    chunks.push(value);
+  }
+  const text = Buffer.concat(chunks).toString("utf8");
+  if (text.trim() === "") {
+    if (emptyAllowed) return {};
+    throw new ServerError(400, "json-invalid", "The request body is empty; it must be a JSON object.");
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new ServerError(
+      400,
+      "json-invalid",
+      `The request body is not valid JSON: ${(error as Error).message}.`,
+    );
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new ServerError(400, "json-invalid", "The request body must be a JSON object.");
+  }
+  return value as Record<string, unknown>;
+}
+
+function tooLarge(maxBytes: number): ServerError {
+  return new ServerError(
+    413,
+    "body-too-large",
+    `The request body is over this tenant's limit of ${maxBytes} bytes.`,
+  );
+}
+
+function optionalField(body: Record<string, unknown>, name: string, type: "string" | "object"): unknown {
+  const value = body[name];
+  if (value === undefined) return undefined;
+  const fits =
+    type === "object"
+      ? typeof value === "object" && value !== null && !Array.isArray(value)
+      : typeof value === type;
+  if (!fits)
+    throw new ServerError(
+      400,
+      `${name}-invalid`,
+      `"${name}" must be ${type === "object" ? "an object" : "a string"}.`,
+    );
+  return value;
+}
+
+function threadId(id: string): string {
+  if (!THREAD_ID.test(id)) {
+    throw new ServerError(
+      400,
+      "thread-id-invalid",
+      `A thread id is 1 to 128 letters, digits, _ . : or - (starting with a letter or digit), got "${id.slice(0, 140)}".`,
+    );
+  }
+  return id;
+}
+
+function eventId(text: string, name: string): number {
+  const value = Number(text.trim());
+  if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(value)) {
+    throw new ServerError(
+      400,
+      "event-id-invalid",
+      `${name} must be an event id (a non-negative integer), got "${text}".`,
+    );
+  }
+  return value;
+}
+
+function integerQuery(
+  text: string | undefined,
+  name: string,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
+  if (text === undefined) return fallback;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new ServerError(
+      400,
+      "query-invalid",
+      `?${name} must be an integer from ${min} to ${max}, got "${text}".`,
+    );
+  }
+  return value;
+}

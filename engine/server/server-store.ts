@@ -1,0 +1,639 @@
+import { createHash, randomUUID } from "node:crypto";
+import type { Answer, Answers, PendingRequest } from "../types.ts";
+import type { Database, SqlExecutor } from "./database.ts";
+import { ServerError } from "./server-error.ts";
+
+/** A conversation of one tenant; its id is chosen by the client or generated. */
+export interface Thread {
+  id: string;
+  metadata: Record<string, unknown>;
+  createdAt: string;
+}
+
+/** Where a run is: waiting for a worker, running, waiting for a person, or over. */
+export type RunStatus = "queued" | "running" | "pending" | "completed" | "failed" | "cancelled";
+
+/** One user message's run of the agent in a thread (resumed in place when its pending requests are answered). */
+export interface Run {
+  id: string;
+  threadId: string;
+  status: RunStatus;
+  message: string;
+  createdAt: string;
+  updatedAt: string;
+  /** How many times a worker claimed it (more than once after a worker was lost or the run was resumed). */
+  attempts: number;
+  stopReason?: string;
+  answer?: string;
+  error?: string;
+}
+
+/** What a thread is doing now, for `GET /v1/threads/:id`. */
+export interface ThreadState {
+  thread: Thread;
+  status: "idle" | "running" | "pending";
+  pending: PendingRequest[];
+  lastEventId: number;
+}
+
+/** An event as stored: its per-thread id, its run, its AgentEvent type and its data (the event plus `runId`). */
+export interface StoredEvent {
+  id: number;
+  runId: string | null;
+  type: string;
+  data: Record<string, unknown>;
+}
+
+/** A run a worker holds: the run and what to do with it. */
+export interface ClaimedRun {
+  run: Run;
+  tenant: string;
+  /** The answers to resume the paused run with; undefined for a new message. */
+  answers: Answers | undefined;
+  /** The worker that held it before lost its lease (it died or stalled). */
+  recovered: boolean;
+}
+
+/** A response the answers endpoint gives (stored under its Idempotency-Key). */
+export interface StoredResponse {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+/** The NOTIFY channels: new or resumed runs, stored events, cancel requests. */
+export const CHANNELS = Object.freeze({
+  runs: "moss_runs",
+  events: "moss_events",
+  cancel: "moss_cancel",
+});
+
+const ACTIVE = "('queued', 'running', 'pending')";
+
+interface RunRow {
+  id: string;
+  tenant: string;
+  thread_id: string;
+  status: RunStatus;
+  message: string;
+  answers: Answers | null;
+  attempts: number;
+  stop_reason: string | null;
+  answer: string | null;
+  error: string | null;
+  created_at: Date | string;
+  updated_at: Date | string;
+}
+
+function toRun(row: RunRow): Run {
+  return {
+    id: row.id,
+    threadId: row.thread_id,
+    status: row.status,
+    message: row.message,
+    createdAt: isoTime(row.created_at),
+    updatedAt: isoTime(row.updated_at),
+    attempts: row.attempts,
+    ...(row.stop_reason === null ? {} : { stopReason: row.stop_reason }),
+    ...(row.answer === null ? {} : { answer: row.answer }),
+    ...(row.error === null ? {} : { error: row.error }),
+  };
+}
+
+interface ThreadRow {
+  id: string;
+  metadata: Record<string, unknown>;
+  created_at: Date | string;
+}
+
+function toThread(row: ThreadRow): Thread {
+  return { id: row.id, metadata: row.metadata, createdAt: isoTime(row.created_at) };
+}
+
+function isoTime(value: Date | string): string {
+  return (value instanceof Date ? value : new Date(value)).toISOString();
+}
+
+/**
+ * Threads, runs, events, pending requests and idempotency keys in the database (PGlite or PostgreSQL): every
+ * rule about them is one SQL statement or transaction here, so every instance on the database keeps them alike.
+ */
+export class ServerStore {
+  readonly database: Database;
+
+  constructor(database: Database) {
+    this.database = database;
+  }
+
+  /** The session id of a thread's MossContext and conversation (tenants never share one). */
+  static sessionId(tenant: string, threadId: string): string {
+    return `${tenant}/${threadId}`;
+  }
+
+  /** Creates the thread, or returns the tenant's existing one with that id (`created` false). */
+  async createThread(
+    tenant: string,
+    id: string | undefined,
+    metadata: Record<string, unknown> = {},
+  ): Promise<{ thread: Thread; created: boolean }> {
+    const threadId = id ?? randomUUID();
+    const inserted = await this.database.query<ThreadRow>(
+      `INSERT INTO moss_threads (tenant, id, metadata) VALUES ($1, $2, $3)
+       ON CONFLICT (tenant, id) DO NOTHING RETURNING id, metadata, created_at`,
+      [tenant, threadId, JSON.stringify(metadata)],
+    );
+    if (inserted[0] !== undefined) return { thread: toThread(inserted[0]), created: true };
+    const existing = await this.getThread(tenant, threadId);
+    if (existing === undefined) throw new Error(`thread ${threadId} vanished while it was created`);
+    return { thread: existing, created: false };
+  }
+
+  async getThread(tenant: string, threadId: string): Promise<Thread | undefined> {
+    const rows = await this.database.query<ThreadRow>(
+      "SELECT id, metadata, created_at FROM moss_threads WHERE tenant = $1 AND id = $2",
+      [tenant, threadId],
+    );
+    return rows[0] === undefined ? undefined : toThread(rows[0]);
+  }
+
+  /** The tenant's threads, newest first; `before` is the id of the last thread of the previous page. */
+  async listThreads(tenant: string, limit: number, before?: string): Promise<Thread[]> {
+    const rows = await this.database.query<ThreadRow>(
+      `SELECT id, metadata, created_at FROM moss_threads
+       WHERE tenant = $1 AND ($3::text IS NULL OR (created_at, id) <
+         (SELECT created_at, id FROM moss_threads WHERE tenant = $1 AND id = $3))
+       ORDER BY created_at DESC, id DESC LIMIT $2`,
+      [tenant, limit, before ?? null],
+    );
+    return rows.map(toThread);
+  }
+
+  /** The thread, whether a run is active or waits for a person, its unanswered requests and its last event id. */
+  async threadState(tenant: string, threadId: string): Promise<ThreadState | undefined> {
+    const rows = await this.database.query<ThreadRow & { last_event_id: number }>(
+      "SELECT id, metadata, created_at, last_event_id FROM moss_threads WHERE tenant = $1 AND id = $2",
+      [tenant, threadId],
+    );
+    const row = rows[0];
+    if (row === undefined) return undefined;
+    const active = await this.activeRun(this.database, tenant, threadId);
+    const pending =
+      active?.status === "pending" ? await this.pendingRequests(this.database, active.id, true) : [];
+    return {
+      thread: toThread(row),
+      status: active === undefined ? "idle" : active.status === "pending" ? "pending" : "running",
+      pending,
+      lastEventId: row.last_event_id,
+    };
+  }
+
+  /**
+   * Queues a run of `message` in the thread: 404 when the thread is not the tenant's, 409 `thread-busy` while
+   * another run of it is active, 429 `too-many-runs` when the tenant already has `maxActiveRuns` active runs.
+   */
+  async createRun(
+    tenant: string,
+    threadId: string,
+    message: string,
+    options: { images?: unknown[]; maxActiveRuns: number },
+  ): Promise<Run> {
+    const run = await this.database.transaction(async (executor) => {
+      const thread = await executor.query(
+        "SELECT 1 FROM moss_threads WHERE tenant = $1 AND id = $2 FOR UPDATE",
+        [tenant, threadId],
+      );
+      if (thread.length === 0) throw threadNotFound(threadId);
+      const active = await this.activeRun(executor, tenant, threadId);
+      if (active !== undefined) {
+        throw new ServerError(
+          409,
+          "thread-busy",
+          `Thread "${threadId}" already has run "${active.id}" (${active.status}): answer or cancel it first.`,
+        );
+      }
+      const [count] = await executor.query<{ count: number }>(
+        `SELECT count(*)::integer AS count FROM moss_runs WHERE tenant = $1 AND status IN ${ACTIVE}`,
+        [tenant],
+      );
+      if ((count?.count ?? 0) >= options.maxActiveRuns) {
+        throw new ServerError(
+          429,
+          "too-many-runs",
+          `This tenant already has ${count?.count} active runs, its limit (maxActiveRuns ${options.maxActiveRuns}); wait for one to end.`,
+        );
+      }
+      const [row] = await executor.query<RunRow>(
+        `INSERT INTO moss_runs (id, tenant, thread_id, status, message, images)
+         VALUES ($1, $2, $3, 'queued', $4, $5) RETURNING *`,
+        [
+          randomUUID(),
+          tenant,
+          threadId,
+          message,
+          options.images === undefined ? null : JSON.stringify(options.images),
+        ],
+      );
+      const created = toRun(row!);
+      await this.appendEventIn(executor, tenant, threadId, created.id, runStatusEvent(created));
+      await executor.query("SELECT pg_notify($1, $2)", [CHANNELS.runs, created.id]);
+      return created;
+    });
+    return run;
+  }
+
+  async getRun(tenant: string, threadId: string, runId: string): Promise<Run | undefined> {
+    const rows = await this.database.query<RunRow>(
+      "SELECT * FROM moss_runs WHERE tenant = $1 AND thread_id = $2 AND id = $3",
+      [tenant, threadId, runId],
+    );
+    return rows[0] === undefined ? undefined : toRun(rows[0]);
+  }
+
+  /** Stores an event of the thread under the next id and notifies every listener (after the commit). */
+  async appendEvent(
+    tenant: string,
+    threadId: string,
+    runId: string | null,
+    event: { type: string; [key: string]: unknown },
+  ): Promise<number> {
+    return this.database.transaction((executor) =>
+      this.appendEventIn(executor, tenant, threadId, runId, event),
+    );
+  }
+
+  /** The thread's events with an id above `after`, in order (at most `limit`). */
+  async eventsAfter(tenant: string, threadId: string, after: number, limit = 500): Promise<StoredEvent[]> {
+    const rows = await this.database.query<{
+      id: number;
+      run_id: string | null;
+      type: string;
+      data: Record<string, unknown>;
+    }>(
+      `SELECT id, run_id, type, data FROM moss_events
+       WHERE tenant = $1 AND thread_id = $2 AND id > $3 ORDER BY id LIMIT $4`,
+      [tenant, threadId, after, limit],
+    );
+    return rows.map((row) => ({ id: row.id, runId: row.run_id, type: row.type, data: row.data }));
+  }
+
+  /** The thread's last event id (0 before the first), or undefined when the thread is not the tenant's. */
+  async lastEventId(tenant: string, threadId: string): Promise<number | undefined> {
+    const rows = await this.database.query<{ last_event_id: number }>(
+      "SELECT last_event_id FROM moss_threads WHERE tenant = $1 AND id = $2",
+      [tenant, threadId],
+    );
+    return rows[0]?.last_event_id;
+  }
+
+  /**
+   * Claims the oldest run that is queued, or running under a lease that expired (its worker died), for `owner`
+   * until `leaseMs` from now, except the runs in `holding` (the claimer runs them already: its heartbeat was
+   * late, not the worker dead). Concurrent claimers skip each other's rows (`FOR UPDATE SKIP LOCKED`).
+   */
+  async claimRun(owner: string, leaseMs: number, holding: string[] = []): Promise<ClaimedRun | undefined> {
+    const rows = await this.database.query<RunRow & { recovered: boolean }>(
+      `WITH next AS (
+         SELECT id, status = 'running' AS recovered FROM moss_runs
+         WHERE (status = 'queued' OR (status = 'running' AND lease_expires_at < clock_timestamp()))
+           AND NOT (id = ANY($3::text[]))
+         ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED
+       )
+       UPDATE moss_runs AS run SET status = 'running', lease_owner = $1,
+         lease_expires_at = clock_timestamp() + $2::double precision * interval '1 millisecond',
+         heartbeat_at = clock_timestamp(), attempts = run.attempts + 1, updated_at = clock_timestamp()
+       FROM next WHERE run.id = next.id
+       RETURNING run.*, next.recovered`,
+      [owner, leaseMs, holding],
+    );
+    const row = rows[0];
+    if (row === undefined) return undefined;
+    return {
+      run: toRun(row),
+      tenant: row.tenant,
+      answers: row.answers ?? undefined,
+      recovered: row.recovered,
+    };
+  }
+
+  /**
+   * Extends the lease of a run `owner` holds. Resolves `lost` when the owner no longer holds it (another worker
+   * took it over after the lease expired), else whether a cancel was requested.
+   */
+  async heartbeat(runId: string, owner: string, leaseMs: number): Promise<"held" | "cancel" | "lost"> {
+    const rows = await this.database.query<{ cancel_requested: boolean }>(
+      `UPDATE moss_runs SET lease_expires_at = clock_timestamp() + $3::double precision * interval '1 millisecond',
+         heartbeat_at = clock_timestamp()
+       WHERE id = $1 AND lease_owner = $2 AND status = 'running' RETURNING cancel_requested`,
+      [runId, owner, leaseMs],
+    );
+    if (rows[0] === undefined) return "lost";
+    return rows[0].cancel_requested ? "cancel" : "held";
+  }
+
+  /**
+   * Ends a run the owner holds (completed, failed or cancelled) and stores its `run-status` event; resolves
+   * undefined (and changes nothing) when the owner lost the run meanwhile.
+   */
+  async finishRun(
+    claimed: ClaimedRun,
+    owner: string,
+    outcome: {
+      status: "completed" | "failed" | "cancelled";
+      stopReason?: string;
+      answer?: string;
+      error?: string;
+    },
+  ): Promise<Run | undefined> {
+    return this.database.transaction(async (executor) => {
+      const [row] = await executor.query<RunRow>(
+        `UPDATE moss_runs SET status = $3, stop_reason = $4, answer = $5, error = $6, lease_owner = NULL,
+           lease_expires_at = NULL, answers = NULL, updated_at = clock_timestamp()
+         WHERE id = $1 AND lease_owner = $2 AND status = 'running' RETURNING *`,
+        [
+          claimed.run.id,
+          owner,
+          outcome.status,
+          outcome.stopReason ?? null,
+          outcome.answer ?? null,
+          outcome.error ?? null,
+        ],
+      );
+      if (row === undefined) return undefined;
+      const run = toRun(row);
+      await this.appendEventIn(executor, claimed.tenant, run.threadId, run.id, runStatusEvent(run));
+      return run;
+    });
+  }
+
+  /** Parks a run the owner holds until its requests are answered (on any instance). */
+  async pauseRun(claimed: ClaimedRun, owner: string, requests: PendingRequest[]): Promise<Run | undefined> {
+    return this.database.transaction(async (executor) => {
+      const [row] = await executor.query<RunRow>(
+        `UPDATE moss_runs SET status = 'pending', stop_reason = 'pending', lease_owner = NULL,
+           lease_expires_at = NULL, answers = NULL, updated_at = clock_timestamp()
+         WHERE id = $1 AND lease_owner = $2 AND status = 'running' RETURNING *`,
+        [claimed.run.id, owner],
+      );
+      if (row === undefined) return undefined;
+      await executor.query("DELETE FROM moss_pending_requests WHERE run_id = $1", [claimed.run.id]);
+      for (const [position, request] of requests.entries()) {
+        await executor.query(
+          "INSERT INTO moss_pending_requests (run_id, id, position, kind, request) VALUES ($1, $2, $3, $4, $5)",
+          [claimed.run.id, request.id, position, request.kind, JSON.stringify(request)],
+        );
+      }
+      const run = toRun(row);
+      await this.appendEventIn(executor, claimed.tenant, run.threadId, run.id, runStatusEvent(run));
+      return run;
+    });
+  }
+
+  /**
+   * Answers pending requests of the thread's paused run. Answers may come in several posts; once every request
+   * has one, the run is queued again to resume. With an `idempotencyKey`, the first response is stored and
+   * returned again for the same key (nothing is applied twice); the key with another body is 409.
+   */
+  async answer(
+    tenant: string,
+    threadId: string,
+    answers: Record<string, unknown>,
+    idempotencyKey: string | undefined,
+  ): Promise<StoredResponse> {
+    const requestHash = createHash("sha256")
+      .update(JSON.stringify([threadId, answers]))
+      .digest("hex");
+    return this.database.transaction(async (executor) => {
+      if (idempotencyKey !== undefined) {
+        // Taken first and held to the commit: a second post with the same key waits here, then sees the first.
+        await executor.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`${tenant}\n${idempotencyKey}`]);
+        const [stored] = await executor.query<{
+          request_hash: string;
+          status: number;
+          body: Record<string, unknown>;
+        }>("SELECT request_hash, status, body FROM moss_idempotency_keys WHERE tenant = $1 AND key = $2", [
+          tenant,
+          idempotencyKey,
+        ]);
+        if (stored !== undefined) {
+          if (stored.request_hash !== requestHash) {
+            throw new ServerError(
+              409,
+              "idempotency-key-reused",
+              `Idempotency-Key "${idempotencyKey}" was already used with another request; use a new key for new answers.`,
+            );
+          }
+          return { status: stored.status, body: stored.body };
+        }
+      }
+      const response = await this.applyAnswers(executor, tenant, threadId, answers);
+      if (idempotencyKey !== undefined) {
+        await executor.query(
+          "INSERT INTO moss_idempotency_keys (tenant, key, request_hash, status, body) VALUES ($1, $2, $3, $4, $5)",
+          [tenant, idempotencyKey, requestHash, response.status, JSON.stringify(response.body)],
+        );
+      }
+      return response;
+    });
+  }
+
+  /**
+   * Cancels a run from any instance: a queued or paused run ends at once; a running one is flagged and its
+   * worker (told by NOTIFY, or at its next heartbeat) stops it.
+   */
+  async cancelRun(tenant: string, threadId: string, runId: string): Promise<Run> {
+    return this.database.transaction(async (executor) => {
+      const [current] = await executor.query<RunRow>(
+        "SELECT * FROM moss_runs WHERE tenant = $1 AND thread_id = $2 AND id = $3 FOR UPDATE",
+        [tenant, threadId, runId],
+      );
+      if (current === undefined) throw runNotFound(runId);
+      if (current.status === "queued" || current.status === "pending") {
+        const [row] = await executor.query<RunRow>(
+          `UPDATE moss_runs SET status = 'cancelled', stop_reason = 'aborted', lease_owner = NULL,
+             lease_expires_at = NULL, updated_at = clock_timestamp() WHERE id = $1 RETURNING *`,
+          [runId],
+        );
+        const run = toRun(row!);
+        await this.appendEventIn(executor, tenant, threadId, runId, runStatusEvent(run));
+        return run;
+      }
+      if (current.status === "running") {
+        await executor.query(
+          "UPDATE moss_runs SET cancel_requested = true, updated_at = clock_timestamp() WHERE id = $1",
+          [runId],
+        );
+        await executor.query("SELECT pg_notify($1, $2)", [CHANNELS.cancel, runId]);
+      }
+      return toRun(current);
+    });
+  }
+
+  /** The continuation key every instance on this database signs paused runs with (`candidate` if it is the first). */
+  async continuationKey(candidate: string): Promise<string> {
+    await this.database.query(
+      "INSERT INTO moss_settings (key, value) VALUES ('continuation-key', $1) ON CONFLICT (key) DO NOTHING",
+      [candidate],
+    );
+    const [row] = await this.database.query<{ value: string }>(
+      "SELECT value FROM moss_settings WHERE key = 'continuation-key'",
+    );
+    return row!.value;
+  }
+
+  private async applyAnswers(
+    executor: SqlExecutor,
+    tenant: string,
+    threadId: string,
+    answers: Record<string, unknown>,
+  ): Promise<StoredResponse> {
+    const thread = await executor.query("SELECT 1 FROM moss_threads WHERE tenant = $1 AND id = $2", [
+      tenant,
+      threadId,
+    ]);
+    if (thread.length === 0) throw threadNotFound(threadId);
+    const [run] = await executor.query<RunRow>(
+      `SELECT * FROM moss_runs WHERE tenant = $1 AND thread_id = $2 AND status = 'pending' FOR UPDATE`,
+      [tenant, threadId],
+    );
+    const ids = Object.keys(answers);
+    if (run === undefined) {
+      throw new ServerError(
+        404,
+        "request-unknown",
+        `Thread "${threadId}" has no run waiting for an answer (request ${ids.map((id) => `"${id}"`).join(", ")}).`,
+      );
+    }
+    const requests = await this.pendingRequests(executor, run.id, false);
+    const byId = new Map(requests.map((request) => [request.id, request]));
+    const unknown = ids.filter((id) => !byId.has(id));
+    if (unknown.length > 0) {
+      throw new ServerError(
+        404,
+        "request-unknown",
+        `No pending request of thread "${threadId}" has the id ${unknown.map((id) => `"${id}"`).join(", ")}; it waits for ${requests.map((request) => `"${request.id}"`).join(", ")}.`,
+      );
+    }
+    for (const id of ids) {
+      const problem = answerProblem(byId.get(id)!, answers[id]);
+      if (problem !== undefined)
+        throw new ServerError(400, "answer-invalid", `The answer to "${id}" ${problem}.`);
+    }
+    for (const id of ids) {
+      await executor.query(
+        `UPDATE moss_pending_requests SET answer = $3, answered_at = clock_timestamp()
+         WHERE run_id = $1 AND id = $2`,
+        [run.id, id, JSON.stringify(answers[id])],
+      );
+    }
+    const rows = await executor.query<{ id: string; answer: Answer | null }>(
+      "SELECT id, answer FROM moss_pending_requests WHERE run_id = $1",
+      [run.id],
+    );
+    if (rows.some((row) => row.answer === null)) return { status: 202, body: { run: toRun(run) } };
+    const all = Object.fromEntries(rows.map((row) => [row.id, row.answer!]));
+    const [queued] = await executor.query<RunRow>(
+      `UPDATE moss_runs SET status = 'queued', answers = $2, updated_at = clock_timestamp()
+       WHERE id = $1 RETURNING *`,
+      [run.id, JSON.stringify(all)],
+    );
+    await executor.query("DELETE FROM moss_pending_requests WHERE run_id = $1", [run.id]);
+    const resumed = toRun(queued!);
+    await this.appendEventIn(executor, tenant, threadId, run.id, runStatusEvent(resumed));
+    await executor.query("SELECT pg_notify($1, $2)", [CHANNELS.runs, run.id]);
+    return { status: 202, body: { run: resumed } };
+  }
+
+  private async activeRun(executor: SqlExecutor, tenant: string, threadId: string): Promise<Run | undefined> {
+    const rows = await executor.query<RunRow>(
+      `SELECT * FROM moss_runs WHERE tenant = $1 AND thread_id = $2 AND status IN ${ACTIVE}`,
+      [tenant, threadId],
+    );
+    return rows[0] === undefined ? undefined : toRun(rows[0]);
+  }
+
+  private async pendingRequests(
+    executor: SqlExecutor,
+    runId: string,
+    unansweredOnly: boolean,
+  ): Promise<PendingRequest[]> {
+    const rows = await executor.query<{ request: PendingRequest }>(
+      `SELECT request FROM moss_pending_requests WHERE run_id = $1 ${unansweredOnly ? "AND answer IS NULL" : ""}
+       ORDER BY position`,
+      [runId],
+    );
+    return rows.map((row) => row.request);
+  }
+
+  private async appendEventIn(
+    executor: SqlExecutor,
+    tenant: string,
+    threadId: string,
+    runId: string | null,
+    event: { type: string; [key: string]: unknown },
+  ): Promise<number> {
+    const [row] = await executor.query<{ last_event_id: number }>(
+      `UPDATE moss_threads SET last_event_id = last_event_id + 1 WHERE tenant = $1 AND id = $2
+       RETURNING last_event_id`,
+      [tenant, threadId],
+    );
+    if (row === undefined) throw threadNotFound(threadId);
+    const id = row.last_event_id;
+    await executor.query(
+      "INSERT INTO moss_events (tenant, thread_id, id, run_id, type, data) VALUES ($1, $2, $3, $4, $5, $6)",
+      [tenant, threadId, id, runId, event.type, wireJson({ ...event, runId })],
+    );
+    await executor.query("SELECT pg_notify($1, $2)", [
+      CHANNELS.events,
+      JSON.stringify([tenant, threadId, id]),
+    ]);
+    return id;
+  }
+}
+
+/** The `run-status` event stored whenever a run changes status. */
+function runStatusEvent(run: Run): { type: "run-status"; status: RunStatus; run: Run } {
+  return { type: "run-status", status: run.status, run };
+}
+
+/** What is wrong with an answer to a request, or undefined when it fits (approvals and questions differ). */
+export function answerProblem(request: PendingRequest, answer: unknown): string | undefined {
+  const fields =
+    typeof answer === "object" && answer !== null && !Array.isArray(answer)
+      ? (answer as Record<string, unknown>)
+      : undefined;
+  if (request.kind === "approval") {
+    const fits =
+      fields !== undefined &&
+      typeof fields.approved === "boolean" &&
+      (fields.reason === undefined || typeof fields.reason === "string");
+    return fits
+      ? undefined
+      : 'must be {"approved": true} or {"approved": false, "reason"?: "…"} (it approves a call)';
+  }
+  return fields !== undefined && typeof fields.answer === "string"
+    ? undefined
+    : 'must be {"answer": "…"} (it answers a question)';
+}
+
+/** JSON of an event for storage and the wire: errors keep name, message and code; bigints become strings. */
+export function wireJson(value: unknown): string {
+  return JSON.stringify(value, (_key, inner: unknown) => {
+    if (typeof inner === "bigint") return inner.toString();
+    if (inner instanceof Error) {
+      const coded = inner as Error & { code?: unknown; details?: unknown };
+      return {
+        name: inner.name,
+        message: inner.message,
+        ...(typeof coded.code === "string" ? { code: coded.code } : {}),
+      };
+    }
+    return inner;
+  });
+}
+
+export function threadNotFound(threadId: string): ServerError {
+  return new ServerError(404, "thread-not-found", `No thread "${threadId}".`);
+}
+
+function runNotFound(runId: string): ServerError {
+  return new ServerError(404, "run-not-found", `No run "${runId}".`);
+}

@@ -1,0 +1,138 @@
+// `moss serve` as a user starts it (issue 18): the real binary in a child process, PGlite under --data-dir, the
+// fake OpenAI server as its model. It prints its URL when ready, drains on SIGTERM, and a restarted server still
+// answers the requests of runs paused before the restart and resumes the event stream where the client was.
+import { randomUUID } from "node:crypto";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
+import { runMoss } from "../helpers/moss-cli.ts";
+import { call, readEvents, runSettles, spawnServe, VAULT_MODULE } from "./server-harness.ts";
+
+const code = (body: string): FakeReply => ({
+  content: "",
+  toolCalls: [
+    { name: "moss", arguments: JSON.stringify({ code: `async function main(moss: Moss) {\n${body}\n}` }) },
+  ],
+});
+
+describe("moss serve (the binary)", () => {
+  const replies: FakeReply[] = [];
+  let model: FakeOpenAIServer;
+  let directory: string;
+  let env: Record<string, string>;
+  const serveArgs = () => [
+    "serve",
+    VAULT_MODULE,
+    "--port",
+    "0",
+    "--data-dir",
+    join(directory, "data"),
+    "--token",
+    "alice:alice-secret",
+    "--base-url",
+    model.baseUrl,
+    "--model",
+    "fake-model",
+  ];
+
+  beforeAll(async () => {
+    directory = await mkdtemp(join(tmpdir(), "moss-serve-cli-"));
+    model = await startFakeOpenAIServer(replies);
+    env = { MOSS_VAULT_LOG: join(directory, "vault.log"), OPENAI_API_KEY: "test", MOSS_SERVE_TOKENS: "" };
+  });
+  afterAll(async () => {
+    await model.close();
+    await rm(directory, { recursive: true, force: true });
+  });
+
+  it("prints its http://host:port when ready with --port 0, serves /health, and stops cleanly on SIGTERM", async () => {
+    const serve = await spawnServe(serveArgs(), env);
+    try {
+      expect(serve.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      const { version } = JSON.parse(await readFile("package.json", "utf8"));
+      expect(await call(serve, "GET", "/health", { tenant: null })).toEqual({
+        status: 200,
+        body: { status: "ok", version },
+      });
+    } finally {
+      serve.child.kill("SIGTERM");
+    }
+    expect(await serve.exited).toBe(0);
+    expect(serve.output()).toContain("stopped");
+  }, 60_000);
+
+  it("keeps a run paused across a restart: the request is still answerable and the stream resumes from Last-Event-ID", async () => {
+    replies.push(
+      code('  const receipt = await moss.vault.transfer("bob", 5);\n  console.log("sent", receipt);'),
+      {
+        content: "Sent.",
+      },
+    );
+    const thread = `restart-${randomUUID()}`;
+    const first = await spawnServe(serveArgs(), env);
+    let seen: Awaited<ReturnType<typeof readEvents>>;
+    try {
+      expect((await call(first, "POST", "/v1/threads", { body: { id: thread } })).status).toBe(201);
+      expect(
+        (await call(first, "POST", `/v1/threads/${thread}/runs`, { body: { message: "Send bob 5." } }))
+          .status,
+      ).toBe(202);
+      seen = await readEvents(first, thread, runSettles);
+      expect(seen.at(-1)!.data.status).toBe("pending");
+    } finally {
+      first.child.kill("SIGTERM");
+    }
+    expect(await first.exited).toBe(0);
+
+    const second = await spawnServe(serveArgs(), env);
+    try {
+      const state = await call(second, "GET", `/v1/threads/${thread}`);
+      expect(state.body).toMatchObject({ status: "pending", lastEventId: seen.at(-1)!.id });
+      const request = seen.find((event) => event.event === "approval-request")!.data.request;
+      expect(state.body.pending).toEqual([request]);
+      expect(await readEvents(second, thread, (event) => event.id === seen.at(-1)!.id)).toEqual(seen);
+      const answered = await call(second, "POST", `/v1/threads/${thread}/answers`, {
+        body: { answers: { [request.id]: { approved: true } } },
+        headers: { "idempotency-key": randomUUID() },
+      });
+      expect(answered.status).toBe(202);
+      const rest = await readEvents(
+        second,
+        thread,
+        (event) => runSettles(event) && event.data.status !== "queued",
+        {
+          after: seen.at(-1)!.id,
+        },
+      );
+      expect(rest[0]!.id).toBe(seen.at(-1)!.id + 1);
+      expect(rest.at(-1)!.data.status).toBe("completed");
+      expect(rest.find((event) => event.event === "run-end")!.data.answer).toBe("Sent.");
+      const log = (await readFile(env.MOSS_VAULT_LOG!, "utf8")).split("\n").filter(Boolean);
+      expect(log).toEqual(["bob 5"]);
+    } finally {
+      second.child.kill("SIGTERM");
+    }
+    expect(await second.exited).toBe(0);
+  }, 120_000);
+
+  it("refuses to start without a tenant token, and moss worker without a database URL (usage errors)", async () => {
+    const noToken = await runMoss(
+      ["serve", VAULT_MODULE, "--port", "0", "--data-dir", join(directory, "x")],
+      {
+        env: { MOSS_SERVE_TOKENS: "" },
+      },
+    );
+    expect(noToken.code).toBe(2);
+    expect(noToken.stderr).toContain("needs at least one tenant token");
+    const badToken = await runMoss(["serve", VAULT_MODULE, "--token", "no-secret"], {
+      env: { MOSS_SERVE_TOKENS: "" },
+    });
+    expect(badToken.code).toBe(4);
+    expect(badToken.stderr).toContain('a token is "<tenant>:<secret>"');
+    const worker = await runMoss(["worker", VAULT_MODULE], { env: { DATABASE_URL: "" } });
+    expect(worker.code).toBe(2);
+    expect(worker.stderr).toContain("moss worker needs --database-url");
+  }, 60_000);
+});

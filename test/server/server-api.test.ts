@@ -1,0 +1,319 @@
+// The native HTTP API v1 of `moss serve` (issue 18), end to end: a real HTTP server on 127.0.0.1, a real worker
+// running the vault module's agent against the fake OpenAI server, and the same suite on PGlite and on a real
+// PostgreSQL. Every transfer that really ran is a line of the vault's log file.
+import { randomUUID } from "node:crypto";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
+import type { DatabaseLocation } from "../../engine/server/database.ts";
+import type { MossServer } from "../../engine/server/moss-server.ts";
+import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
+import { POSTGRES_TESTS, type PostgresServer, startPostgres } from "../helpers/postgres-server.ts";
+import { call, readEvents, runSettles, startTestServer } from "./server-harness.ts";
+
+const code = (body: string): FakeReply => ({
+  content: "",
+  toolCalls: [
+    { name: "moss", arguments: JSON.stringify({ code: `async function main(moss: Moss) {\n${body}\n}` }) },
+  ],
+});
+const TRANSFER = '  const receipt = await moss.vault.transfer("bob", 5);\n  console.log("sent", receipt);';
+
+function suite(name: string, locate: () => Promise<{ location: DatabaseLocation; end(): Promise<void> }>) {
+  describe(`moss serve API on ${name}`, () => {
+    const replies: FakeReply[] = [];
+    let model: FakeOpenAIServer;
+    let server: MossServer;
+    let place: { location: DatabaseLocation; end(): Promise<void> };
+    let directory: string;
+
+    beforeAll(async () => {
+      directory = await mkdtemp(join(tmpdir(), "moss-serve-"));
+      process.env.MOSS_VAULT_LOG = join(directory, "vault.log");
+      place = await locate();
+      model = await startFakeOpenAIServer(replies);
+      server = await startTestServer(place.location, model.baseUrl);
+    }, 60_000);
+    afterAll(async () => {
+      await server?.close(1_000);
+      await model?.close();
+      await place?.end();
+      await closeSharedSandboxes();
+      await rm(directory, { recursive: true, force: true });
+      delete process.env.MOSS_VAULT_LOG;
+    });
+
+    const transfers = async () =>
+      (await readFile(process.env.MOSS_VAULT_LOG!, "utf8").catch(() => "")).split("\n").filter(Boolean);
+    const newThread = async (tenant: "alice" | "bob" = "alice") => {
+      const created = await call(server, "POST", "/v1/threads", {
+        tenant,
+        body: { id: `t-${randomUUID()}` },
+      });
+      expect(created.status).toBe(201);
+      return created.body.thread.id as string;
+    };
+
+    it("answers /health without a token and refuses /v1 without a known bearer token (401, the error shape)", async () => {
+      expect(await call(server, "GET", "/health", { tenant: null })).toEqual({
+        status: 200,
+        body: { status: "ok", version: "test" },
+      });
+      const missing = await call(server, "GET", "/v1/threads", { tenant: null });
+      expect(missing.status).toBe(401);
+      expect(missing.body.error.code).toBe("unauthorized");
+      const wrong = await call(server, "GET", "/v1/threads", {
+        tenant: null,
+        headers: { authorization: "Bearer alice" },
+      });
+      expect(wrong).toMatchObject({ status: 401, body: { error: { code: "unauthorized" } } });
+    });
+
+    it("creates threads per tenant (a chosen id twice is 200 with the same thread) and hides them from other tenants as 404", async () => {
+      const id = `mine-${randomUUID()}`;
+      const first = await call(server, "POST", "/v1/threads", { body: { id, metadata: { title: "hello" } } });
+      expect(first.status).toBe(201);
+      expect(first.body.thread).toMatchObject({ id, metadata: { title: "hello" } });
+      const again = await call(server, "POST", "/v1/threads", { body: { id } });
+      expect(again).toEqual({ status: 200, body: first.body });
+      const second = await newThread();
+      const listed = await call(server, "GET", "/v1/threads?limit=2");
+      expect(listed.body.threads.map((thread: { id: string }) => thread.id)).toEqual([second, id]);
+      const state = await call(server, "GET", `/v1/threads/${id}`);
+      expect(state.body).toMatchObject({ thread: { id }, status: "idle", pending: [], lastEventId: 0 });
+
+      expect(await call(server, "GET", `/v1/threads/${id}`, { tenant: "bob" })).toMatchObject({
+        status: 404,
+        body: { error: { code: "thread-not-found" } },
+      });
+      const absent = await call(server, "GET", `/v1/threads/never-${randomUUID()}`, { tenant: "bob" });
+      expect(absent.status).toBe(404);
+      expect(absent.body.error.code).toBe("thread-not-found");
+      for (const path of [`/v1/threads/${id}/runs`, `/v1/threads/${id}/answers`]) {
+        const body = path.endsWith("runs") ? { message: "hi" } : { answers: { r1: { approved: true } } };
+        expect((await call(server, "POST", path, { tenant: "bob", body })).status).toBe(404);
+      }
+      const bobs = await call(server, "GET", "/v1/threads", { tenant: "bob" });
+      expect(bobs.body.threads.map((thread: { id: string }) => thread.id)).not.toContain(id);
+      // Bob may use the same id: it is his own thread.
+      expect((await call(server, "POST", "/v1/threads", { tenant: "bob", body: { id } })).status).toBe(201);
+    });
+
+    it("runs a message and streams its stored AgentEvents with ids 1, 2, 3…; a reconnect with Last-Event-ID or ?after= gets exactly the rest", async () => {
+      replies.push(code('  console.log("balance", await moss.vault.balance());'), {
+        content: "You have 100 euros.",
+      });
+      const thread = await newThread();
+      const started = await call(server, "POST", `/v1/threads/${thread}/runs`, {
+        body: { message: "What is my balance?" },
+      });
+      expect(started.status).toBe(202);
+      expect(started.body.run).toMatchObject({ threadId: thread, status: "queued" });
+      const runId = started.body.run.id;
+      const events = await readEvents(
+        server,
+        thread,
+        (event) => event.event === "run-status" && event.data.status === "completed",
+      );
+      expect(events.map((event) => event.id)).toEqual(events.map((_, index) => index + 1));
+      const types = events.map((event) => event.event);
+      expect(types[0]).toBe("run-status");
+      expect(types).toContain("run-start");
+      expect(types).toContain("code");
+      expect(
+        types,
+        JSON.stringify(events.map((event) => [event.event, event.data.message ?? event.data.code ?? ""])),
+      ).toContain("execution");
+      expect(types.at(-2)).toBe("run-end");
+      for (const event of events) expect(event.data.runId).toBe(runId);
+      const end = events.find((event) => event.event === "run-end")!;
+      expect(end.data).toMatchObject({
+        type: "run-end",
+        stopReason: "answer",
+        answer: "You have 100 euros.",
+      });
+      const execution = events.find((event) => event.event === "execution")!;
+      expect(execution.data.execution.stdout).toContain("balance 100");
+
+      const run = await call(server, "GET", `/v1/threads/${thread}/runs/${runId}`);
+      expect(run.body.run).toMatchObject({
+        status: "completed",
+        stopReason: "answer",
+        answer: "You have 100 euros.",
+      });
+      const last = events.at(-1)!.id;
+      expect((await call(server, "GET", `/v1/threads/${thread}`)).body).toMatchObject({
+        status: "idle",
+        lastEventId: last,
+      });
+
+      const rest = await readEvents(server, thread, (event) => event.id === last, { after: 3 });
+      expect(rest).toEqual(events.slice(3));
+      const viaQuery = await readEvents(server, thread, (event) => event.id === last, {
+        query: `?after=${last - 1}`,
+      });
+      expect(viaQuery).toEqual([events.at(-1)]);
+      // Nothing a stream sent is ever re-sent with another id: the whole list is stored.
+      const again = await readEvents(server, thread, (event) => event.id === last);
+      expect(again).toEqual(events);
+    });
+
+    it("pauses on an @approval call with its pending request; answers with an Idempotency-Key resume it once, on the same key the same response", async () => {
+      replies.push(code(TRANSFER), { content: "Sent 5 euros to bob." });
+      const before = (await transfers()).length;
+      const thread = await newThread();
+      const { body } = await call(server, "POST", `/v1/threads/${thread}/runs`, {
+        body: { message: "Send bob 5 euros." },
+      });
+      const paused = await readEvents(server, thread, runSettles);
+      expect(paused.at(-1)!.data.status).toBe("pending");
+      const approval = paused.find((event) => event.event === "approval-request")!;
+      const requestId = approval.data.request.id;
+      expect(approval.data.request).toMatchObject({
+        kind: "approval",
+        service: "vault",
+        member: "transfer",
+        args: ["bob", 5],
+      });
+      const state = await call(server, "GET", `/v1/threads/${thread}`);
+      expect(state.body.status).toBe("pending");
+      expect(state.body.pending.map((request: { id: string }) => request.id)).toEqual([requestId]);
+      expect(
+        await call(server, "POST", `/v1/threads/${thread}/runs`, { body: { message: "another" } }),
+      ).toMatchObject({
+        status: 409,
+        body: { error: { code: "thread-busy" } },
+      });
+
+      expect(
+        await call(server, "POST", `/v1/threads/${thread}/answers`, {
+          body: { answers: { nope: { approved: true } } },
+        }),
+      ).toMatchObject({ status: 404, body: { error: { code: "request-unknown" } } });
+      expect(
+        await call(server, "POST", `/v1/threads/${thread}/answers`, {
+          body: { answers: { [requestId]: { answer: "yes" } } },
+        }),
+      ).toMatchObject({ status: 400, body: { error: { code: "answer-invalid" } } });
+      expect(
+        await call(server, "POST", `/v1/threads/${thread}/answers`, {
+          tenant: "bob",
+          body: { answers: { [requestId]: { approved: true } } },
+        }),
+      ).toMatchObject({ status: 404 });
+
+      const key = randomUUID();
+      const answer = { answers: { [requestId]: { approved: true } } };
+      const first = await call(server, "POST", `/v1/threads/${thread}/answers`, {
+        body: answer,
+        headers: { "idempotency-key": key },
+      });
+      expect(first.status).toBe(202);
+      expect(first.body.run).toMatchObject({ id: body.run.id, status: "queued" });
+      const second = await call(server, "POST", `/v1/threads/${thread}/answers`, {
+        body: answer,
+        headers: { "idempotency-key": key },
+      });
+      expect(second).toEqual(first);
+      const events = await readEvents(
+        server,
+        thread,
+        (event) => event.event === "run-status" && event.data.status === "completed",
+        {
+          after: paused.at(-1)!.id,
+        },
+      );
+      expect(events.find((event) => event.event === "run-end")!.data.answer).toBe("Sent 5 euros to bob.");
+      const third = await call(server, "POST", `/v1/threads/${thread}/answers`, {
+        body: answer,
+        headers: { "idempotency-key": key },
+      });
+      expect(third).toEqual(first);
+      expect((await transfers()).length - before).toBe(1);
+      expect(
+        await call(server, "POST", `/v1/threads/${thread}/answers`, {
+          body: { answers: { other: { approved: true } } },
+          headers: { "idempotency-key": key },
+        }),
+      ).toMatchObject({ status: 409, body: { error: { code: "idempotency-key-reused" } } });
+    });
+
+    it("cancels a paused run (another tenant cannot), freeing the thread", async () => {
+      replies.push(code(TRANSFER));
+      const before = (await transfers()).length;
+      const thread = await newThread();
+      const { body } = await call(server, "POST", `/v1/threads/${thread}/runs`, {
+        body: { message: "Send bob 5." },
+      });
+      await readEvents(server, thread, runSettles);
+      const path = `/v1/threads/${thread}/runs/${body.run.id}/cancel`;
+      expect((await call(server, "POST", path, { tenant: "bob" })).status).toBe(404);
+      const cancelled = await call(server, "POST", path);
+      expect(cancelled).toMatchObject({ status: 202, body: { run: { status: "cancelled" } } });
+      expect((await call(server, "GET", `/v1/threads/${thread}`)).body).toMatchObject({
+        status: "idle",
+        pending: [],
+      });
+      expect((await transfers()).length).toBe(before);
+    });
+
+    it("refuses bad input with a clear 4xx and loses nothing", async () => {
+      const thread = await newThread();
+      const malformed = await call(server, "POST", `/v1/threads/${thread}/runs`, {
+        raw: '{"message": "hi",',
+      });
+      expect(malformed.status).toBe(400);
+      expect(malformed.body.error.code).toBe("json-invalid");
+      expect(malformed.body.error.message).toMatch(/not valid JSON: .*JSON/);
+      expect(
+        await call(server, "POST", `/v1/threads/${thread}/runs`, { body: { message: 42 } }),
+      ).toMatchObject({
+        status: 400,
+        body: { error: { code: "message-invalid" } },
+      });
+      const huge = await call(server, "POST", `/v1/threads/${thread}/runs`, {
+        body: { message: "x".repeat(2_000_000) },
+      });
+      expect(huge).toMatchObject({ status: 413, body: { error: { code: "body-too-large" } } });
+      expect(await call(server, "POST", "/v1/threads", { body: { id: "../etc" } })).toMatchObject({
+        status: 400,
+        body: { error: { code: "thread-id-invalid" } },
+      });
+      expect(await call(server, "GET", `/v1/threads/${thread}/events?after=abc`)).toMatchObject({
+        status: 400,
+        body: { error: { code: "event-id-invalid" } },
+      });
+      expect(await call(server, "GET", `/v1/threads/${thread}/events?after=99`)).toMatchObject({
+        status: 400,
+        body: { error: { code: "event-id-unknown" } },
+      });
+      expect(await call(server, "GET", `/v1/threads/${thread}/runs/nope`)).toMatchObject({ status: 404 });
+      expect(await call(server, "GET", "/v1/nothing-here")).toMatchObject({
+        status: 404,
+        body: { error: { code: "not-found" } },
+      });
+      // Nothing of the refused requests was stored.
+      expect((await call(server, "GET", `/v1/threads/${thread}`)).body).toMatchObject({
+        status: "idle",
+        lastEventId: 0,
+      });
+    });
+  });
+}
+
+suite("PGlite", async () => {
+  const directory = await mkdtemp(join(tmpdir(), "moss-serve-pglite-"));
+  return {
+    location: { dataDirectory: directory },
+    end: () => rm(directory, { recursive: true, force: true }),
+  };
+});
+
+describe.runIf(POSTGRES_TESTS)("PostgreSQL", () => {
+  suite("PostgreSQL", async () => {
+    const postgres: PostgresServer = await startPostgres();
+    return { location: { url: postgres.url }, end: () => postgres.stop() };
+  });
+});

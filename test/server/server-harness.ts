@@ -1,0 +1,163 @@
+import { type ChildProcess, spawn } from "node:child_process";
+// Starts a real `moss serve` core (HTTP on 127.0.0.1, PGlite or PostgreSQL, a worker) with the fake OpenAI
+// server as its model, and reads its event stream the way a browser's EventSource would.
+import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
+import type { DatabaseLocation } from "../../engine/server/database.ts";
+import { type MossServer, type MossServerOptions, startMossServer } from "../../engine/server/moss-server.ts";
+import { TenantTokens } from "../../engine/server/tenant-tokens.ts";
+
+export const VAULT_MODULE = "test/agent/fixtures/vault/context.ts";
+export const TOKENS = { alice: "alice-secret", bob: "bob-secret" } as const;
+
+/** A server with tenants alice and bob, its model at `modelUrl`. */
+export async function startTestServer(
+  database: DatabaseLocation,
+  modelUrl: string,
+  options: Partial<MossServerOptions> = {},
+): Promise<MossServer> {
+  return startMossServer({
+    modulePath: VAULT_MODULE,
+    model: new OpenAILanguageModel({ baseUrl: modelUrl, apiKey: "test", model: "fake-model", maxRetries: 0 }),
+    database,
+    http: {
+      port: 0,
+      tokens: TenantTokens.parse(
+        Object.entries(TOKENS).map(([tenant, secret]) => `${tenant}:${secret}`),
+        "test",
+      ),
+    },
+    worker: { leaseMs: 15_000, pollMs: 500 },
+    agent: { maxSteps: 5 },
+    version: "test",
+    ...options,
+  });
+}
+
+/** A JSON request as a tenant; resolves the status and the parsed body. */
+export async function call(
+  server: { url: string | undefined },
+  method: string,
+  path: string,
+  options: {
+    tenant?: keyof typeof TOKENS | null;
+    body?: unknown;
+    raw?: string;
+    headers?: Record<string, string>;
+  } = {},
+): Promise<{ status: number; body: any }> {
+  const headers: Record<string, string> = { ...options.headers };
+  const tenant = options.tenant === undefined ? "alice" : options.tenant;
+  if (tenant !== null) headers.authorization = `Bearer ${TOKENS[tenant]}`;
+  let body: string | undefined = options.raw;
+  if (options.body !== undefined) body = JSON.stringify(options.body);
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const response = await fetch(`${server.url}${path}`, {
+    method,
+    headers,
+    ...(body === undefined ? {} : { body }),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text === "" ? undefined : JSON.parse(text) };
+}
+
+/** One SSE event as a client receives it. */
+export interface ReceivedEvent {
+  id: number;
+  event: string;
+  data: any;
+}
+
+/**
+ * Reads the thread's event stream until `until` holds for an event (or `count` events came), then disconnects.
+ * `after` is sent as Last-Event-ID.
+ */
+export async function readEvents(
+  server: { url: string | undefined },
+  threadId: string,
+  until: (event: ReceivedEvent) => boolean,
+  options: { after?: number; tenant?: keyof typeof TOKENS; query?: string } = {},
+): Promise<ReceivedEvent[]> {
+  const controller = new AbortController();
+  const headers: Record<string, string> = {
+    authorization: `Bearer ${TOKENS[options.tenant ?? "alice"]}`,
+    accept: "text/event-stream",
+  };
+  if (options.after !== undefined) headers["last-event-id"] = String(options.after);
+  const response = await fetch(`${server.url}/v1/threads/${threadId}/events${options.query ?? ""}`, {
+    headers,
+    signal: controller.signal,
+  });
+  if (response.status !== 200) throw new Error(`event stream: ${response.status} ${await response.text()}`);
+  const received: ReceivedEvent[] = [];
+  const decoder = new TextDecoder();
+  let buffer = "";
+  const reader = response.body!.getReader();
+  try {
+    while (true) {
+      const { done, value } = await reader.read();
+      if (done) throw new Error(`the stream ended after ${received.length} events`);
+      buffer += decoder.decode(value, { stream: true });
+      let end = buffer.indexOf("\n\n");
+      while (end >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        end = buffer.indexOf("\n\n");
+        const fields = new Map<string, string>();
+        for (const line of block.split("\n")) {
+          if (line.startsWith(":") || line === "") continue;
+          const colon = line.indexOf(":");
+          fields.set(line.slice(0, colon), line.slice(colon + 1).replace(/^ /, ""));
+        }
+        if (!fields.has("data")) continue;
+        const event = {
+          id: Number(fields.get("id")),
+          event: fields.get("event")!,
+          data: JSON.parse(fields.get("data")!),
+        };
+        received.push(event);
+        if (until(event)) return received;
+      }
+    }
+  } finally {
+    controller.abort();
+  }
+}
+
+/** The run-status event that ends a run (completed, failed, cancelled) or parks it (pending). */
+export function runSettles(event: ReceivedEvent): boolean {
+  return (
+    event.event === "run-status" &&
+    ["completed", "failed", "cancelled", "pending"].includes(event.data.status)
+  );
+}
+
+/** A `moss serve` child process and what it printed. */
+export interface ServeProcess {
+  url: string;
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+/** Starts the real `moss` binary with `args` and resolves once it printed its `http://host:port` line. */
+export async function spawnServe(args: string[], env: Record<string, string> = {}): Promise<ServeProcess> {
+  const child = spawn(process.execPath, ["--no-node-snapshot", "bin/moss.js", ...args], {
+    env: { ...process.env, VITEST: "", NO_COLOR: "1", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /http:\/\/[^\s]+:\d+/.exec(output);
+      if (match !== null) resolve(match[0]);
+    };
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    exited.then((code) => reject(new Error(`moss serve exited (${code}) before it was ready:\n${output}`)));
+  });
+  return { url, child, output: () => output, exited };
+}

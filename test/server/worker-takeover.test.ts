@@ -1,0 +1,155 @@
+// Two `moss serve` instances on one real PostgreSQL (issue 18): the instance running a run is killed with
+// SIGKILL in the middle of it; its lease expires and the other instance takes the run over and completes it once.
+// The model is the fake OpenAI server behind a gate that can hold requests (so the kill lands mid-run).
+import { randomUUID } from "node:crypto";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { createServer, request, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
+import { POSTGRES_TESTS, type PostgresServer, startPostgres } from "../helpers/postgres-server.ts";
+import { call, readEvents, type ServeProcess, spawnServe } from "./server-harness.ts";
+
+const MODULE = "test/server/fixtures/ledger/context.ts";
+
+/** Forwards to `target`; while `holding`, requests wait unanswered. */
+async function startGate(
+  target: string,
+): Promise<{ url: string; holding: boolean; held: number; close(): Promise<void> }> {
+  const waiting: ServerResponse[] = [];
+  const gate = {
+    url: "",
+    holding: true,
+    held: 0,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const response of waiting) response.destroy();
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+  const server: Server = createServer((incoming, response) => {
+    if (gate.holding) {
+      gate.held++;
+      waiting.push(response);
+      return;
+    }
+    const upstream = new URL(target);
+    const forward = request(
+      {
+        host: upstream.hostname,
+        port: upstream.port,
+        path: `${upstream.pathname.replace(/\/$/, "")}${incoming.url?.replace(/^\/v1/, "")}`,
+        method: incoming.method,
+        headers: incoming.headers,
+      },
+      (answer) => {
+        response.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(response);
+      },
+    );
+    incoming.pipe(forward);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  gate.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  return gate;
+}
+
+describe.runIf(POSTGRES_TESTS)("two moss serve instances on one PostgreSQL", () => {
+  const replies: FakeReply[] = [];
+  let postgres: PostgresServer;
+  let model: FakeOpenAIServer;
+  let directory: string;
+  const instances: ServeProcess[] = [];
+
+  beforeAll(async () => {
+    directory = await mkdtemp(join(tmpdir(), "moss-takeover-"));
+    postgres = await startPostgres();
+    model = await startFakeOpenAIServer(replies);
+  }, 60_000);
+  afterAll(async () => {
+    for (const instance of instances) instance.child.kill("SIGKILL");
+    await model?.close();
+    await postgres?.stop();
+    await rm(directory, { recursive: true, force: true });
+  });
+
+  it("a run whose instance is killed with SIGKILL mid-run is taken over by the other and completes once", async () => {
+    const gate = await startGate(model.baseUrl);
+    const env = {
+      MOSS_LEDGER_LOG: join(directory, "ledger.log"),
+      OPENAI_API_KEY: "test",
+      MOSS_SERVE_TOKENS: "alice:alice-secret",
+    };
+    const args = [
+      "serve",
+      MODULE,
+      "--port",
+      "0",
+      "--database-url",
+      postgres.url,
+      "--base-url",
+      gate.url,
+      "--lease-ms",
+      "2000",
+    ];
+    instances.push(await spawnServe(args, env), await spawnServe(args, env));
+    const [first, second] = instances as [ServeProcess, ServeProcess];
+    const thread = `takeover-${randomUUID()}`;
+    expect((await call(first, "POST", "/v1/threads", { body: { id: thread } })).status).toBe(201);
+    const started = await call(second, "POST", `/v1/threads/${thread}/runs`, {
+      body: { message: "Note 'once'." },
+    });
+    expect(started.status).toBe(202);
+    const runId = started.body.run.id;
+    await readEvents(first, thread, (event) => event.event === "run-start");
+    // The instance holding the run is the one whose pid its lease names.
+    const client = new pg.Client({ connectionString: postgres.url });
+    await client.connect();
+    const { rows } = await client.query("SELECT lease_owner FROM moss_runs WHERE id = $1", [runId]);
+    await client.end();
+    const owner = instances.find(
+      (instance) => String(rows[0].lease_owner).split(":")[1] === String(instance.child.pid),
+    )!;
+    const survivor = owner === first ? second : first;
+    expect(owner).toBeDefined();
+    owner.child.kill("SIGKILL");
+    await owner.exited;
+
+    replies.push(
+      {
+        content: "",
+        toolCalls: [
+          {
+            name: "moss",
+            arguments: JSON.stringify({
+              code: 'async function main(moss: Moss) {\n  console.log(await moss.ledger.record("once"));\n}',
+            }),
+          },
+        ],
+      },
+      { content: "Noted." },
+    );
+    gate.holding = false;
+    const events = await readEvents(
+      survivor,
+      thread,
+      (event) => event.event === "run-status" && event.data.status === "completed",
+    );
+    const run = await call(survivor, "GET", `/v1/threads/${thread}/runs/${runId}`);
+    expect(run.body.run).toMatchObject({ status: "completed", answer: "Noted.", attempts: 2 });
+    expect(events.filter((event) => event.event === "run-end")).toHaveLength(1);
+    expect(
+      events.filter((event) => event.event === "run-status" && event.data.status === "completed"),
+    ).toHaveLength(1);
+    expect((await readFile(env.MOSS_LEDGER_LOG, "utf8")).split("\n").filter(Boolean)).toEqual(["once"]);
+    // The thread is free again on both sides of the database.
+    expect((await call(survivor, "GET", `/v1/threads/${thread}`)).body.status).toBe("idle");
+    survivor.child.kill("SIGTERM");
+    expect(await survivor.exited).toBe(0);
+    await gate.close();
+  }, 180_000);
+});
