@@ -76,6 +76,29 @@ describe("moss run prints what the code controls escaped", () => {
   });
 });
 
+describe("moss agent prints what the model and its code control escaped", () => {
+  test("the model's text, its code, the observation and the final answer carry no control character", async () => {
+    const replay = path.join(directory, "replay.json");
+    const code = `async function main(moss: Moss) {\n  // ${ATTACKS.windowTitle}\n  console.log(${payload});\n  return ${payload};\n}`;
+    await writeFile(
+      replay,
+      JSON.stringify({
+        responses: [
+          { content: `Working${ATTACKS.clearScreen}`, toolCalls: [{ name: "moss", arguments: { code } }] },
+          { content: `Done${ATTACKS.clipboard}${ATTACKS.carriageReturn}` },
+        ],
+      }),
+    );
+    const result = await runMoss(["agent", SHOP, "Say hello", "--replay", replay], {
+      env: { MOSS_SHOP_LOG: path.join(directory, "shop.log") },
+    });
+    expect(result.code).toBe(EXIT.ok);
+    expect(result.stdout).toContain("Working\\x1b[2J");
+    expect(result.stdout).toContain("Done\\x1b]52;c;");
+    expect(result.stdout + result.stderr).not.toMatch(CONTROL);
+  });
+});
+
 /** An in-process CLI whose stdin is a terminal that types `input`. */
 function terminal(input: string) {
   const stdin = Object.assign(new PassThrough(), { isTTY: true });
