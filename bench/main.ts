@@ -14,6 +14,7 @@ const BENCHMARKS: Record<string, () => Promise<Benchmark>> = {
   membrane: async () => (await import("./membrane.bench.ts")).run,
   durable: async () => (await import("./durable.bench.ts")).run,
   "module-check": async () => (await import("./module-check.bench.ts")).run,
+  serve: async () => (await import("./serve.bench.ts")).run,
 };
 
 const CHILD_TASKS: Record<string, (args: string[]) => Promise<void>> = {

@@ -92,25 +92,26 @@ export class RunWorker {
       this.#wakeAgain = true;
       return;
     }
-    this.#claiming = (async () => {
-      try {
-        do {
-          this.#wakeAgain = false;
-          while (!this.#stopped && this.#active.size < this.#concurrency) {
-            const claimed = await this.#store.claimRun(this.workerId, this.#leaseMs, [
-              ...this.#active.keys(),
-            ]);
-            if (claimed === undefined) break;
-            this.#begin(claimed);
-          }
-        } while (this.#wakeAgain && !this.#stopped);
-      } catch (error) {
-        // The database is unreachable for now: the next NOTIFY or poll tries again.
-        process.emitWarning(`moss worker ${this.workerId}: cannot claim runs: ${(error as Error).message}`);
-      } finally {
-        this.#claiming = undefined;
-      }
-    })();
+    // `.finally` runs after the assignment even when the loop has nothing to await (this worker is full).
+    this.#claiming = this.#claimLoop().finally(() => {
+      this.#claiming = undefined;
+    });
+  }
+
+  async #claimLoop(): Promise<void> {
+    try {
+      do {
+        this.#wakeAgain = false;
+        while (!this.#stopped && this.#active.size < this.#concurrency) {
+          const claimed = await this.#store.claimRun(this.workerId, this.#leaseMs, [...this.#active.keys()]);
+          if (claimed === undefined) break;
+          this.#begin(claimed);
+        }
+      } while (this.#wakeAgain && !this.#stopped);
+    } catch (error) {
+      // The database is unreachable for now: the next NOTIFY or poll tries again.
+      process.emitWarning(`moss worker ${this.workerId}: cannot claim runs: ${(error as Error).message}`);
+    }
   }
 
   /**
