@@ -134,6 +134,7 @@ export const runCommand: CliCommand = async (argv, io) => {
     const compiler = new MossCompiler({ typeCheck, sandbox, continuationKey });
     await loadHostSetup(modulePath, compiler);
     if (saved) compiler.joinContext(saved, { source: contextFile });
+    else if (resume?.context !== undefined) compiler.joinContext(resume.context, { source: pausedFile });
     return compiler.compile(modulePath);
   });
   try {
@@ -210,6 +211,8 @@ export const runCommand: CliCommand = async (argv, io) => {
         continuation: pending.continuation,
         ...(ownKey === undefined ? {} : { key: ownKey }),
         pausedAt: new Date().toISOString(),
+        // Without a context file the session lives only here: the resume must run in it.
+        ...(contextFile === undefined && execution !== undefined ? { context: execution.context } : {}),
       });
     }
     const resumeCommand = `moss run ${modulePath}${contextFile === undefined ? "" : ` --context ${contextFile}`} --resume --answers <file.json>`;
