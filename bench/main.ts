@@ -13,6 +13,7 @@ const BENCHMARKS: Record<string, () => Promise<Benchmark>> = {
   apis: async () => (await import("./apis.bench.ts")).run,
   membrane: async () => (await import("./membrane.bench.ts")).run,
   durable: async () => (await import("./durable.bench.ts")).run,
+  redaction: async () => (await import("./redaction.bench.ts")).run,
 };
 
 const CHILD_TASKS: Record<string, (args: string[]) => Promise<void>> = {
