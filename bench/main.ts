@@ -15,6 +15,7 @@ const BENCHMARKS: Record<string, () => Promise<Benchmark>> = {
   durable: async () => (await import("./durable.bench.ts")).run,
   "module-check": async () => (await import("./module-check.bench.ts")).run,
   serve: async () => (await import("./serve.bench.ts")).run,
+  redaction: async () => (await import("./redaction.bench.ts")).run,
 };
 
 const CHILD_TASKS: Record<string, (args: string[]) => Promise<void>> = {

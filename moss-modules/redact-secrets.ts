@@ -4,6 +4,9 @@ export const REDACTED = "[redacted]";
 /** Secrets shorter than this are not redacted: they would match ordinary text everywhere. */
 export const MIN_SECRET_LENGTH = 4;
 
+/** Deepest nesting walked value by value; deeper parts are redacted as JSON text. */
+const MAX_WALK_DEPTH = 100;
+
 /** How many times an escaped text is decoded again (`%2561` is `a` after two) before it is searched. */
 const MAX_DECODE_LAYERS = 3;
 
@@ -138,7 +141,8 @@ export class SecretRedactor {
       const redacted = this.redactBytes(new Uint8Array(value));
       return redacted.byteLength === value.byteLength && redacted.buffer === value ? value : redacted.buffer;
     }
-    if (typeof value !== "object" || value === null || depth > 200) return value;
+    if (typeof value !== "object" || value === null) return value;
+    if (depth > MAX_WALK_DEPTH) return this.#deepValue(value);
     if (Array.isArray(value)) return value.map((item) => this.#value(item, depth + 1));
     const prototype = Object.getPrototypeOf(value);
     if (prototype !== Object.prototype && prototype !== null) return value;
@@ -146,6 +150,24 @@ export class SecretRedactor {
     for (const [key, item] of Object.entries(value))
       copy[this.redactText(key)] = this.#value(item, depth + 1);
     return copy;
+  }
+
+  /** A subtree too deep to walk: redacted as its JSON text (the same redaction), then read back. */
+  #deepValue(value: object): unknown {
+    let text: string | undefined;
+    try {
+      text = JSON.stringify(value);
+    } catch {
+      return REDACTED;
+    }
+    if (text === undefined) return value;
+    const redacted = this.redactText(text);
+    if (redacted === text) return value;
+    try {
+      return JSON.parse(redacted) as unknown;
+    } catch {
+      return redacted;
+    }
   }
 
   /** The ranges of `text` that are, or decode to, a secret. */

@@ -102,6 +102,9 @@ export async function connectMcp(server: McpServer, options: McpCallOptions = {}
     } catch {
       throw new Error(`${label}: not an absolute URL`);
     }
+    // A key in the URL (`?api_key=…`, `user:password@`) is a credential too.
+    for (const value of url.searchParams.values()) secrets.add(value);
+    if (url.password) secrets.add(decodeURIComponent(url.password));
   } else {
     for (const value of Object.values(server.env ?? {})) secrets.add(value);
   }
@@ -145,7 +148,7 @@ export async function connectMcp(server: McpServer, options: McpCallOptions = {}
   let client: Client | undefined;
   try {
     client = await open();
-    const tools = await listAllTools(client, timeout, label);
+    const tools = await listAllTools(client, timeout);
     const version = client.getServerVersion();
     const instructions = client.getInstructions();
     let current = client;
@@ -200,7 +203,7 @@ export async function connectMcp(server: McpServer, options: McpCallOptions = {}
 }
 
 /** Every page of the tool list, bounded in pages, tools and time. */
-async function listAllTools(client: Client, timeoutMs: number, label: string): Promise<Tool[]> {
+async function listAllTools(client: Client, timeoutMs: number): Promise<Tool[]> {
   const tools: Tool[] = [];
   const signal = AbortSignal.timeout(timeoutMs);
   // Each page's request listens on the one signal of the whole listing.
@@ -213,7 +216,7 @@ async function listAllTools(client: Client, timeoutMs: number, label: string): P
       throw new Error(`reading the tool list took longer than ${timeoutMs} ms (${page} pages read)`);
     const result = await client.listTools(cursor ? { cursor } : {}, { timeout: timeoutMs, signal });
     tools.push(...result.tools);
-    if (tools.length > MAX_TOOLS) throw new Error(`${label} lists more than ${MAX_TOOLS} tools`);
+    if (tools.length > MAX_TOOLS) throw new Error(`the tool list has more than ${MAX_TOOLS} tools`);
     cursor = result.nextCursor;
     if (!cursor) return tools;
   }

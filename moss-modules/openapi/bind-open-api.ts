@@ -2,6 +2,7 @@ import path from "node:path";
 import type { LanguageModel } from "../../engine/agent/language-model.ts";
 import type { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
 import { MossError } from "../../engine/errors.ts";
+import { currentRunSignal } from "../../engine/runtime/run-signal.ts";
 import { type ApiModel, buildApiModel, RESERVED_MEMBER_NAMES } from "./api-model.ts";
 import { type GeneratedDeclaration, openApiDeclaration } from "./declaration.ts";
 import {
@@ -93,7 +94,15 @@ export async function openApiService(
   checkCredentials();
   for (const flow of loaded.flows) {
     Object.defineProperty(service, flow.name, {
-      value: (args?: unknown) => runFlow(flow, args, { model, call, languageModel: options.languageModel }),
+      value: (args?: unknown) => {
+        // Every step's request ends with the run that called the flow.
+        const runSignal = currentRunSignal();
+        return runFlow(flow, args, {
+          model,
+          call: (operation, values) => call(operation, values, runSignal),
+          languageModel: options.languageModel,
+        });
+      },
       enumerable: true,
     });
   }

@@ -26,7 +26,7 @@ export interface OpenApiServiceOptions {
 }
 
 /** A call the service makes: everything a flow step or a method needs. */
-export type CallOperation = (name: string, args: unknown) => Promise<unknown>;
+export type CallOperation = (name: string, args: unknown, runSignal?: AbortSignal) => Promise<unknown>;
 
 const DEFAULT_TIMEOUT_MS = 30_000;
 const DEFAULT_MAX_RESPONSE_BYTES = 5 * 1024 * 1024;
@@ -124,9 +124,9 @@ export function createOpenApiService(
   });
   const byName = new Map(model.operations.map((operation) => [operation.name, operation]));
 
-  const call: CallOperation = async (name, args) => {
-    // Read before the first await: the run that made this call ending aborts its request.
-    const runSignal = currentRunSignal();
+  // The run signal is read before the first await (a flow passes the one its own call started with): the run that
+  // made this call ending aborts its request.
+  const call: CallOperation = async (name, args, runSignal = currentRunSignal()) => {
     const operation = byName.get(name);
     if (!operation) throw new TypeError(`no operation named ${name}`);
     try {

@@ -80,3 +80,10 @@ describe("SecretRedactor: decode, then match", () => {
     expect(original.body.echoed).toBe(KEY);
   });
 });
+
+test("a value nested deeper than the walk goes is redacted all the same", () => {
+  let deep: unknown = { leak: `x ${KEY} y` };
+  for (let level = 0; level < 500; level++) deep = [deep];
+  expect(JSON.stringify(redactor(KEY).redactValue(deep))).not.toContain(KEY);
+  expect(JSON.stringify(redactor(KEY).redactValue(deep))).toContain(`x ${REDACTED} y`);
+});
