@@ -17,6 +17,7 @@ export type MossErrorCode =
   | "context-read"
   | "context-write"
   | "sandbox-failed"
+  | "queue-full"
   | "model-request"
   | "model-auth"
   | "model-not-found"
