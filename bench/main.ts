@@ -1,5 +1,5 @@
 // Runs the benchmarks in one process (children where a fresh process is needed) and prints their tables.
-// Usage: npm run bench [-- --only prompt,runtime,check]
+// Usage: npm run bench [-- --only prompt,runtime,check,scale]
 import { closeSharedSandboxes } from "../engine/runtime/shared-sandbox.ts";
 
 type Benchmark = () => Promise<void>;
@@ -13,11 +13,13 @@ const BENCHMARKS: Record<string, () => Promise<Benchmark>> = {
   apis: async () => (await import("./apis.bench.ts")).run,
   membrane: async () => (await import("./membrane.bench.ts")).run,
   durable: async () => (await import("./durable.bench.ts")).run,
+  scale: async () => (await import("./scale.bench.ts")).run,
 };
 
 const CHILD_TASKS: Record<string, (args: string[]) => Promise<void>> = {
   prompt: async ([modulePath]) => (await import("./prompt.bench.ts")).measurePromptInChild(modulePath!),
   "runtime-memory": async (args) => (await import("./runtime.bench.ts")).measureIdleMemoryInChild(args),
+  "scale-memory": async (args) => (await import("./scale.bench.ts")).measureScaleMemoryInChild(args),
 };
 
 /** Runs the selected benchmarks (all by default); returns the exit code. */
