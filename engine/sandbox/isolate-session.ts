@@ -557,7 +557,8 @@ export class IsolateSession {
       return `e${errorWire(new Error("host objects can only be used while the code runs"))}`;
     }
     run.hostCalls++;
-    if (run.hostCalls > run.limits.maxHostCalls) return `l${callLimitMessage(run.limits)}`;
+    if (run.hostCalls > run.limits.maxHostCalls)
+      return `l${callLimitMessage(run.limits)}`;
     return run;
   }
 
