@@ -157,6 +157,10 @@ class SharedChecker {
   readonly #limits: SharedCheckerLimits;
   /** The sessions using this checker, each with the snippets it accepted (replayed into a fresh worker). */
   readonly #owners = new Map<string, string[]>();
+  /** A digest of everything each session accepted, in order: checks of equal digests see equal definitions. */
+  readonly #acceptedDigests = new Map<string, string>();
+  /** Diagnostics of completed checks by digest of (accepted definitions, snippet), least recently used first. */
+  readonly #results = new Map<string, Diagnostic[]>();
   #started: Started | undefined;
   #queue: Promise<unknown> = Promise.resolve();
   #pending = 0;
@@ -186,11 +190,13 @@ class SharedChecker {
 
   join(owner: string, accepted: readonly string[]): void {
     this.#owners.set(owner, [...accepted]);
+    this.#acceptedDigests.set(owner, accepted.reduce(nextDigest, ""));
     for (const snippet of accepted) this.#post({ type: "accept", owner, snippet });
   }
 
   leave(owner: string): void {
     if (!this.#owners.delete(owner)) return;
+    this.#acceptedDigests.delete(owner);
     this.#post({ type: "forget", owner });
     if (this.#owners.size === 0) {
       this.#pool.detached(this);
@@ -208,10 +214,21 @@ class SharedChecker {
     if (accepted === undefined) return;
     accepted.push(snippet);
     if (accepted.length > MAX_ACCEPTED) accepted.shift();
+    this.#acceptedDigests.set(owner, nextDigest(this.#acceptedDigests.get(owner) ?? "", snippet));
     this.#post({ type: "accept", owner, snippet });
   }
 
   check(owner: string, snippet: string, timeoutMs: number): Promise<Diagnostic[]> {
+    // The same snippet against the same definitions has the same diagnostics (sessions of one module often send
+    // the same code): answered without the worker.
+    const key = nextDigest(this.#acceptedDigests.get(owner) ?? "", snippet);
+    const known = this.#results.get(key);
+    if (known !== undefined) {
+      this.#results.delete(key);
+      this.#results.set(key, known);
+      this.lastUsed = performance.now();
+      return Promise.resolve(structuredClone(known));
+    }
     if (this.#pending >= this.#pool.maxQueuedChecks) {
       return Promise.reject(
         new MossError(
@@ -224,7 +241,7 @@ class SharedChecker {
     clearTimeout(this.#idleTimer);
     this.#pending++;
     this.lastUsed = performance.now();
-    const result = this.#queue.then(() => this.#checkNow(owner, snippet, timeoutMs));
+    const result = this.#queue.then(() => this.#checkNow(owner, snippet, timeoutMs, key));
     this.#queue = result.catch(() => {});
     void this.#queue.then(() => {
       this.lastUsed = performance.now();
@@ -236,6 +253,12 @@ class SharedChecker {
     return result;
   }
 
+  /** Keeps a completed check's diagnostics (never a limit or failure: those depend on the moment). */
+  #remember(key: string, diagnostics: Diagnostic[]): void {
+    this.#results.set(key, structuredClone(diagnostics));
+    if (this.#results.size > MAX_REMEMBERED_CHECKS) this.#results.delete(this.#results.keys().next().value!);
+  }
+
   /** Ends the worker; a later check starts a new one. */
   async endWorker(): Promise<void> {
     clearTimeout(this.#idleTimer);
@@ -245,7 +268,7 @@ class SharedChecker {
     this.#pool.released();
   }
 
-  async #checkNow(owner: string, snippet: string, timeoutMs: number): Promise<Diagnostic[]> {
+  async #checkNow(owner: string, snippet: string, timeoutMs: number, key: string): Promise<Diagnostic[]> {
     let started: Started;
     try {
       started = await this.#start();
@@ -271,8 +294,10 @@ class SharedChecker {
         resolve(diagnostics);
       };
       const onMessage = (reply: CheckWorkerReply): void => {
-        if (reply.type === "checked" && reply.id === id) finish(reply.diagnostics, false);
-        else if (reply.type === "failed" && reply.id === id) finish([this.failure(reply.message)], true);
+        if (reply.type === "checked" && reply.id === id) {
+          this.#remember(key, reply.diagnostics);
+          finish(reply.diagnostics, false);
+        } else if (reply.type === "failed" && reply.id === id) finish([this.failure(reply.message)], true);
       };
       const onError = (error: Error): void => {
         finish([this.#ending(snippet, endingOf(error))], true);
@@ -397,6 +422,20 @@ class SharedChecker {
 }
 
 let nextOwner = 1;
+
+/** Most check results one module's checker remembers. */
+const MAX_REMEMBERED_CHECKS = 512;
+
+/** The digest of a sequence after one more text (texts are delimited, so no two sequences share a digest). */
+function nextDigest(digest: string, text: string): string {
+  return createHash("sha256")
+    .update(digest)
+    .update("\0")
+    .update(String(text.length))
+    .update("\0")
+    .update(text)
+    .digest("base64url");
+}
 
 /**
  * Type-checks the model's snippets like `ModuleChecker`, in a worker thread with its own heap and time limits,

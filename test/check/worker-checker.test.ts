@@ -82,6 +82,27 @@ describe("WorkerModuleCheckers of one module share one worker", () => {
     expect(liveCheckerWorkers()).toBe(0);
   });
 
+  it("the same snippet against the same definitions is answered from the module's results, without a worker", async () => {
+    const first = new WorkerModuleChecker(options);
+    const second = new WorkerModuleChecker(options);
+    try {
+      const flawed = "function main(moss: Moss) {\n  moss.count = 'x';\n}";
+      const found = await first.check(flawed);
+      expect(found.map((diagnostic) => diagnostic.code)).toEqual([2322]);
+      await first.dispose();
+      expect(liveCheckerWorkers()).toBe(0);
+      expect(await second.check(flawed)).toEqual(found);
+      expect(liveCheckerWorkers()).toBe(0);
+      // Other definitions, another answer: the check runs (in a new worker).
+      second.accept("const count: string = 'x';");
+      expect(await second.check(flawed)).toEqual(found);
+      expect(liveCheckerWorkers()).toBe(1);
+    } finally {
+      await first.close();
+      await second.close();
+    }
+  });
+
   it("a check over its limit ends the shared worker; the other checker's next check starts a fresh one", async () => {
     const bomber = new WorkerModuleChecker(options);
     const bystander = new WorkerModuleChecker(options);
