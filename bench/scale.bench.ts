@@ -152,22 +152,29 @@ export async function run(): Promise<void> {
     for (const runtime of [warm, ...runtimes]) await runtime.close();
   }
 
-  {
+  const modes = [
+    { label: "strict check, the same code in every session", typeCheck: "strict", distinct: false },
+    { label: "strict check, different code in every session", typeCheck: "strict", distinct: true },
+    { label: "type-check off", typeCheck: "off", distinct: false },
+  ] as const;
+  for (const mode of modes) {
     const runtimes: MossRuntime[] = [];
     for (let index = 0; index < THROUGHPUT_SESSIONS; index++) runtimes.push(await compile("process"));
     const started = performance.now();
     await inFlight(
       // One session's executes follow each other (a runtime runs one at a time); 8 sessions are in flight.
-      runtimes.map((runtime) => async () => {
-        for (let index = 0; index < EXECUTES_PER_SESSION; index++)
-          expectOk(await runtime.execute({ code: TRIVIAL }));
+      runtimes.map((runtime, session) => async () => {
+        for (let index = 0; index < EXECUTES_PER_SESSION; index++) {
+          const code = mode.distinct ? `${TRIVIAL}\nconst marker${session}_${index} = ${index};` : TRIVIAL;
+          expectOk(await runtime.execute({ code, typeCheck: mode.typeCheck }));
+        }
       }),
       IN_FLIGHT,
     );
     const seconds = (performance.now() - started) / 1000;
     const total = THROUGHPUT_SESSIONS * EXECUTES_PER_SESSION;
     rows.push([
-      `executions per second, ${THROUGHPUT_SESSIONS} sessions, trivial code, ${IN_FLIGHT} sessions in flight (process, strict check)`,
+      `executions per second, ${THROUGHPUT_SESSIONS} sessions, trivial code, ${IN_FLIGHT} sessions in flight (process, ${mode.label})`,
       `${(total / seconds).toFixed(0)}/s`,
       `${total} executes (${EXECUTES_PER_SESSION} per session, each session's first included) in ${seconds.toFixed(1)} s`,
     ]);

@@ -184,8 +184,6 @@ export class MossRuntime {
     for (const [field, service] of this.#services) moss[field] = service;
     Object.assign(moss, data);
     this.#hostMoss = moss;
-    // The module's shared checker starts building its program now, not when the first snippet waits for it.
-    if (this.#typeCheck !== "off") this.#moduleChecker().prime();
   }
 
   /** The host-side `moss` handed to `__moss_compiled__` (services and data, before the first execute). */
