@@ -235,3 +235,41 @@ describe("an execute's wall-time limit bounds its type-check", () => {
     }
   });
 });
+
+describe("persisting data a run left unchanged", () => {
+  test("the context keeps its data across runs that change nothing, and records the next change", async () => {
+    const runtime = await new MossCompiler({ sandbox: "in-process", limits: LIMITS })
+      .bind(Vault, new Vault())
+      .compile(SECURITY_MODULE);
+    try {
+      expectOk(
+        await runtime.execute({
+          code: "function main(moss) { moss.notes = ['a', 'b']; moss.counter = 1; }",
+          typeCheck: "off",
+        }),
+      );
+      const written = runtime.dumpContext().properties;
+      for (let index = 0; index < 2; index++) {
+        const read = await runtime.execute({
+          code: "function main(moss) { return moss.notes.length + moss.counter; }",
+          typeCheck: "off",
+        });
+        expectOk(read);
+        expect(read.returns).toBe(3);
+        expect(runtime.dumpContext().properties).toEqual(written);
+      }
+      expectOk(
+        await runtime.execute({ code: "function main(moss) { moss.notes.push('c'); }", typeCheck: "off" }),
+      );
+      const changed = await runtime.execute({
+        code: "function main(moss) { return moss.notes.join(''); }",
+        typeCheck: "off",
+      });
+      expect(changed.returns).toBe("abc");
+      expect(runtime.dumpContext().properties).not.toEqual(written);
+      expect((runtime.dumpContext().properties.notes as { json: unknown }).json).toEqual(["a", "b", "c"]);
+    } finally {
+      await runtime.close();
+    }
+  });
+});
