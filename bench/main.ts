@@ -1,5 +1,5 @@
 // Runs the benchmarks in one process (children where a fresh process is needed) and prints their tables.
-// Usage: npm run bench [-- --only prompt,runtime,check]
+// Usage: npm run bench [-- --only prompt,runtime,check,scale]
 import { closeSharedSandboxes } from "../engine/runtime/shared-sandbox.ts";
 
 type Benchmark = () => Promise<void>;
@@ -16,11 +16,13 @@ const BENCHMARKS: Record<string, () => Promise<Benchmark>> = {
   "module-check": async () => (await import("./module-check.bench.ts")).run,
   serve: async () => (await import("./serve.bench.ts")).run,
   redaction: async () => (await import("./redaction.bench.ts")).run,
+  scale: async () => (await import("./scale.bench.ts")).run,
 };
 
 const CHILD_TASKS: Record<string, (args: string[]) => Promise<void>> = {
   prompt: async ([modulePath]) => (await import("./prompt.bench.ts")).measurePromptInChild(modulePath!),
   "runtime-memory": async (args) => (await import("./runtime.bench.ts")).measureIdleMemoryInChild(args),
+  "scale-memory": async (args) => (await import("./scale.bench.ts")).measureScaleMemoryInChild(args),
 };
 
 /** Runs the selected benchmarks (all by default); returns the exit code. */

@@ -20,6 +20,7 @@ export type MossErrorCode =
   | "context-read"
   | "context-write"
   | "sandbox-failed"
+  | "queue-full"
   | "model-request"
   | "model-auth"
   | "model-not-found"

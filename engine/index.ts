@@ -22,7 +22,13 @@ export {
   type StopReason,
 } from "./agent/index.ts";
 export { MossTestSuite } from "./agent/moss-test-suite.ts";
-export { ModuleChecker, renderDiagnostics, WorkerModuleChecker } from "./check/index.ts";
+export {
+  type CheckerPoolOptions,
+  configureCheckerPool,
+  ModuleChecker,
+  renderDiagnostics,
+  WorkerModuleChecker,
+} from "./check/index.ts";
 export { MossCompiler, type MossCompilerOptions } from "./compiler/moss-compiler.ts";
 export { type MossVitePlugin, mossVitePlugin } from "./compiler/vite-plugin.ts";
 export {
@@ -41,7 +47,11 @@ export { type Injection, type InjectionRuntime, Moss } from "./moss.ts";
 export { type AttributeEntry, MossPrompter } from "./prompter/moss-prompter.ts";
 export { MossRuntime, type MossRuntimeOptions } from "./runtime/moss-runtime.ts";
 export { currentRunSignal } from "./runtime/run-signal.ts";
-export { closeSharedSandboxes } from "./runtime/shared-sandbox.ts";
+export {
+  closeSharedSandboxes,
+  configureSharedSandboxes,
+  type SharedSandboxOptions,
+} from "./runtime/shared-sandbox.ts";
 export {
   type Answer,
   type Answers,

@@ -1,4 +1,5 @@
-// The worker thread that type-checks the model's code for a WorkerModuleChecker: one warm ModuleChecker, driven by
+// The worker thread that type-checks the model's code for the WorkerModuleCheckers of one module: one warm ModuleChecker
+// shared by their sessions (each session's accepted definitions kept apart by owner), driven by
 // messages, inside the heap limit its parent set. Checking is model-controlled work: it never runs on the host's
 // main thread.
 import { parentPort, workerData } from "node:worker_threads";
@@ -7,14 +8,15 @@ import { ModuleChecker, type ModuleCheckerOptions } from "./module-checker.ts";
 /** What the worker starts from. */
 export interface CheckWorkerData {
   options: Omit<ModuleCheckerOptions, "project">;
-  /** Snippets that ran before this worker started, in order: their definitions are visible to checks. */
-  accepted: string[];
+  /** Each session's snippets that ran before this worker started, in order: their definitions are visible to its checks. */
+  accepted: Array<[owner: string, snippets: string[]]>;
 }
 
 /** A message from the host. */
 export type CheckWorkerRequest =
-  | { type: "check"; id: number; snippet: string }
-  | { type: "accept"; snippet: string }
+  | { type: "check"; id: number; owner: string; snippet: string }
+  | { type: "accept"; owner: string; snippet: string }
+  | { type: "forget"; owner: string }
   | { type: "updateSource"; source: string }
   | { type: "dispose" };
 
@@ -35,7 +37,8 @@ if (port) {
   let checker: ModuleChecker | undefined;
   try {
     checker = new ModuleChecker(data.options);
-    for (const snippet of data.accepted) checker.accept(snippet);
+    for (const [owner, snippets] of data.accepted)
+      for (const snippet of snippets) checker.accept(snippet, owner);
     // Builds the program (lib, the module and its imports) before the first check's time limit starts.
     checker.check("");
     send({ type: "ready" });
@@ -46,9 +49,11 @@ if (port) {
     if (!checker) return;
     try {
       if (request.type === "check") {
-        send({ type: "checked", id: request.id, diagnostics: checker.check(request.snippet) });
+        send({ type: "checked", id: request.id, diagnostics: checker.check(request.snippet, request.owner) });
       } else if (request.type === "accept") {
-        checker.accept(request.snippet);
+        checker.accept(request.snippet, request.owner);
+      } else if (request.type === "forget") {
+        checker.forget(request.owner);
       } else if (request.type === "updateSource") {
         checker.updateSource(request.source);
       } else if (request.type === "dispose") {

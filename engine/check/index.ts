@@ -3,8 +3,11 @@ export { MOSS_DIAGNOSTIC_CODES } from "./diagnostic-codes.ts";
 export { CHECK_COMPILER_OPTIONS, ModuleChecker, type ModuleCheckerOptions } from "./module-checker.ts";
 export { type RenderDiagnosticsOptions, renderDiagnostics } from "./render-diagnostics.ts";
 export {
+  type CheckerPoolOptions,
+  configureCheckerPool,
   DEFAULT_TYPE_CHECK_MEMORY_BYTES,
   DEFAULT_TYPE_CHECK_TIMEOUT_MS,
+  liveCheckerWorkers,
   WorkerModuleChecker,
   type WorkerModuleCheckerOptions,
 } from "./worker-checker.ts";

@@ -142,7 +142,9 @@ export class ModuleChecker {
   readonly #locals: Array<[name: string, type: string]>;
   #source = "";
   #released = false;
-  #previous: PreviousDefinition[] = [];
+  /** Accepted definitions of each session sharing this checker (the empty owner: a checker of one session). */
+  readonly #previousByOwner = new Map<string, PreviousDefinition[]>();
+  #owner = "";
 
   constructor(options: ModuleCheckerOptions) {
     if (typeof options?.modulePath !== "string" || !path.isAbsolute(options.modulePath)) {
@@ -216,22 +218,43 @@ export class ModuleChecker {
     this.#writePrevious();
   }
 
-  /** Remembers a snippet that ran: its top-level definitions are visible to later checks (later ones win). */
-  accept(snippet: string): void {
+  /**
+   * Remembers a snippet that ran: its top-level definitions are visible to later checks of the same `owner` (later
+   * ones win). Sessions sharing one checker each name themselves as owner; their definitions never mix.
+   */
+  accept(snippet: string, owner = ""): void {
     const analysis = analyzeSnippet(snippet, SNIPPET_FILE_NAME, MOSS_NAME);
     const edited = applySnippetEdits(snippet, analysis);
+    let previous = this.#previousByOwner.get(owner) ?? [];
     for (const declaration of analysis.declarations) {
       const names = declaration.names.map((item) => item.name);
       const start = editedOffset(declaration.textStart, analysis);
       const end = editedOffset(declaration.statement.end, analysis);
-      this.#previous = this.#previous.filter((entry) => !entry.names.some((name) => names.includes(name)));
-      this.#previous.push({ names, text: edited.slice(start, end) });
+      previous = previous.filter((entry) => !entry.names.some((name) => names.includes(name)));
+      previous.push({ names, text: edited.slice(start, end) });
     }
-    this.#writePrevious();
+    this.#previousByOwner.set(owner, previous);
+    if (owner === this.#owner) this.#writePrevious();
   }
 
-  /** Type-checks a snippet; diagnostics have 1-based lines and columns within the snippet, sorted by position. */
-  check(snippet: string): Diagnostic[] {
+  /** Forgets the accepted definitions of an owner (its session ended). */
+  forget(owner: string): void {
+    this.#previousByOwner.delete(owner);
+  }
+
+  get #previous(): PreviousDefinition[] {
+    return this.#previousByOwner.get(this.#owner) ?? [];
+  }
+
+  /**
+   * Type-checks a snippet against the module and the definitions `owner` accepted; diagnostics have 1-based lines
+   * and columns within the snippet, sorted by position.
+   */
+  check(snippet: string, owner = ""): Diagnostic[] {
+    if (owner !== this.#owner) {
+      this.#owner = owner;
+      if (!this.#released) this.#writePrevious();
+    }
     if (this.#released) {
       this.#released = false;
       this.updateSource(this.#source);

@@ -1,3 +1,5 @@
+import { createHash } from "node:crypto";
+import { availableParallelism } from "node:os";
 import path from "node:path";
 import { Worker } from "node:worker_threads";
 import { MossError } from "../errors.ts";
@@ -51,98 +53,227 @@ interface Started {
 
 type Ending = { kind: "memory" } | { kind: "failed"; message: string };
 
-/**
- * Type-checks the model's snippets like `ModuleChecker`, in a worker thread with its own heap and time limits,
- * so that checking (model-controlled work: a few lines of recursive types can take seconds and a gigabyte) never
- * blocks the host's event loop. The worker keeps the program warm between checks; a check that runs out of time
- * or memory ends its worker and comes back as a located `type` error, and the next check starts a fresh worker
- * with the same module and accepted snippets.
- */
-export class WorkerModuleChecker {
-  readonly #options: Omit<ModuleCheckerOptions, "project">;
-  readonly #timeoutMs: number;
-  readonly #memoryLimitBytes: number;
-  readonly #startTimeoutMs: number;
-  readonly #idleTimeoutMs: number;
-  #idleTimer: NodeJS.Timeout | undefined;
-  #pending = 0;
-  readonly #accepted: string[] = [];
-  #started: Started | undefined;
-  #queue: Promise<unknown> = Promise.resolve();
-  #nextId = 1;
-  #disposed = false;
+/** Bounds of the type-check workers shared by every checker of this process. */
+export interface CheckerPoolOptions {
+  /** Most type-check workers alive at once (one per module being checked); the least recently used idle one ends to make room. Default: the number of cores, at least 2. */
+  maxWorkers?: number;
+  /** Most checks waiting for one module's worker; one more is refused with `queue-full`. Default 1000. */
+  maxQueuedChecks?: number;
+}
 
-  constructor(options: WorkerModuleCheckerOptions) {
-    if (typeof options?.modulePath !== "string" || !path.isAbsolute(options.modulePath)) {
-      throw new MossError(
-        "invalid-argument",
-        `WorkerModuleChecker needs an absolute modulePath, got ${String(options?.modulePath)}`,
-        { modulePath: options?.modulePath },
-      );
+const DEFAULT_MAX_QUEUED_CHECKS = 1_000;
+
+/** The per-module checkers of this process and the bound on their workers. */
+class CheckerPool {
+  maxWorkers = Math.max(2, availableParallelism());
+  maxQueuedChecks = DEFAULT_MAX_QUEUED_CHECKS;
+  readonly #byKey = new Map<string, SharedChecker>();
+  #waiting: Array<() => void> = [];
+
+  /** The shared checker of a module (same path, source, hidden names, locals' types and memory limit). */
+  attach(options: Omit<ModuleCheckerOptions, "project">, limits: SharedCheckerLimits): SharedChecker {
+    const key = createHash("sha256")
+      .update(
+        JSON.stringify([
+          options.modulePath,
+          options.source,
+          [...(options.hiddenNames ?? [])].sort(),
+          Object.entries(options.locals ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+          limits.memoryLimitBytes,
+        ]),
+      )
+      .digest("base64url");
+    let shared = this.#byKey.get(key);
+    if (shared === undefined) {
+      shared = new SharedChecker(this, key, options, limits);
+      this.#byKey.set(key, shared);
     }
-    const { timeoutMs, memoryLimitBytes, startTimeoutMs, idleTimeoutMs, ...checkerOptions } = options;
-    this.#options = { ...checkerOptions, hiddenNames: [...(options.hiddenNames ?? [])] };
-    this.#timeoutMs = positive(timeoutMs, DEFAULT_TYPE_CHECK_TIMEOUT_MS);
-    this.#memoryLimitBytes = positive(memoryLimitBytes, DEFAULT_TYPE_CHECK_MEMORY_BYTES);
-    this.#startTimeoutMs = positive(startTimeoutMs, DEFAULT_START_TIMEOUT_MS);
-    this.#idleTimeoutMs = positive(idleTimeoutMs, DEFAULT_IDLE_TIMEOUT_MS);
+    return shared;
   }
 
-  /** Type-checks a snippet in the worker; one check at a time, each within the time limit (or `timeoutMs`). */
-  check(snippet: string, options: { timeoutMs?: number } = {}): Promise<Diagnostic[]> {
-    if (typeof snippet !== "string") {
+  /** A checker with no session left is gone (its worker ends). */
+  detached(shared: SharedChecker): void {
+    if (this.#byKey.get(shared.key) === shared) this.#byKey.delete(shared.key);
+  }
+
+  /** Waits until a new worker may start: below the bound, or once the least recently used idle worker ended. */
+  async room(): Promise<void> {
+    for (;;) {
+      const running = [...this.#byKey.values()].filter((shared) => shared.hasWorker);
+      if (running.length < this.maxWorkers) return;
+      const idle = running.filter((shared) => !shared.checking).sort((a, b) => a.lastUsed - b.lastUsed)[0];
+      if (idle !== undefined) {
+        await idle.endWorker();
+        continue;
+      }
+      await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    }
+  }
+
+  /** A worker finished a check or ended: someone waiting for room may go on. */
+  released(): void {
+    const waiting = this.#waiting;
+    this.#waiting = [];
+    for (const resolve of waiting) resolve();
+  }
+
+  /** Process ids are not a thing for workers: the number of live workers (for tests and the bench). */
+  get liveWorkers(): number {
+    return [...this.#byKey.values()].filter((shared) => shared.hasWorker).length;
+  }
+}
+
+interface SharedCheckerLimits {
+  memoryLimitBytes: number;
+  startTimeoutMs: number;
+  idleTimeoutMs: number;
+}
+
+const pool = new CheckerPool();
+
+/** Sets the bounds of the process's shared type-check workers (unset fields keep their value); returns the previous ones. */
+export function configureCheckerPool(options: CheckerPoolOptions): Required<CheckerPoolOptions> {
+  const previous = { maxWorkers: pool.maxWorkers, maxQueuedChecks: pool.maxQueuedChecks };
+  if (options.maxWorkers !== undefined) pool.maxWorkers = Math.max(1, Math.floor(options.maxWorkers));
+  if (options.maxQueuedChecks !== undefined)
+    pool.maxQueuedChecks = Math.max(1, Math.floor(options.maxQueuedChecks));
+  return previous;
+}
+
+/** How many type-check workers this process runs now (tests and the bench). */
+export function liveCheckerWorkers(): number {
+  return pool.liveWorkers;
+}
+
+/**
+ * One module's checker, shared by every session of that module: one worker holds one warm program with the module
+ * and each session's accepted definitions (kept apart by owner). Checks run one at a time; one that runs out of time
+ * or memory ends the worker, and the next check starts a fresh one with every session's definitions.
+ */
+class SharedChecker {
+  readonly key: string;
+  readonly #pool: CheckerPool;
+  readonly #options: Omit<ModuleCheckerOptions, "project">;
+  readonly #limits: SharedCheckerLimits;
+  /** The sessions using this checker, each with the snippets it accepted (replayed into a fresh worker). */
+  readonly #owners = new Map<string, string[]>();
+  /** A digest of everything each session accepted, in order: checks of equal digests see equal definitions. */
+  readonly #acceptedDigests = new Map<string, string>();
+  /** Diagnostics of completed checks by digest of (accepted definitions, snippet), least recently used first. */
+  readonly #results = new Map<string, Diagnostic[]>();
+  #started: Started | undefined;
+  #queue: Promise<unknown> = Promise.resolve();
+  #pending = 0;
+  #idleTimer: NodeJS.Timeout | undefined;
+  #nextId = 1;
+  lastUsed = 0;
+
+  constructor(
+    pool: CheckerPool,
+    key: string,
+    options: Omit<ModuleCheckerOptions, "project">,
+    limits: SharedCheckerLimits,
+  ) {
+    this.#pool = pool;
+    this.key = key;
+    this.#options = { ...options, hiddenNames: [...(options.hiddenNames ?? [])] };
+    this.#limits = limits;
+  }
+
+  get hasWorker(): boolean {
+    return this.#started !== undefined;
+  }
+
+  get checking(): boolean {
+    return this.#pending > 0;
+  }
+
+  join(owner: string, accepted: readonly string[]): void {
+    this.#owners.set(owner, [...accepted]);
+    this.#acceptedDigests.set(owner, accepted.reduce(nextDigest, ""));
+    for (const snippet of accepted) this.#post({ type: "accept", owner, snippet });
+  }
+
+  leave(owner: string): void {
+    if (!this.#owners.delete(owner)) return;
+    this.#acceptedDigests.delete(owner);
+    this.#post({ type: "forget", owner });
+    if (this.#owners.size === 0) {
+      this.#pool.detached(this);
+      void this.endWorker();
+    }
+  }
+
+  /** Starts the worker ahead of the first check (its program takes a while to build). */
+  prime(): void {
+    if (this.#started === undefined && this.#pending === 0) void this.#start().catch(() => {});
+  }
+
+  accept(owner: string, snippet: string): void {
+    const accepted = this.#owners.get(owner);
+    if (accepted === undefined) return;
+    accepted.push(snippet);
+    if (accepted.length > MAX_ACCEPTED) accepted.shift();
+    this.#acceptedDigests.set(owner, nextDigest(this.#acceptedDigests.get(owner) ?? "", snippet));
+    this.#post({ type: "accept", owner, snippet });
+  }
+
+  check(owner: string, snippet: string, timeoutMs: number): Promise<Diagnostic[]> {
+    // The same snippet against the same definitions has the same diagnostics (sessions of one module often send
+    // the same code): answered without the worker.
+    const key = nextDigest(this.#acceptedDigests.get(owner) ?? "", snippet);
+    const known = this.#results.get(key);
+    if (known !== undefined) {
+      this.#results.delete(key);
+      this.#results.set(key, known);
+      this.lastUsed = performance.now();
+      return Promise.resolve(structuredClone(known));
+    }
+    if (this.#pending >= this.#pool.maxQueuedChecks) {
       return Promise.reject(
         new MossError(
-          "invalid-argument",
-          `WorkerModuleChecker.check needs the snippet text, got ${typeof snippet}`,
+          "queue-full",
+          `the type checker of ${path.basename(this.#options.modulePath)} has ${this.#pending} checks waiting (the limit, maxQueuedChecks); try again later`,
+          { pending: this.#pending },
         ),
       );
     }
-    const timeoutMs = positive(options.timeoutMs, this.#timeoutMs);
     clearTimeout(this.#idleTimer);
     this.#pending++;
-    const result = this.#queue.then(() => this.#checkNow(snippet, timeoutMs));
+    this.lastUsed = performance.now();
+    const result = this.#queue.then(() => this.#checkNow(owner, snippet, timeoutMs, key));
     this.#queue = result.catch(() => {});
     void this.#queue.then(() => {
-      if (--this.#pending === 0) this.#armIdleTimer();
+      this.lastUsed = performance.now();
+      if (--this.#pending === 0) {
+        this.#armIdleTimer();
+        this.#pool.released();
+      }
     });
     return result;
   }
 
-  /** Remembers a snippet that ran: its top-level definitions are visible to later checks. */
-  accept(snippet: string): void {
-    this.#accepted.push(snippet);
-    if (this.#accepted.length > MAX_ACCEPTED) this.#accepted.shift();
-    this.#post({ type: "accept", snippet });
-  }
-
-  /** The module's code changed: later checks see the new source. */
-  updateSource(source: string): void {
-    this.#options.source = source;
-    this.#post({ type: "updateSource", source });
+  /** Keeps a completed check's diagnostics (never a limit or failure: those depend on the moment). */
+  #remember(key: string, diagnostics: Diagnostic[]): void {
+    this.#results.set(key, structuredClone(diagnostics));
+    if (this.#results.size > MAX_REMEMBERED_CHECKS) this.#results.delete(this.#results.keys().next().value!);
   }
 
   /** Ends the worker; a later check starts a new one. */
-  async dispose(): Promise<void> {
+  async endWorker(): Promise<void> {
     clearTimeout(this.#idleTimer);
     const started = this.#started;
     this.#started = undefined;
     if (started) await started.worker.terminate().catch(() => {});
+    this.#pool.released();
   }
 
-  /** Ends the worker for good: later checks are refused. */
-  async close(): Promise<void> {
-    this.#disposed = true;
-    await this.dispose();
-  }
-
-  async #checkNow(snippet: string, timeoutMs: number): Promise<Diagnostic[]> {
-    if (this.#disposed) throw new MossError("runtime-closed", "this checker is closed", {});
+  async #checkNow(owner: string, snippet: string, timeoutMs: number, key: string): Promise<Diagnostic[]> {
     let started: Started;
     try {
       started = await this.#start();
     } catch (error) {
-      return [this.#failure(error instanceof Error ? error.message : String(error))];
+      return [this.failure(error instanceof Error ? error.message : String(error))];
     }
     const ready = await started.ready;
     if (ready !== "ready") {
@@ -163,8 +294,10 @@ export class WorkerModuleChecker {
         resolve(diagnostics);
       };
       const onMessage = (reply: CheckWorkerReply): void => {
-        if (reply.type === "checked" && reply.id === id) finish(reply.diagnostics, false);
-        else if (reply.type === "failed" && reply.id === id) finish([this.#failure(reply.message)], true);
+        if (reply.type === "checked" && reply.id === id) {
+          this.#remember(key, reply.diagnostics);
+          finish(reply.diagnostics, false);
+        } else if (reply.type === "failed" && reply.id === id) finish([this.failure(reply.message)], true);
       };
       const onError = (error: Error): void => {
         finish([this.#ending(snippet, endingOf(error))], true);
@@ -179,7 +312,7 @@ export class WorkerModuleChecker {
       worker.on("message", onMessage);
       worker.on("error", onError);
       worker.on("exit", onExit);
-      worker.postMessage({ type: "check", id, snippet } satisfies CheckWorkerRequest);
+      worker.postMessage({ type: "check", id, owner, snippet } satisfies CheckWorkerRequest);
     });
   }
 
@@ -187,11 +320,16 @@ export class WorkerModuleChecker {
     if (this.#started) return this.#started;
     const entry = await runnableEntryAsync(WORKER_ENTRY, { external: ["ts-morph"] });
     if (this.#started) return this.#started;
-    const data: CheckWorkerData = { options: this.#options, accepted: [...this.#accepted] };
+    await this.#pool.room();
+    if (this.#started) return this.#started;
+    const data: CheckWorkerData = {
+      options: this.#options,
+      accepted: [...this.#owners].map(([owner, snippets]) => [owner, [...snippets]]),
+    };
     const worker = new Worker(entry, {
       workerData: data,
       resourceLimits: {
-        maxOldGenerationSizeMb: Math.max(16, Math.floor(this.#memoryLimitBytes / MEBIBYTE)),
+        maxOldGenerationSizeMb: Math.max(16, Math.floor(this.#limits.memoryLimitBytes / MEBIBYTE)),
         maxYoungGenerationSizeMb: YOUNG_GENERATION_MB,
       },
       stdout: true,
@@ -214,15 +352,17 @@ export class WorkerModuleChecker {
       };
       const onMessage = (reply: CheckWorkerReply): void => {
         if (reply.type === "ready") finish("ready");
-        else if (reply.type === "failed" && reply.id === undefined) finish(this.#failure(reply.message));
+        else if (reply.type === "failed" && reply.id === undefined) finish(this.failure(reply.message));
       };
       const onError = (error: Error): void => finish(this.#ending("", endingOf(error)));
       const onExit = (): void =>
         finish(this.#ending("", { kind: "failed", message: "the checker's worker stopped" }));
       const timer = setTimeout(
-        () => finish(checkLimitDiagnostic("", `${this.#startTimeoutMs} ms to load the module's types`)),
-        this.#startTimeoutMs,
+        () =>
+          finish(checkLimitDiagnostic("", `${this.#limits.startTimeoutMs} ms to load the module's types`)),
+        this.#limits.startTimeoutMs,
       );
+      timer.unref();
       worker.on("message", onMessage);
       worker.on("error", onError);
       worker.on("exit", onExit);
@@ -231,13 +371,14 @@ export class WorkerModuleChecker {
     worker.on("error", () => this.#end(started));
     worker.on("exit", () => this.#end(started));
     this.#started = started;
+    if (this.#pending === 0) this.#armIdleTimer();
     return started;
   }
 
   #armIdleTimer(): void {
     clearTimeout(this.#idleTimer);
     if (!this.#started) return;
-    this.#idleTimer = setTimeout(() => void this.dispose(), this.#idleTimeoutMs);
+    this.#idleTimer = setTimeout(() => void this.endWorker(), this.#limits.idleTimeoutMs);
     this.#idleTimer.unref();
   }
 
@@ -253,16 +394,17 @@ export class WorkerModuleChecker {
   #end(started: Started): void {
     if (this.#started === started) this.#started = undefined;
     void started.worker.terminate().catch(() => {});
+    this.#pool.released();
   }
 
   #ending(snippet: string, ending: Ending): Diagnostic {
     return ending.kind === "memory"
-      ? checkLimitDiagnostic(snippet, `${Math.round(this.#memoryLimitBytes / MEBIBYTE)} MiB of memory`)
-      : this.#failure(ending.message);
+      ? checkLimitDiagnostic(snippet, `${Math.round(this.#limits.memoryLimitBytes / MEBIBYTE)} MiB of memory`)
+      : this.failure(ending.message);
   }
 
   /** A failure of the checker itself (not the model's fault): a warning, the code was not checked. */
-  #failure(message: string): Diagnostic {
+  failure(message: string): Diagnostic {
     const shown = scrubMessage(message.slice(0, MAX_FAILURE_LENGTH), {
       moduleDirectory: path.dirname(this.#options.modulePath),
       virtualFiles: [],
@@ -276,6 +418,107 @@ export class WorkerModuleChecker {
       column: 1,
       severity: "warning",
     };
+  }
+}
+
+let nextOwner = 1;
+
+/** Most check results one module's checker remembers. */
+const MAX_REMEMBERED_CHECKS = 512;
+
+/** The digest of a sequence after one more text (texts are delimited, so no two sequences share a digest). */
+function nextDigest(digest: string, text: string): string {
+  return createHash("sha256")
+    .update(digest)
+    .update("\0")
+    .update(String(text.length))
+    .update("\0")
+    .update(text)
+    .digest("base64url");
+}
+
+/**
+ * Type-checks the model's snippets like `ModuleChecker`, in a worker thread with its own heap and time limits,
+ * so that checking (model-controlled work: a few lines of recursive types can take seconds and a gigabyte) never
+ * blocks the host's event loop. Checkers of the same module (same source, hidden names and locals' types) share one
+ * worker and its warm program, bounded per process (`configureCheckerPool`); each keeps its own accepted
+ * definitions. A check that runs out of time or memory ends that worker and comes back as a located `type` error;
+ * the next check starts a fresh worker with the same module and every checker's accepted snippets.
+ */
+export class WorkerModuleChecker {
+  readonly #options: Omit<ModuleCheckerOptions, "project">;
+  readonly #limits: SharedCheckerLimits;
+  readonly #timeoutMs: number;
+  readonly #owner = `session-${nextOwner++}`;
+  readonly #accepted: string[] = [];
+  #shared: SharedChecker;
+  #disposed = false;
+
+  constructor(options: WorkerModuleCheckerOptions) {
+    if (typeof options?.modulePath !== "string" || !path.isAbsolute(options.modulePath)) {
+      throw new MossError(
+        "invalid-argument",
+        `WorkerModuleChecker needs an absolute modulePath, got ${String(options?.modulePath)}`,
+        { modulePath: options?.modulePath },
+      );
+    }
+    const { timeoutMs, memoryLimitBytes, startTimeoutMs, idleTimeoutMs, ...checkerOptions } = options;
+    this.#options = { ...checkerOptions, hiddenNames: [...(options.hiddenNames ?? [])] };
+    this.#timeoutMs = positive(timeoutMs, DEFAULT_TYPE_CHECK_TIMEOUT_MS);
+    this.#limits = {
+      memoryLimitBytes: positive(memoryLimitBytes, DEFAULT_TYPE_CHECK_MEMORY_BYTES),
+      startTimeoutMs: positive(startTimeoutMs, DEFAULT_START_TIMEOUT_MS),
+      idleTimeoutMs: positive(idleTimeoutMs, DEFAULT_IDLE_TIMEOUT_MS),
+    };
+    this.#shared = pool.attach(this.#options, this.#limits);
+    this.#shared.join(this.#owner, []);
+  }
+
+  /** Starts the module's worker now, so the first check does not wait for its program to build. */
+  prime(): void {
+    if (!this.#disposed) this.#shared.prime();
+  }
+
+  /** Type-checks a snippet in the worker; one check at a time, each within the time limit (or `timeoutMs`). */
+  check(snippet: string, options: { timeoutMs?: number } = {}): Promise<Diagnostic[]> {
+    if (typeof snippet !== "string") {
+      return Promise.reject(
+        new MossError(
+          "invalid-argument",
+          `WorkerModuleChecker.check needs the snippet text, got ${typeof snippet}`,
+        ),
+      );
+    }
+    if (this.#disposed) return Promise.reject(new MossError("runtime-closed", "this checker is closed", {}));
+    return this.#shared.check(this.#owner, snippet, positive(options.timeoutMs, this.#timeoutMs));
+  }
+
+  /** Remembers a snippet that ran: its top-level definitions are visible to this checker's later checks. */
+  accept(snippet: string): void {
+    this.#accepted.push(snippet);
+    if (this.#accepted.length > MAX_ACCEPTED) this.#accepted.shift();
+    this.#shared.accept(this.#owner, snippet);
+  }
+
+  /** The module's code changed: later checks see the new source (with the checkers of that source). */
+  updateSource(source: string): void {
+    if (this.#disposed || source === this.#options.source) return;
+    this.#options.source = source;
+    this.#shared.leave(this.#owner);
+    this.#shared = pool.attach(this.#options, this.#limits);
+    this.#shared.join(this.#owner, this.#accepted);
+  }
+
+  /** Ends the module's worker (every checker of the module shares it); a later check starts a new one. */
+  async dispose(): Promise<void> {
+    await this.#shared.endWorker();
+  }
+
+  /** Ends this checker for good: later checks are refused; the shared worker ends with its last checker. */
+  async close(): Promise<void> {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    this.#shared.leave(this.#owner);
   }
 }
 

@@ -24,7 +24,8 @@ export const promptCommand: CliCommand = async (argv, io) => {
   const modulePath = requireModulePath(positionals, USAGE);
   const runtime = await new Terminal(io).step(`loading ${modulePath}`, async () => {
     const { MossCompiler } = await import("../compiler/moss-compiler.ts");
-    const compiler = new MossCompiler({ sandbox: "in-process" });
+    // Only prints the prompt: no run, so no type-check worker is started for it.
+    const compiler = new MossCompiler({ sandbox: "in-process", typeCheck: "off" });
     await loadHostSetup(modulePath, compiler);
     return compiler.compile(modulePath);
   });

@@ -2,7 +2,7 @@ import { createHash, randomUUID } from "node:crypto";
 import path from "node:path";
 import { context as otelContext, trace as otelTrace, SpanStatusCode } from "@opentelemetry/api";
 import { type Container, destroyOnce } from "../../container/index.ts";
-import { renderDiagnostics, WorkerModuleChecker } from "../check/index.ts";
+import { DEFAULT_TYPE_CHECK_TIMEOUT_MS, renderDiagnostics, WorkerModuleChecker } from "../check/index.ts";
 import { type CompiledModule, hiddenNames, visibleValueNames } from "../compiler/compiled-module.ts";
 import { createContext, decodeProperties, encodeProperties, partitionProperties } from "../context/index.ts";
 import { codeFrame, MossError } from "../errors.ts";
@@ -149,6 +149,8 @@ export class MossRuntime {
   #busy = false;
   #closed = false;
   #closing: Promise<void> | undefined;
+  /** The wire snapshot of the data fields last persisted cleanly (a run leaving the same text changed nothing). */
+  #persistedSnapshot: { wire: string; maxBytes: number } | undefined;
 
   constructor(options: MossRuntimeOptions) {
     this.#module = options.module;
@@ -177,6 +179,7 @@ export class MossRuntime {
       this.#services.set(field, service);
     }
     this.#data = data;
+    this.#persistedSnapshot = undefined;
     const moss = new this.#module.mossClass() as Record<string, unknown>;
     for (const [field, service] of this.#services) moss[field] = service;
     Object.assign(moss, data);
@@ -192,6 +195,7 @@ export class MossRuntime {
   adoptHostData(): void {
     const moss = this.hostMoss();
     for (const field of this.#dataFields()) if (field in moss) this.#data[field] = moss[field];
+    this.#persistedSnapshot = undefined;
     this.#persist([]);
   }
 
@@ -369,6 +373,7 @@ export class MossRuntime {
         maxBytes: this.#limits.maxResultBytes,
       }),
     };
+    this.#persistedSnapshot = undefined;
     this.#context = {
       ...this.#context,
       properties: payload.data,
@@ -414,7 +419,14 @@ export class MossRuntime {
 
     const mode = request.typeCheck ?? this.#typeCheck;
     if (mode !== "off") {
-      const timeoutMs = request.limits?.typeCheckTimeoutMs ?? this.#limits.typeCheckTimeoutMs;
+      // The execute's wall-time limit bounds its type-check too: a type bomb cannot outlast the run's own limit.
+      const wallTimeMs = request.timeoutMs ?? request.limits?.wallTimeMs ?? this.#limits.wallTimeMs;
+      const timeoutMs = Math.min(
+        request.limits?.typeCheckTimeoutMs ??
+          this.#limits.typeCheckTimeoutMs ??
+          DEFAULT_TYPE_CHECK_TIMEOUT_MS,
+        wallTimeMs,
+      );
       const diagnostics = await this.#moduleChecker().check(code, { timeoutMs });
       const errors = diagnostics.filter((diagnostic) => diagnostic.severity === "error");
       if (errors.length > 0 && mode === "strict") return fail(typeError(errors, code));
@@ -488,7 +500,7 @@ export class MossRuntime {
     traceContext: ReturnType<typeof otelContext.active>,
   ): Promise<Execution> {
     const { code, prepared, limits } = plan;
-    const session = await this.#openSession(limits);
+    let session = await this.#openSession(limits);
     const runLog = new RunLog({
       membrane: this.#membraneFor(),
       replay: plan.replay,
@@ -507,15 +519,25 @@ export class MossRuntime {
     // Every host call of this run starts with `currentRunSignal()` set to this signal (calls a policy deferred too).
     this.#membraneFor().runSignal = runEnded.signal;
     let result: SandboxRunResult;
+    const request = {
+      script: prepared.script,
+      filename: SNIPPET_SCRIPT,
+      target: plan.target,
+      args: [...plan.localArgs.map((local) => ({ local })), ...plan.args.map((wire) => ({ wire }))],
+      limits,
+      ...(plan.nondeterminism === undefined ? {} : { replay: plan.nondeterminism }),
+    };
     try {
-      result = await session.run({
-        script: prepared.script,
-        filename: SNIPPET_SCRIPT,
-        target: plan.target,
-        args: [...plan.localArgs.map((local) => ({ local })), ...plan.args.map((wire) => ({ wire }))],
-        limits,
-        ...(plan.nondeterminism === undefined ? {} : { replay: plan.nondeterminism }),
-      });
+      try {
+        result = await session.run(request);
+      } catch (error) {
+        // The session's sandbox process ended (another session's run crashed it) before this run started: nothing
+        // of it ran, so it runs once in a session rebuilt from the persisted context.
+        if (!MossError.is(error, "sandbox-failed") || error.details.notStarted !== true) throw error;
+        this.#session = undefined;
+        session = await this.#openSession(limits);
+        result = await session.run(request);
+      }
     } finally {
       this.#runLog = undefined;
       // Host work the run started and nobody awaits any more (requests, tool calls) ends with it.
@@ -613,8 +635,17 @@ export class MossRuntime {
     let returns: unknown;
     let decodeError: ExecutionError | undefined;
     // The isolate bounded these already; the host checks again before it builds anything (the isolate is untrusted).
+    const warningsBeforeData = warnings.length;
+    // The data a run left exactly as the last persisted snapshot (same wire text): nothing to decode or persist.
+    const snapshot = this.#persistedSnapshot;
+    const unchanged =
+      !diverged &&
+      result.mossData !== undefined &&
+      snapshot !== undefined &&
+      snapshot.wire === result.mossData &&
+      snapshot.maxBytes === limits.maxResultBytes;
     try {
-      if (result.mossData !== undefined && !diverged) {
+      if (result.mossData !== undefined && !diverged && !unchanged) {
         const data = decodeWire(result.mossData, {
           maxExpandedBytes: limits.maxResultBytes,
           onRefused: (field, reason) => warnings.push(refusedFieldWarning(field, reason)),
@@ -639,8 +670,12 @@ export class MossRuntime {
     if (diverged) {
       // A run that left its log is not the run that was approved: nothing of it is kept, and its isolate goes.
       await this.#discardSession();
-    } else {
+    } else if (!unchanged) {
       this.#persist(warnings, limits.maxResultBytes);
+      this.#persistedSnapshot =
+        result.mossData !== undefined && decodeError === undefined && warnings.length === warningsBeforeData
+          ? { wire: result.mossData, maxBytes: limits.maxResultBytes }
+          : undefined;
     }
     if (sandboxError?.kind !== "syntax" && !diverged) this.#acceptDefinitions(code);
 

@@ -12,6 +12,15 @@ import type {
 } from "./sandbox.ts";
 import { WarmIsolates } from "./warm-isolates.ts";
 
+/** Options of the in-process driver. */
+export interface InProcessDriverOptions {
+  /**
+   * Most sessions kept warm (each an isolate with its context). Opening one more evicts the least recently used idle
+   * session: its next run rebuilds it from its runtime's persisted context. Default 64.
+   */
+  maxSessions?: number;
+}
+
 /**
  * Runs isolates in this process: the fastest driver, but **no crash containment** — model code that aborts V8
  * (e.g. `new Array(1e9).fill(0)`) takes this whole process down. Use the process driver for untrusted code.
@@ -20,14 +29,23 @@ export class InProcessDriver implements SandboxDriver {
   readonly name = "in-process" as const;
   readonly #warm = new WarmIsolates("isolate-thread");
   readonly #sessions = new Set<InProcessSession>();
+  readonly #maxSessions: number;
+  readonly #waiters: Array<() => void> = [];
   #closed = false;
 
-  constructor() {
+  constructor(options: InProcessDriverOptions = {}) {
+    this.#maxSessions = Math.max(1, Math.floor(options.maxSessions ?? 64));
     void this.#warm.prime().catch(() => {});
+  }
+
+  /** Number of sessions holding a warm isolate. */
+  get sessionCount(): number {
+    return this.#sessions.size;
   }
 
   async open(setup: SessionSetup, membrane: HostMembrane, limits: ExecutionLimits): Promise<SandboxSession> {
     if (this.#closed) throw new MossError("sandbox-failed", "the in-process sandbox driver is closed");
+    await this.#room();
     const isolate = await this.#warm.take(memoryLimitMebibytes(limits.memoryLimitBytes));
     try {
       await isolate.install(setup, {
@@ -43,37 +61,91 @@ export class InProcessDriver implements SandboxDriver {
         { cause: error },
       );
     }
-    const session = new InProcessSession(isolate, () => this.#sessions.delete(session));
+    const session = new InProcessSession(isolate, {
+      disposed: () => {
+        this.#sessions.delete(session);
+        this.#freed();
+      },
+      ran: () => this.#freed(),
+    });
     this.#sessions.add(session);
     return session;
   }
 
+  /**
+   * Makes room for one more session: evicts the least recently used session that is not running (it rebuilds on its
+   * next run), or waits (bounded) until one is.
+   */
+  async #room(): Promise<void> {
+    while (this.#sessions.size >= this.#maxSessions) {
+      let victim: InProcessSession | undefined;
+      for (const session of this.#sessions) {
+        if (session.running) continue;
+        if (victim === undefined || session.lastUsed < victim.lastUsed) victim = session;
+      }
+      if (victim !== undefined) {
+        await victim.dispose();
+        continue;
+      }
+      if (this.#waiters.length >= MAX_WAITING_OPENS) {
+        throw new MossError(
+          "queue-full",
+          `all ${this.#maxSessions} sandbox sessions (maxSessions) are running and ${this.#waiters.length} wait for one; try again later`,
+        );
+      }
+      await new Promise<void>((resolve) => this.#waiters.push(resolve));
+      if (this.#closed) throw new MossError("sandbox-failed", "the in-process sandbox driver is closed");
+    }
+  }
+
+  /** A run ended or a session left: opens waiting for room try again. */
+  #freed(): void {
+    for (const resolve of this.#waiters.splice(0)) resolve();
+  }
+
   async close(): Promise<void> {
     this.#closed = true;
+    this.#freed();
     await Promise.all([...this.#sessions].map((session) => session.dispose()));
     await this.#warm.close();
   }
 }
 
+/** Most opens waiting for an in-process session to become evictable. */
+const MAX_WAITING_OPENS = 1_000;
+
 class InProcessSession implements SandboxSession {
   readonly #isolate: IsolateSession;
-  readonly #onDispose: () => void;
+  readonly #events: { disposed(): void; ran(): void };
 
-  constructor(isolate: IsolateSession, onDispose: () => void) {
+  constructor(isolate: IsolateSession, events: { disposed(): void; ran(): void }) {
     this.#isolate = isolate;
-    this.#onDispose = onDispose;
+    this.#events = events;
   }
 
   get alive(): boolean {
     return this.#isolate.alive;
   }
 
-  run(request: SandboxRunRequest): Promise<SandboxRunResult> {
-    return this.#isolate.run(request);
+  /** When the session last ran (eviction picks the least recently used). */
+  lastUsed = performance.now();
+  /** Running, or opened for a run not yet begun (not evicted meanwhile). */
+  running = true;
+
+  async run(request: SandboxRunRequest): Promise<SandboxRunResult> {
+    this.lastUsed = performance.now();
+    this.running = true;
+    try {
+      return await this.#isolate.run(request);
+    } finally {
+      this.running = false;
+      this.lastUsed = performance.now();
+      this.#events.ran();
+    }
   }
 
   async dispose(): Promise<void> {
     this.#isolate.dispose();
-    this.#onDispose();
+    this.#events.disposed();
   }
 }

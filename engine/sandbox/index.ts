@@ -1,9 +1,9 @@
 // The sandbox front door: drivers, the driver factory and the wire codec.
-import { InProcessDriver } from "./in-process-driver.ts";
+import { InProcessDriver, type InProcessDriverOptions } from "./in-process-driver.ts";
 import { ProcessDriver, type ProcessDriverOptions } from "./process-driver.ts";
 import type { SandboxDriver } from "./sandbox.ts";
 
-export { InProcessDriver } from "./in-process-driver.ts";
+export { InProcessDriver, type InProcessDriverOptions } from "./in-process-driver.ts";
 export { ProcessDriver, type ProcessDriverOptions } from "./process-driver.ts";
 export type {
   HandleShape,
@@ -34,7 +34,7 @@ export {
 /** Creates a sandbox driver of the given kind: "process" (the default, crash-contained) or "in-process". */
 export function createSandboxDriver(
   kind: SandboxDriver["name"] = "process",
-  options: ProcessDriverOptions = {},
+  options: ProcessDriverOptions & InProcessDriverOptions = {},
 ): SandboxDriver {
-  return kind === "in-process" ? new InProcessDriver() : new ProcessDriver(options);
+  return kind === "in-process" ? new InProcessDriver(options) : new ProcessDriver(options);
 }

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import type { Duplex } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { MossError } from "../errors.ts";
@@ -25,8 +26,21 @@ import type {
 
 /** Options of the process driver. */
 export interface ProcessDriverOptions {
-  /** Spare ready sandbox processes kept warm; each session takes one for its whole life. Default 2. */
+  /** Spare ready sandbox processes kept warm, ahead of demand. Default 2. */
   poolSize?: number;
+  /**
+   * Most sandbox processes alive at once, spares included. Sessions spread over them; once every process is taken,
+   * sessions share processes (each still in its own isolate and context). Default: twice the cores, at least 4.
+   */
+  maxProcesses?: number;
+  /**
+   * Most sessions one sandbox process keeps warm (each an isolate with its context). When every slot is taken, the
+   * least recently used idle session is evicted: its next run rebuilds it from its runtime's persisted context.
+   * Default 16.
+   */
+  sessionsPerProcess?: number;
+  /** Most runs waiting for one sandbox process (it runs one at a time); one more fails with `queue-full`. Default 64. */
+  maxQueuedRuns?: number;
   /** Extra time past a run's wall-time limit before a silent sandbox process is killed. Default 2000 ms. */
   unresponsiveGraceMs?: number;
   /** Time a sandbox process may take to start and report ready. Default 30000 ms. */
@@ -108,45 +122,61 @@ function residentBytes(pid: number | undefined): number | undefined {
 const OUT_OF_MEMORY =
   /out of memory|heap limit|Allocation failed|is_heap_oom = 1|invalid (table|array) (size|length)/i;
 
+/** A run of a session, waiting for its sandbox process or in flight there. */
+interface ChildRun {
+  readonly session: ProcessSession;
+  readonly request: SandboxRunRequest;
+  resolve(result: SandboxRunResult): void;
+  reject(error: Error): void;
+  timer?: NodeJS.Timeout;
+  memoryWatch?: NodeJS.Timeout | undefined;
+}
+
 /**
- * One supervised sandbox process, owned by at most one session for its whole life: model code in it can end,
- * crash or stall only that session's run. Idle, it does not keep the host's event loop alive.
+ * One supervised sandbox process: it keeps the isolates of up to `sessionsPerProcess` sessions warm and runs one of
+ * them at a time (the others' runs wait in a bounded queue). Model code in it can end, crash or stall only the run
+ * in flight; the other sessions it held lose their isolate and rebuild elsewhere on their next run. Idle, it does not
+ * keep the host's event loop alive.
  */
 class SandboxChild {
   readonly process: ChildProcess;
   readonly ready: Promise<void>;
+  /** The sessions whose isolate lives here, by id. */
+  readonly sessions = new Map<number, ProcessSession>();
   readonly #channel: LineChannel<ChildMessage, ParentMessage>;
   readonly #calls: LineChannel<HostCall, CallReply>;
   readonly #streams: Array<{ ref(): unknown; unref(): unknown }>;
-  #membrane: HostMembrane | undefined;
-  #run:
-    | {
-        resolve(result: SandboxRunResult): void;
-        timer: NodeJS.Timeout;
-        memoryWatch: NodeJS.Timeout | undefined;
-        limits: ExecutionLimits;
-      }
-    | undefined;
-  #opening: { resolve(): void; reject(error: Error): void } | undefined;
+  #run: ChildRun | undefined;
+  readonly #queue: ChildRun[] = [];
+  readonly #opening = new Map<number, { resolve(): void; reject(error: Error): void }>();
   #isReady = false;
   #holds = 0;
-  #sessionDied = false;
   #outOfMemory = false;
   #referenced = true;
   #exited = false;
   #killReason: KillReason | undefined;
   #stderrTail = "";
-  #memoryLimitBytes = 0;
   /** The resident size that made the memory watch kill the process. */
   #killedAtBytes = 0;
   #nextPromiseId = 1;
   #onReady!: () => void;
   #onStartFailed!: (error: Error) => void;
   readonly #onExit: (child: SandboxChild) => void;
+  readonly #onEmpty: (child: SandboxChild) => void;
   readonly #graceMs: number;
+  readonly #maxQueuedRuns: number;
 
-  constructor(options: { graceMs: number; startTimeoutMs: number; onExit: (child: SandboxChild) => void }) {
+  constructor(options: {
+    graceMs: number;
+    startTimeoutMs: number;
+    maxQueuedRuns: number;
+    onExit: (child: SandboxChild) => void;
+    /** The last session left (its isolate died): the driver ends a process that holds nothing. */
+    onEmpty: (child: SandboxChild) => void;
+  }) {
+    this.#onEmpty = options.onEmpty;
     this.#graceMs = options.graceMs;
+    this.#maxQueuedRuns = options.maxQueuedRuns;
     this.#onExit = options.onExit;
     this.process = spawn(process.execPath, childArguments(), {
       stdio: ["ignore", "inherit", "pipe", "pipe", "pipe"],
@@ -216,13 +246,9 @@ class SandboxChild {
     return this.#isReady;
   }
 
-  /** False once the process exited or its session's isolate died. */
-  get usable(): boolean {
-    return !this.#exited && !this.#sessionDied;
-  }
-
-  get running(): boolean {
-    return this.#run !== undefined;
+  /** Whether a run is in flight or waiting here. */
+  get busy(): boolean {
+    return this.#run !== undefined || this.#queue.length > 0;
   }
 
   /** Kills the process; a run in flight ends with the kind the reason names (or from its stderr). */
@@ -255,46 +281,84 @@ class SandboxChild {
     }
   }
 
-  /** Opens the one session this process will ever hold. */
-  async open(setup: SessionSetup, membrane: HostMembrane, memoryLimitBytes: number): Promise<void> {
-    this.#membrane = membrane;
-    this.#memoryLimitBytes = memoryLimitBytes;
+  /** Opens a session in a fresh isolate of this process. */
+  async open(session: ProcessSession, setup: SessionSetup, memoryLimitBytes: number): Promise<void> {
+    this.sessions.set(session.id, session);
     this.#hold(true);
     try {
       await this.ready;
       const opened = new Promise<void>((resolve, reject) => {
-        this.#opening = { resolve, reject };
+        this.#opening.set(session.id, { resolve, reject });
       });
-      this.#send({ type: "open", session: 1, setup, memoryLimitBytes });
+      this.#send({ type: "open", session: session.id, setup, memoryLimitBytes });
       await opened;
+    } catch (error) {
+      this.sessions.delete(session.id);
+      throw error;
     } finally {
-      this.#opening = undefined;
+      this.#opening.delete(session.id);
       this.#hold(false);
     }
   }
 
-  run(request: SandboxRunRequest): Promise<SandboxRunResult> {
-    return new Promise<SandboxRunResult>((resolve) => {
-      const limits = request.limits;
-      const timer = setTimeout(() => {
-        this.#stderrTail += `\n(no answer ${limits.wallTimeMs + this.#graceMs} ms into a run)`;
-        this.kill("timeout");
-      }, limits.wallTimeMs + this.#graceMs);
-      this.#run = { resolve, timer, memoryWatch: this.#watchMemory(), limits };
+  /** Drops a session's isolate (disposed, or evicted to make room); a run of it in flight ends with kind `crash`. */
+  closeSession(session: ProcessSession): void {
+    if (!this.sessions.delete(session.id)) return;
+    for (let index = this.#queue.length - 1; index >= 0; index--) {
+      const queued = this.#queue[index]!;
+      if (queued.session !== session) continue;
+      this.#queue.splice(index, 1);
+      queued.resolve(crashResult("the sandbox session was disposed before its run started"));
+    }
+    if (this.#run?.session === session) {
+      // The isolate is mid-run on this process's thread: only killing the process stops it.
+      this.kill("disposed");
+      return;
+    }
+    this.#send({ type: "dispose", session: session.id });
+  }
+
+  /** Runs a session's script once the runs queued before it are done. */
+  run(session: ProcessSession, request: SandboxRunRequest): Promise<SandboxRunResult> {
+    if (this.#queue.length >= this.#maxQueuedRuns) {
+      return Promise.reject(
+        new MossError(
+          "queue-full",
+          `the sandbox process already has ${this.#queue.length} runs waiting (the limit, maxQueuedRuns); try again later`,
+          { queued: this.#queue.length },
+        ),
+      );
+    }
+    return new Promise<SandboxRunResult>((resolve, reject) => {
+      this.#queue.push({ session, request, resolve, reject });
       this.#hold(true);
-      this.#send({ type: "run", session: 1, request });
+      this.#next();
     });
+  }
+
+  #next(): void {
+    if (this.#run !== undefined || this.#exited) return;
+    const run = this.#queue.shift();
+    if (run === undefined) return;
+    const limits = run.request.limits;
+    run.timer = setTimeout(() => {
+      this.#stderrTail += `\n(no answer ${limits.wallTimeMs + this.#graceMs} ms into a run)`;
+      this.kill("timeout");
+    }, limits.wallTimeMs + this.#graceMs);
+    run.memoryWatch = this.#watchMemory(limits.memoryLimitBytes);
+    this.#run = run;
+    this.#send({ type: "run", session: run.session.id, request: run.request });
   }
 
   /**
    * Supervises the run's memory from outside, as the timer does its time: a process grown past its isolate's limit
    * by more than isolated-vm lets a live isolate hold is killed (kind `memory`). Not where `/proc` is missing.
    */
-  #watchMemory(): NodeJS.Timeout | undefined {
+  #watchMemory(memoryLimitBytes: number): NodeJS.Timeout | undefined {
     const pid = this.process.pid;
     const start = residentBytes(pid);
     if (start === undefined) return undefined;
-    const ceiling = start + 2 * this.#memoryLimitBytes + MEMORY_SLACK_BYTES;
+    const ceiling = start + 2 * memoryLimitBytes + MEMORY_SLACK_BYTES;
     return setInterval(() => {
       const resident = residentBytes(pid);
       if (resident === undefined || resident <= ceiling) return;
@@ -325,26 +389,28 @@ class SandboxChild {
     switch (message.type) {
       case "result": {
         const run = this.#run;
-        if (run === undefined) return;
+        if (run === undefined || run.session.id !== message.session) return;
         clearTimeout(run.timer);
         clearInterval(run.memoryWatch);
         this.#run = undefined;
         this.#hold(false);
-        // A session whose isolate died is not reopened in this process: the next open takes a fresh one.
+        // A session whose isolate died is gone from this process (the child dropped it); its runtime opens anew.
         if (!message.alive) {
-          this.#sessionDied = true;
-          this.kill("stopped");
+          this.sessions.delete(run.session.id);
+          run.session.lost();
         }
         run.resolve(message.result);
+        this.#next();
+        if (this.sessions.size === 0) this.#onEmpty(this);
         return;
       }
       case "opened":
-        this.#opening?.resolve();
+        this.#opening.get(message.session)?.resolve();
         return;
       case "open-failed":
-        this.#opening?.reject(
-          new MossError("sandbox-failed", `could not open a sandbox session: ${message.message}`),
-        );
+        this.#opening
+          .get(message.session)
+          ?.reject(new MossError("sandbox-failed", `could not open a sandbox session: ${message.message}`));
         return;
       case "ready":
         this.#isReady = true;
@@ -354,7 +420,9 @@ class SandboxChild {
   }
 
   #answer(call: HostCall): void {
-    const membrane = this.#membrane;
+    const session = this.sessions.get(call.session);
+    // Only the session whose run is in flight may reach its membrane.
+    const membrane = this.#run?.session === session ? session?.membrane : undefined;
     const outcome =
       membrane === undefined
         ? { kind: "error" as const, wire: errorWire(new Error("the session is closed")) }
@@ -376,7 +444,7 @@ class SandboxChild {
   }
 
   /** The result of the run in flight when the process died: named by its cause. */
-  #deathResult(message: string): SandboxRunResult {
+  #deathResult(run: ChildRun, message: string): SandboxRunResult {
     if (this.#outOfMemory) {
       const result = crashResult(
         `the run ran out of memory and V8 aborted its sandbox process (${message})`,
@@ -385,16 +453,16 @@ class SandboxChild {
       result.error!.kind = "memory";
       return result;
     }
+    const limits = run.request.limits;
     if (this.#killReason === "memory") {
       const result = crashResult(
-        `the run exceeded its memory limit of ${Math.round(this.#memoryLimitBytes / MEBIBYTE)} MiB and did not stop when interrupted; its sandbox process grew to ${Math.round(this.#killedAtBytes / MEBIBYTE)} MiB and was killed`,
+        `the run exceeded its memory limit of ${Math.round(limits.memoryLimitBytes / MEBIBYTE)} MiB and did not stop when interrupted; its sandbox process grew to ${Math.round(this.#killedAtBytes / MEBIBYTE)} MiB and was killed`,
         "RangeError",
       );
       result.error!.kind = "memory";
       return result;
     }
     if (this.#killReason === "timeout") {
-      const limits = this.#run!.limits;
       const result = crashResult(
         `the run exceeded its time limit (wall ${limits.wallTimeMs} ms, CPU ${limits.cpuTimeMs} ms) and did not stop when interrupted; its sandbox process was killed`,
         "TimeoutError",
@@ -415,50 +483,67 @@ class SandboxChild {
     const detail = stderr.split("\n").slice(-3).join(" | ");
     const message = `the sandbox process ${how}${detail === "" ? "" : ` (${detail})`}`;
     this.#onStartFailed(new MossError("sandbox-failed", message));
-    this.#opening?.reject(new MossError("sandbox-failed", message));
+    for (const opening of this.#opening.values()) opening.reject(new MossError("sandbox-failed", message));
     const run = this.#run;
+    this.#run = undefined;
     if (run !== undefined) {
       clearTimeout(run.timer);
       clearInterval(run.memoryWatch);
-      const result = this.#deathResult(message);
-      this.#run = undefined;
-      run.resolve(result);
+      run.resolve(this.#deathResult(run, message));
     }
-    this.#membrane = undefined;
+    // Runs of other sessions that never started here: their sessions rebuild elsewhere and run then.
+    for (const queued of this.#queue.splice(0)) queued.reject(new NotStarted(message));
+    for (const session of this.sessions.values()) session.lost();
+    this.sessions.clear();
     this.#onExit(this);
   }
 }
 
+/** A run that never started because its session's process died meanwhile (the session rebuilds and runs it then). */
+class NotStarted extends Error {}
+
 /**
- * The default driver: every session owns one supervised sandbox process for its whole life, taken from a warm pool
- * of spare ready processes (each with a primed isolate) that refills in the background. Model code that aborts V8,
- * spins or stalls ends only its own run; the host never dies. Host calls cross the process boundary to the
- * membrane in this process.
+ * The default driver: a bounded pool of supervised sandbox processes shared by every session, refilled ahead of
+ * demand with spare ready processes (each with a primed isolate). Sessions spread over the processes, each in its own
+ * isolate and context; a process runs one session at a time. Model code that aborts V8, spins or stalls ends only its
+ * own run; the host never dies. Host calls cross the process boundary to the membrane in this process.
  */
 export class ProcessDriver implements SandboxDriver {
   readonly name = "process" as const;
   readonly #poolSize: number;
+  readonly #maxProcesses: number;
+  readonly #sessionsPerProcess: number;
+  readonly #maxQueuedRuns: number;
   readonly #graceMs: number;
   readonly #startTimeoutMs: number;
   readonly #spares: SandboxChild[] = [];
-  readonly #owned = new Set<SandboxChild>();
+  /** Processes holding sessions. */
+  readonly #active = new Set<SandboxChild>();
   #closed = false;
   #refill: NodeJS.Timeout | undefined;
+  #nextSession = 1;
+  readonly #slotWaiters: Array<() => void> = [];
 
   constructor(options: ProcessDriverOptions = {}) {
-    this.#poolSize = Math.max(1, options.poolSize ?? 2);
+    this.#maxProcesses = Math.max(
+      1,
+      Math.floor(options.maxProcesses ?? Math.max(4, 2 * availableParallelism())),
+    );
+    this.#poolSize = Math.min(this.#maxProcesses, Math.max(1, options.poolSize ?? 2));
+    this.#sessionsPerProcess = Math.max(1, Math.floor(options.sessionsPerProcess ?? 16));
+    this.#maxQueuedRuns = Math.max(1, Math.floor(options.maxQueuedRuns ?? 64));
     this.#graceMs = options.unresponsiveGraceMs ?? 2_000;
     this.#startTimeoutMs = options.startTimeoutMs ?? 30_000;
   }
 
-  /** Process ids of the running sandbox processes, spares and owned ones (for supervision and tests). */
+  /** Process ids of the running sandbox processes, spares and ones holding sessions (for supervision and tests). */
   get pids(): number[] {
-    return [...this.#spares, ...this.#owned]
+    return [...this.#spares, ...this.#active]
       .filter((child) => !child.exited)
       .map((child) => child.process.pid!);
   }
 
-  /** Process ids of the spare (not yet owned) sandbox processes. */
+  /** Process ids of the spare (holding no session) sandbox processes. */
   get sparePids(): number[] {
     return this.#spares.filter((child) => !child.exited).map((child) => child.process.pid!);
   }
@@ -471,19 +556,81 @@ export class ProcessDriver implements SandboxDriver {
 
   async open(setup: SessionSetup, membrane: HostMembrane, limits: ExecutionLimits): Promise<SandboxSession> {
     if (this.#closed) throw new MossError("sandbox-failed", "the process sandbox driver is closed");
-    // No spare at all (the first open, or a burst): start just the one this open needs; the pool refills later.
-    if (this.#spares.length === 0) this.#fill(1);
-    const index = this.#spares.findIndex((child) => child.isReady);
-    const child = this.#spares.splice(index === -1 ? 0 : index, 1)[0]!;
-    this.#owned.add(child);
-    this.#scheduleRefill();
+    const child = await this.#place();
+    const session = new ProcessSession(this.#nextSession++, membrane, this);
+    session.child = child;
     try {
-      await child.open(setup, membrane, limits.memoryLimitBytes);
+      await child.open(session, setup, limits.memoryLimitBytes);
     } catch (error) {
-      await child.stop();
+      session.lost();
+      if (child.sessions.size === 0 && this.#active.delete(child)) await child.stop();
       throw error;
     }
-    return new ProcessSession(child);
+    return session;
+  }
+
+  /**
+   * The process a new session goes to: a process of its own while the pool has room (a spare, replaced a moment
+   * later), then the live process with the fewest sessions (idle ones first), evicting the least recently used idle
+   * session when every slot is taken.
+   */
+  async #place(): Promise<SandboxChild> {
+    for (;;) {
+      const child = this.#placeNow();
+      if (child !== undefined) return child;
+      // Every slot holds a session that is running: wait (bounded) until a run ends or a session leaves.
+      if (this.#slotWaiters.length >= this.#maxQueuedRuns) {
+        throw new MossError(
+          "queue-full",
+          `every sandbox slot (${this.#maxProcesses} processes × ${this.#sessionsPerProcess} sessions) holds a running session and ${this.#slotWaiters.length} sessions wait for one (the limit, maxQueuedRuns); try again later`,
+        );
+      }
+      await new Promise<void>((resolve) => this.#slotWaiters.push(resolve));
+      if (this.#closed) throw new MossError("sandbox-failed", "the process sandbox driver is closed");
+    }
+  }
+
+  /** A run ended or a session left: sessions waiting for a slot try again. */
+  slotFreed(): void {
+    for (const resolve of this.#slotWaiters.splice(0)) resolve();
+  }
+
+  #placeNow(): SandboxChild | undefined {
+    const live = [...this.#active].filter((child) => !child.exited);
+    if (live.length < this.#maxProcesses) {
+      // No spare at all (the first open, or a burst): start just the one this open needs; the pool refills later.
+      if (this.#spares.length === 0) this.#fill(1);
+      const index = this.#spares.findIndex((child) => child.isReady);
+      const child = this.#spares.splice(index === -1 ? 0 : index, 1)[0]!;
+      this.#active.add(child);
+      this.#scheduleRefill();
+      return child;
+    }
+    const withRoom = live.filter((child) => child.sessions.size < this.#sessionsPerProcess);
+    if (withRoom.length === 0) this.#evict();
+    const candidates = live.filter((child) => child.sessions.size < this.#sessionsPerProcess);
+    if (candidates.length === 0) return undefined;
+    candidates.sort((a, b) => Number(a.busy) - Number(b.busy) || a.sessions.size - b.sessions.size);
+    return candidates[0]!;
+  }
+
+  /** Evicts the least recently used session that is not running or waiting to run: it rebuilds on its next run. */
+  #evict(): void {
+    let victim: ProcessSession | undefined;
+    for (const child of this.#active) {
+      for (const session of child.sessions.values()) {
+        if (session.running) continue;
+        if (victim === undefined || session.lastUsed < victim.lastUsed) victim = session;
+      }
+    }
+    victim?.evict();
+  }
+
+  /** A session left its process (disposed or evicted): a process left with no session ends. */
+  released(child: SandboxChild): void {
+    this.slotFreed();
+    if (child.sessions.size > 0 || !this.#active.delete(child)) return;
+    void child.stop("disposed");
   }
 
   /**
@@ -501,20 +648,26 @@ export class ProcessDriver implements SandboxDriver {
 
   async close(): Promise<void> {
     this.#closed = true;
+    this.slotFreed();
     clearTimeout(this.#refill);
-    const children = [...this.#spares, ...this.#owned];
+    const children = [...this.#spares, ...this.#active];
     this.#spares.length = 0;
-    this.#owned.clear();
+    this.#active.clear();
     await Promise.all(children.map((child) => child.stop("disposed")));
   }
 
   #fill(count = this.#poolSize): void {
-    while (!this.#closed && this.#spares.length < count) {
+    // Spares count toward the bound: processes holding sessions plus spares never exceed maxProcesses.
+    const room = () => this.#maxProcesses - [...this.#active].filter((child) => !child.exited).length;
+    while (!this.#closed && this.#spares.length < Math.min(count, room())) {
       const child: SandboxChild = new SandboxChild({
         graceMs: this.#graceMs,
         startTimeoutMs: this.#startTimeoutMs,
+        maxQueuedRuns: this.#maxQueuedRuns,
+        onEmpty: (empty) => this.released(empty),
         onExit: () => {
-          this.#owned.delete(child);
+          this.#active.delete(child);
+          this.slotFreed();
           const index = this.#spares.indexOf(child);
           if (index === -1) return;
           this.#spares.splice(index, 1);
@@ -529,31 +682,84 @@ export class ProcessDriver implements SandboxDriver {
 }
 
 class ProcessSession implements SandboxSession {
-  readonly #child: SandboxChild;
+  readonly id: number;
+  readonly membrane: HostMembrane;
+  readonly #driver: ProcessDriver;
+  child: SandboxChild | undefined;
+  /** When the session last ran (eviction picks the least recently used). */
+  lastUsed = performance.now();
+  #runs = 0;
+  /** Opened for a run that has not begun: not evicted meanwhile. */
+  #fresh = true;
   #disposed = false;
 
-  constructor(child: SandboxChild) {
-    this.#child = child;
+  constructor(id: number, membrane: HostMembrane, driver: ProcessDriver) {
+    this.id = id;
+    this.membrane = membrane;
+    this.#driver = driver;
   }
 
   get alive(): boolean {
-    return !this.#disposed && this.#child.usable;
+    return !this.#disposed && this.child !== undefined && !this.child.exited;
   }
 
-  run(request: SandboxRunRequest): Promise<SandboxRunResult> {
-    if (this.#child.running) {
-      return Promise.reject(
-        new MossError("concurrent-execute", "a run is already in progress in this sandbox session"),
-      );
+  /** Whether a run of this session is in flight or waiting, or the session was opened for a run not yet begun. */
+  get running(): boolean {
+    return this.#runs > 0 || this.#fresh;
+  }
+
+  async run(request: SandboxRunRequest): Promise<SandboxRunResult> {
+    if (this.#runs > 0) {
+      throw new MossError("concurrent-execute", "a run is already in progress in this sandbox session");
     }
-    if (!this.alive) return Promise.resolve(crashResult("the sandbox session is no longer alive"));
-    return this.#child.run(request);
+    const child = this.child;
+    if (!this.alive || child === undefined) return crashResult("the sandbox session is no longer alive");
+    this.#runs++;
+    this.#fresh = false;
+    this.lastUsed = performance.now();
+    try {
+      return await child.run(this, request);
+    } catch (error) {
+      if (error instanceof NotStarted) {
+        throw new MossError(
+          "sandbox-failed",
+          `the run did not start: its sandbox process ended first (${error.message})`,
+          { notStarted: true },
+        );
+      }
+      throw error;
+    } finally {
+      this.#runs--;
+      this.lastUsed = performance.now();
+      this.#driver.slotFreed();
+    }
   }
 
-  /** Ends the session's sandbox process (a run in flight ends with kind `crash`). */
+  /** The process dropped this session's isolate (it died, or the process ended). */
+  lost(): void {
+    this.child = undefined;
+  }
+
+  /** Drops the isolate to make room; the runtime rebuilds the session on its next run. */
+  evict(): void {
+    const child = this.child;
+    this.child = undefined;
+    if (child === undefined) return;
+    child.closeSession(this);
+    this.#driver.released(child);
+  }
+
+  /** Ends the session: its isolate goes, and its process too when no other session is left there. */
   async dispose(): Promise<void> {
     if (this.#disposed) return;
     this.#disposed = true;
-    await this.#child.stop("disposed");
+    const child = this.child;
+    this.child = undefined;
+    if (child === undefined) return;
+    child.closeSession(this);
+    if (child.sessions.size === 0) {
+      this.#driver.released(child);
+      await child.stop("disposed");
+    }
   }
 }

@@ -9,8 +9,8 @@ import { WarmIsolates } from "./warm-isolates.ts";
 
 /*
  * Entry of a sandbox process (started by the process driver with --no-node-snapshot, plus --no-harmony-rab-gsab on
- * the Node lines that accept it). It holds the isolate of exactly one session (a primed spare until then) and runs
- * it on its own thread. Control messages travel as JSON lines
+ * the Node lines that accept it). It holds the isolates of the sessions the driver placed here (and one primed
+ * spare isolate), each in its own context, and runs one of them at a time on its own thread. Control messages travel as JSON lines
  * on fd 3; a host call is a synchronous request/reply on fd 4 (the isolate waits; only one call is ever in
  * flight), and results of host promises come back later on fd 3 as `settle` messages.
  */
@@ -96,9 +96,8 @@ async function open(
   memoryLimitBytes: number,
 ): Promise<void> {
   try {
+    // The process holds several sessions: taking the warm isolate warms its successor for the next one.
     const session = await warm.take(memoryLimitMebibytes(memoryLimitBytes));
-    // One session per process: no successor is warmed here (the driver keeps spare processes instead).
-    void warm.close();
     await session.install(setup, {
       call: (operation, handle, member, args, line) => callParent(id, operation, handle, member, args, line),
     });

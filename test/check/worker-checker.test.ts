@@ -1,8 +1,14 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, describe, expect, it } from "vitest";
-import { MOSS_DIAGNOSTIC_CODES, ModuleChecker, WorkerModuleChecker } from "../../engine/check/index.ts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  configureCheckerPool,
+  liveCheckerWorkers,
+  MOSS_DIAGNOSTIC_CODES,
+  ModuleChecker,
+  WorkerModuleChecker,
+} from "../../engine/check/index.ts";
 import { MossError } from "../../engine/errors.ts";
 import { FLAWED_SNIPPETS, SPHERO_HIDDEN_NAMES, VALID_SNIPPETS } from "../fixtures/check/corpus.ts";
 
@@ -52,5 +58,90 @@ describe("WorkerModuleChecker", () => {
     await expect(closed.check("const a = 1;")).rejects.toSatisfy((error) =>
       MossError.is(error, "runtime-closed"),
     );
+  });
+});
+
+describe("WorkerModuleCheckers of one module share one worker", () => {
+  // Worker counts below are exact: the checker of the tests above ends first.
+  beforeAll(() => worker.close());
+
+  it("share the worker, keep their accepted definitions apart, and forget the worker with the last one", async () => {
+    expect(liveCheckerWorkers()).toBe(0);
+    const first = new WorkerModuleChecker(options);
+    const second = new WorkerModuleChecker(options);
+    try {
+      first.accept("function onlyFirst(value: number): number {\n  return value;\n}");
+      const usesFirst = "function main(moss: Moss) {\n  moss.count = onlyFirst(1);\n}";
+      expect(await first.check(usesFirst)).toEqual([]);
+      expect((await second.check(usesFirst)).map((diagnostic) => diagnostic.code)).toEqual([2304]);
+      expect(liveCheckerWorkers()).toBe(1);
+    } finally {
+      await first.close();
+      await second.close();
+    }
+    expect(liveCheckerWorkers()).toBe(0);
+  });
+
+  it("the same snippet against the same definitions is answered from the module's results, without a worker", async () => {
+    const first = new WorkerModuleChecker(options);
+    const second = new WorkerModuleChecker(options);
+    try {
+      const flawed = "function main(moss: Moss) {\n  moss.count = 'x';\n}";
+      const found = await first.check(flawed);
+      expect(found.map((diagnostic) => diagnostic.code)).toEqual([2322]);
+      await first.dispose();
+      expect(liveCheckerWorkers()).toBe(0);
+      expect(await second.check(flawed)).toEqual(found);
+      expect(liveCheckerWorkers()).toBe(0);
+      // Other definitions, another answer: the check runs (in a new worker).
+      second.accept("const count: string = 'x';");
+      expect(await second.check(flawed)).toEqual(found);
+      expect(liveCheckerWorkers()).toBe(1);
+    } finally {
+      await first.close();
+      await second.close();
+    }
+  });
+
+  it("a check over its limit ends the shared worker; the other checker's next check starts a fresh one", async () => {
+    const bomber = new WorkerModuleChecker(options);
+    const bystander = new WorkerModuleChecker(options);
+    try {
+      bystander.accept("function kept(): number {\n  return 1;\n}");
+      expect(await bystander.check("function main(moss: Moss) {\n  moss.count = kept();\n}")).toEqual([]);
+      const bomb =
+        "type Grow<A extends unknown[], N extends unknown[]> = N extends [unknown, ...infer R] ? Grow<[...A, ...A], R> : A;\n" +
+        Array.from(
+          { length: 40 },
+          (_, index) =>
+            `const t${index}: Grow<[${index}], [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]> = 0 as unknown as Grow<[${index + 1}], [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]>;`,
+        ).join("\n");
+      const bombed = await bomber.check(bomb, { timeoutMs: 500 });
+      expect(bombed.map((diagnostic) => diagnostic.code)).toEqual([MOSS_DIAGNOSTIC_CODES.checkLimit]);
+      expect(await bystander.check("function main(moss: Moss) {\n  moss.count = kept();\n}")).toEqual([]);
+    } finally {
+      await bomber.close();
+      await bystander.close();
+    }
+  });
+
+  it("at most maxWorkers workers live; the least recently used idle one ends to make room", async () => {
+    const previous = configureCheckerPool({ maxWorkers: 1 });
+    const one = new WorkerModuleChecker(options);
+    const other = new WorkerModuleChecker({
+      ...options,
+      source: `${SPHERO_SOURCE}\nexport const OTHER = 2;\n`,
+    });
+    try {
+      expect(await one.check("function main(moss: Moss) {\n  moss.count = 1;\n}")).toEqual([]);
+      expect(await other.check("function main(moss: Moss) {\n  moss.count = OTHER;\n}")).toEqual([]);
+      expect(liveCheckerWorkers()).toBe(1);
+      expect(await one.check("function main(moss: Moss) {\n  moss.count = 'x';\n}")).toHaveLength(1);
+      expect(liveCheckerWorkers()).toBe(1);
+    } finally {
+      configureCheckerPool(previous);
+      await one.close();
+      await other.close();
+    }
   });
 });

@@ -1,0 +1,215 @@
+// Scale benchmark (issue 17): what a session costs when many share one host process — memory per idle session with
+// everything included (this process and every descendant), a new session's first checked execute with the pools
+// warm, executions per second over many sessions, and the latency of trivial executes while another session spins.
+// Uses only MossCompiler/MossRuntime, so the same file measures an older engine too (copy it into that tree).
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { MossCompiler } from "../engine/compiler/moss-compiler.ts";
+import type { MossRuntime } from "../engine/runtime/moss-runtime.ts";
+import type { Execution, ExecutionLimits } from "../engine/types.ts";
+import { reportToParent, runChild } from "./child-process.ts";
+import { formatBytes, formatMs, printTable, summarize } from "./stats.ts";
+
+const MODULE_PATH = path.relative(
+  process.cwd(),
+  fileURLToPath(new URL("./fixtures/ledger-context.ts", import.meta.url)),
+);
+
+/** Sessions held for the memory figure (≥ 30); overridable to measure an older, heavier engine safely. */
+const IDLE_SESSIONS = Number(process.env.MOSS_BENCH_IDLE_SESSIONS ?? 30);
+/** Sessions of the throughput figure. */
+const THROUGHPUT_SESSIONS = Number(process.env.MOSS_BENCH_THROUGHPUT_SESSIONS ?? 100);
+const IN_FLIGHT = 8;
+const EXECUTES_PER_SESSION = 3;
+const FIRST_EXECUTE_RUNS = 8;
+const BYSTANDERS = 20;
+
+const THREE_CALLS = `async function main(moss: Moss) {
+  const total = moss.ledger.add(1);
+  const current = await moss.ledger.total();
+  const label = moss.ledger.label("rent");
+  return total + current + label.length;
+}`;
+const TRIVIAL = "function main(moss: Moss) {\n  return moss.records.length;\n}";
+
+async function compile(
+  sandbox: "process" | "in-process",
+  limits: Partial<ExecutionLimits> = {},
+): Promise<MossRuntime> {
+  return new MossCompiler({ sandbox, limits }).compile(MODULE_PATH);
+}
+
+function expectOk(execution: Execution): Execution {
+  if (!execution.ok) throw new Error(`benchmark snippet failed: ${JSON.stringify(execution.error)}`);
+  return execution;
+}
+
+/** Resident size of a process and every descendant process, in bytes (Linux `/proc`). */
+function treeRss(pid = process.pid): { bytes: number; processes: number } {
+  let bytes = 0;
+  let processes = 0;
+  const visit = (current: number): void => {
+    try {
+      const status = readFileSync(`/proc/${current}/status`, "utf8");
+      bytes += Number(/VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1] ?? 0) * 1024;
+      processes++;
+      for (const thread of readdirSync(`/proc/${current}/task`)) {
+        const children = readFileSync(`/proc/${current}/task/${thread}/children`, "utf8").trim();
+        for (const child of children === "" ? [] : children.split(" ")) visit(Number(child));
+      }
+    } catch {}
+  };
+  visit(pid);
+  return { bytes, processes };
+}
+
+const settle = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+interface MemoryReport {
+  sessions: number;
+  baselineBytes: number;
+  afterBytes: number;
+  processesBefore: number;
+  processesAfter: number;
+}
+
+/** Child side of the memory figure: a warm engine first (the baseline), then `count` idle sessions. */
+export async function measureScaleMemoryInChild([countText]: string[]): Promise<void> {
+  const count = Number(countText);
+  const warm = await compile("process");
+  expectOk(await warm.execute({ code: THREE_CALLS }));
+  await settle(1_500);
+  const before = treeRss();
+  const runtimes: MossRuntime[] = [];
+  for (let index = 0; index < count; index++) {
+    const runtime = await compile("process");
+    expectOk(await runtime.execute({ code: THREE_CALLS }));
+    runtimes.push(runtime);
+  }
+  await settle(1_500);
+  const after = treeRss();
+  reportToParent({
+    sessions: count,
+    baselineBytes: before.bytes,
+    afterBytes: after.bytes,
+    processesBefore: before.processes,
+    processesAfter: after.processes,
+  } satisfies MemoryReport);
+  for (const runtime of [warm, ...runtimes]) await runtime.close();
+}
+
+/** Runs `tasks` with at most `limit` in flight. */
+async function inFlight(tasks: Array<() => Promise<unknown>>, limit: number): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: limit }, async () => {
+      while (next < tasks.length) await tasks[next++]!();
+    }),
+  );
+}
+
+/** Runs the scale benchmark and prints its table. */
+export async function run(): Promise<void> {
+  const rows: string[][] = [];
+  // Each figure is also printed as soon as it is measured (the table follows at the end).
+  const push = rows.push.bind(rows);
+  rows.push = (...added: string[][]) => {
+    for (const row of added) console.log(`- ${row.join(" | ")}`);
+    return push(...added);
+  };
+
+  const memory = await runChild<MemoryReport>("scale-memory", [String(IDLE_SESSIONS)], [], 900_000);
+  const added = (memory.afterBytes - memory.baselineBytes) / memory.sessions;
+  rows.push([
+    `memory per idle session, everything included (${memory.sessions} sessions, process driver, strict check)`,
+    `${formatBytes(added)} added per session; ${formatBytes(memory.afterBytes / memory.sessions)} total / N`,
+    `baseline (one warm session): ${formatBytes(memory.baselineBytes)} in ${memory.processesBefore} processes; after: ${formatBytes(memory.afterBytes)} in ${memory.processesAfter}`,
+  ]);
+
+  for (const sandbox of ["process", "in-process"] as const) {
+    const warm = await compile(sandbox);
+    expectOk(await warm.execute({ code: THREE_CALLS }));
+    const firsts: number[] = [];
+    const withCompile: number[] = [];
+    const runtimes: MossRuntime[] = [];
+    for (let index = 0; index < FIRST_EXECUTE_RUNS; index++) {
+      const compileStarted = performance.now();
+      const runtime = await compile(sandbox);
+      const started = performance.now();
+      expectOk(await runtime.execute({ code: THREE_CALLS }));
+      firsts.push(performance.now() - started);
+      withCompile.push(performance.now() - compileStarted);
+      runtimes.push(runtime);
+      await settle(100);
+    }
+    const first = summarize(firsts);
+    rows.push([
+      `a new session's first execute with strict type-check, pools warm (${sandbox})`,
+      `${formatMs(first.median)} median (p90 ${formatMs(first.p90)})`,
+      `with its compile: ${formatMs(summarize(withCompile).median)} median; ${FIRST_EXECUTE_RUNS} sessions, a warm session of the same module first`,
+    ]);
+    for (const runtime of [warm, ...runtimes]) await runtime.close();
+  }
+
+  const modes = [
+    { label: "strict check, the same code in every session", typeCheck: "strict", distinct: false },
+    { label: "strict check, different code in every session", typeCheck: "strict", distinct: true },
+    { label: "type-check off", typeCheck: "off", distinct: false },
+  ] as const;
+  for (const mode of modes) {
+    const runtimes: MossRuntime[] = [];
+    for (let index = 0; index < THROUGHPUT_SESSIONS; index++) runtimes.push(await compile("process"));
+    const started = performance.now();
+    await inFlight(
+      // One session's executes follow each other (a runtime runs one at a time); 8 sessions are in flight.
+      runtimes.map((runtime, session) => async () => {
+        for (let index = 0; index < EXECUTES_PER_SESSION; index++) {
+          const code = mode.distinct ? `${TRIVIAL}\nconst marker${session}_${index} = ${index};` : TRIVIAL;
+          expectOk(await runtime.execute({ code, typeCheck: mode.typeCheck }));
+        }
+      }),
+      IN_FLIGHT,
+    );
+    const seconds = (performance.now() - started) / 1000;
+    const total = THROUGHPUT_SESSIONS * EXECUTES_PER_SESSION;
+    rows.push([
+      `executions per second, ${THROUGHPUT_SESSIONS} sessions, trivial code, ${IN_FLIGHT} sessions in flight (process, ${mode.label})`,
+      `${(total / seconds).toFixed(0)}/s`,
+      `${total} executes (${EXECUTES_PER_SESSION} per session, each session's first included) in ${seconds.toFixed(1)} s`,
+    ]);
+    for (const runtime of runtimes) await runtime.close();
+  }
+
+  for (const sandbox of ["process", "in-process"] as const) {
+    const spinner = await compile(sandbox);
+    const others: MossRuntime[] = [];
+    for (let index = 0; index < BYSTANDERS; index++) others.push(await compile(sandbox));
+    for (const runtime of [spinner, ...others])
+      expectOk(await runtime.execute({ code: TRIVIAL, typeCheck: "off" }));
+    const spinning = spinner.execute({
+      code: "function main() { for (;;) {} }",
+      typeCheck: "off",
+      limits: { wallTimeMs: 2_000, cpuTimeMs: 2_000 },
+    });
+    await settle(200);
+    const latencies = await Promise.all(
+      others.map(async (runtime) => {
+        const started = performance.now();
+        expectOk(await runtime.execute({ code: TRIVIAL, typeCheck: "off" }));
+        return performance.now() - started;
+      }),
+    );
+    await spinning;
+    const summary = summarize(latencies);
+    const within = latencies.filter((latency) => latency <= 100).length;
+    rows.push([
+      `isolation under load: ${BYSTANDERS} trivial executes while one session spins to its 2 s limit (${sandbox})`,
+      `${formatMs(summary.median)} median, ${formatMs(Math.max(...latencies))} max`,
+      `${within}/${BYSTANDERS} within 100 ms (goal: all)`,
+    ]);
+    for (const runtime of [spinner, ...others]) await runtime.close();
+  }
+
+  printTable("Scale: sessions sharing one engine (issue 17)", ["figure", "value", "detail"], rows);
+}
