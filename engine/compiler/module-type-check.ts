@@ -45,10 +45,11 @@ export function readCheckedModule(
   source: string,
   displayPath: string,
 ): { project: Project; analysis: ModuleAnalysis } {
-  let project = moduleProject(source);
+  let project = moduleProject(source, { node: usesNode.has(absolutePath) });
   let analysis = analyzeModule(project, absolutePath, source);
   let errors = checkedTypeErrors(analysis.sourceFile, displayPath);
   if (!hasNodeTypes(project) && errors.some(missesNodeTypes)) {
+    usesNode.add(absolutePath);
     project = moduleProject(source, { node: true });
     analysis = analyzeModule(project, absolutePath, source);
     errors = checkedTypeErrors(analysis.sourceFile, displayPath);
@@ -56,6 +57,9 @@ export function readCheckedModule(
   if (errors.length > 0) throw moduleTypeError(errors, displayPath);
   return { project, analysis };
 }
+
+/** Modules found to need Node's types in this process: their next compile starts with them. */
+const usesNode = new Set<string>();
 
 /**
  * Files already found clean in this process, by a hash of the project's kind, the file and every author file it
