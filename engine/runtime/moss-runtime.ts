@@ -39,6 +39,7 @@ import {
   signContinuation,
 } from "./continuation.ts";
 import { type DeclaredType, DeclaredTypes, RUNTIME } from "./declared-members.ts";
+import { stripFences } from "./fenced-code.ts";
 import { HostMembrane } from "./host-membrane.ts";
 import {
   mapLineToSnippet,
@@ -46,7 +47,6 @@ import {
   type PreparedSnippet,
   prepareSnippet,
   SNIPPET_SCRIPT,
-  stripFences,
 } from "./prepare-snippet.ts";
 import { type LogEntry, RunLog, tracer } from "./run-log.ts";
 import { sharedSandboxDriver } from "./shared-sandbox.ts";
