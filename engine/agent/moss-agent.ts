@@ -1,5 +1,6 @@
 import type { Container } from "../../container/index.ts";
 import { MossError } from "../errors.ts";
+import { checkAnswers } from "../runtime/answers.ts";
 import type {
   Answers,
   ExecuteRequest,
@@ -1112,57 +1113,6 @@ export class MossAgent {
     const { sessionId, conversationStore } = this.#options;
     if (sessionId !== undefined && conversationStore !== undefined) {
       await conversationStore.save(sessionId, this.#conversation);
-    }
-  }
-}
-
-/** Checks that `answers` answer every pending request, each with the right kind of answer, and nothing else. */
-function checkAnswers(requests: PendingRequest[], answers: Answers): void {
-  if (answers === null || typeof answers !== "object") {
-    throw new MossError("invalid-argument", "resume() needs the answers as an object keyed by request id.");
-  }
-  const ids = requests.map((request) => request.id);
-  const unknown = Object.keys(answers).filter((id) => !ids.includes(id));
-  if (unknown.length > 0) {
-    throw new MossError(
-      "invalid-argument",
-      `No pending request has the id ${unknown.map((id) => `"${id}"`).join(", ")}; the run waits for ${ids.map((id) => `"${id}"`).join(", ")}.`,
-      { unknown, pending: ids },
-    );
-  }
-  const missing = ids.filter((id) => answers[id] === undefined);
-  if (missing.length > 0) {
-    throw new MossError(
-      "invalid-argument",
-      `Every pending request needs an answer; none was given for ${missing.map((id) => `"${id}"`).join(", ")}.`,
-      { missing, pending: ids },
-    );
-  }
-  for (const request of requests) {
-    const answer = answers[request.id] as Record<string, unknown>;
-    const fits =
-      request.kind === "approval"
-        ? typeof answer?.approved === "boolean" &&
-          (answer.reason === undefined || typeof answer.reason === "string")
-        : typeof answer?.answer === "string";
-    if (!fits) {
-      throw new MossError(
-        "invalid-argument",
-        request.kind === "approval"
-          ? `Request "${request.id}" asks to approve a call: answer it with { approved: true } or { approved: false, reason?: string }.`
-          : `Request "${request.id}" asks a question: answer it with { answer: string }.`,
-        { id: request.id, answer },
-      );
-    }
-    if (request.kind === "clarification" && request.choices !== undefined) {
-      const text = (answer as { answer: string }).answer;
-      if (!request.choices.includes(text)) {
-        throw new MossError(
-          "invalid-argument",
-          `Request "${request.id}" asks to pick one of ${request.choices.map((choice) => JSON.stringify(choice)).join(", ")}; got ${JSON.stringify(text)}.`,
-          { id: request.id, answer },
-        );
-      }
     }
   }
 }

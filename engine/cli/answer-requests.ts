@@ -6,6 +6,7 @@ import { resolve } from "node:path";
 import { createInterface, type Interface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
 import { MossError } from "../errors.ts";
+import { answerShapeProblem } from "../runtime/answers.ts";
 import type { Answer, Answers, PendingRequest } from "../types.ts";
 
 /** The reason given for every call `--approve none` denies. */
@@ -71,15 +72,6 @@ export async function readAnswersFile(source: string, cwd: string, stdin: Readab
       { file: source },
     );
   }
-  const valid = (answer: unknown): answer is Answer => {
-    if (answer === null || typeof answer !== "object" || Array.isArray(answer)) return false;
-    const fields = answer as Record<string, unknown>;
-    if ("answer" in fields) return typeof fields.answer === "string";
-    return (
-      typeof fields.approved === "boolean" &&
-      (fields.reason === undefined || typeof fields.reason === "string")
-    );
-  };
   if (json === null || typeof json !== "object" || Array.isArray(json)) {
     throw new MossError(
       "invalid-argument",
@@ -88,7 +80,7 @@ export async function readAnswersFile(source: string, cwd: string, stdin: Readab
     );
   }
   for (const [id, answer] of Object.entries(json)) {
-    if (!valid(answer)) {
+    if (answerShapeProblem(answer) !== undefined) {
       throw new MossError(
         "invalid-argument",
         `--answers ${source}: the answer to "${id}" must be {"approved": true}, {"approved": false, "reason": "…"} or {"answer": "…"}; got ${JSON.stringify(answer)}.`,

@@ -27,9 +27,9 @@ import {
   type ExecutionError,
   type ExecutionLimits,
   type MossContext,
-  type PendingRequest,
   type TypeCheckMode,
 } from "../types.ts";
+import { checkAnswers } from "./answers.ts";
 import {
   type ContinuationPayload,
   claimContinuation,
@@ -791,39 +791,6 @@ function plainNondeterminism(given: unknown): Nondeterminism {
       : [];
   const record = (given ?? {}) as { clock?: unknown; random?: unknown };
   return { clock: numbers(record.clock), random: numbers(record.random) };
-}
-
-/** Answers must name the run's requests and fit them: a typo must not silently leave a request waiting. */
-function checkAnswers(requests: readonly PendingRequest[], answers: Answers): void {
-  const invalid = (message: string) => new MossError("invalid-argument", `resume(): ${message}`, {});
-  if (answers === null || typeof answers !== "object")
-    throw invalid("answers must be an object of request id -> answer");
-  const byId = new Map(requests.map((request) => [request.id, request]));
-  for (const [id, answer] of Object.entries(answers)) {
-    const request = byId.get(id);
-    if (request === undefined) {
-      throw invalid(
-        `no pending request has the id "${id}" (pending: ${[...byId.keys()].join(", ") || "none"})`,
-      );
-    }
-    if (request.kind === "approval") {
-      const approved = (answer as { approved?: unknown } | null)?.approved;
-      const reason = (answer as { reason?: unknown } | null)?.reason;
-      if (typeof approved !== "boolean" || (reason !== undefined && typeof reason !== "string")) {
-        throw invalid(
-          `request ${id} asks for an approval: answer { approved: true } or { approved: false, reason? }`,
-        );
-      }
-      continue;
-    }
-    const text = (answer as { answer?: unknown } | null)?.answer;
-    if (typeof text !== "string") throw invalid(`request ${id} is a question: answer { answer: "…" }`);
-    if (request.choices !== undefined && !request.choices.includes(text)) {
-      throw invalid(
-        `request ${id} must be answered with one of ${request.choices.map((c) => JSON.stringify(c)).join(", ")}`,
-      );
-    }
-  }
 }
 
 function refusedFieldWarning(field: string, reason: string): string {
