@@ -27,6 +27,7 @@ export const CODE_RULES = [
   "Rules for the code:",
   "- Do not write `import`: every name of the module is already in scope, and `moss` is passed to `main`.",
   "- Use `console.log` or `moss.pprint` to see values; `return` a value to get it back.",
+  "- To look at an image (one a service returned), pass it to `moss.show(image)`: you see it after the run.",
   "- To ask the user something, `await moss.ask(question, { choices })`: the run waits for a person's answer and",
   "  the promise resolves to it. Ask only what you cannot find out yourself.",
   "- Methods and functions marked `@approval` wait for a person's yes on every call. A denied call throws an error",

@@ -64,6 +64,7 @@ export {
   type AgentRunOptions,
   type AgentRunResult,
   type AgentRuntime,
+  type AgentTask,
   type AgentUsage,
   type CreateRuntime,
   DEFAULT_MAX_TOKENS,

@@ -1,16 +1,18 @@
-import type { Container } from "../../container/index.ts";
 import { MossError } from "../errors.ts";
 import { checkAnswers } from "../runtime/answers.ts";
-import type {
-  Answers,
-  ExecuteRequest,
-  Execution,
-  ExecutionLimits,
-  MossContext,
-  PendingRequest,
-  PendingRun,
-} from "../types.ts";
+import { toImageContent } from "../runtime/image-content.ts";
+import type { Answers, Execution, ImageContent, MossContext, PendingRequest, PendingRun } from "../types.ts";
 import { buildSystemPrompt, cutOffNotice, MOSS_TOOL, unclearAnswerNotice } from "./agent-prompt.ts";
+import type {
+  AgentEvent,
+  AgentRunOptions,
+  AgentRunResult,
+  AgentRuntime,
+  AgentTask,
+  AgentUsage,
+  CreateRuntime,
+  MossAgentOptions,
+} from "./agent-types.ts";
 import {
   type ContextTrim,
   DEFAULT_CONTEXT_TOKENS,
@@ -20,8 +22,6 @@ import {
   type WindowEntry,
 } from "./context-window.ts";
 import { Conversation, type ConversationMessage } from "./conversation.ts";
-import type { ConversationStore } from "./conversation-store.ts";
-import type { CodeSource } from "./extract-code.ts";
 import {
   type ExtractedCode,
   extractProseCode,
@@ -29,161 +29,27 @@ import {
   extractToolCode,
   stripReasoning,
 } from "./extract-code.ts";
-import type { LanguageModel, LanguageModelResponse, PartialResponse, ToolCall } from "./language-model.ts";
+import type { LanguageModelResponse, PartialResponse, ToolCall } from "./language-model.ts";
 import { compileModuleRuntime, type ModuleRuntimeOptions } from "./module-runtime.ts";
-import { type ObservationLimits, renderObservation } from "./observation.ts";
+import { renderObservation } from "./observation.ts";
+import { unclearAnswer } from "./unclear-answer.ts";
 
-/** What the agent needs of a MossRuntime (MossRuntime satisfies it). */
-export interface AgentRuntime {
-  execute(request: ExecuteRequest): Promise<Execution>;
-  /** Continues a paused run with a person's answers (a runtime without it cannot resume a paused run). */
-  resume?(
-    continuation: string,
-    answers: Answers,
-    options?: { limits?: Partial<ExecutionLimits> },
-  ): Promise<Execution>;
-  prompter(): { dumpModulePrompt(): Promise<string> };
-  dumpContext(): MossContext;
-  close(): Promise<void>;
-}
-
-/** What the agent needs of a ContextStore (FileContextStore satisfies it). */
-export interface AgentContextStore {
-  load(sessionId: string): Promise<MossContext | undefined>;
-  save(sessionId: string, context: MossContext): Promise<unknown>;
-}
-
-/** Builds a runtime, continuing from `context` when one is given (a saved session or a retry point). */
-export type CreateRuntime = (context: MossContext | undefined) => Promise<AgentRuntime>;
-
-/** Options of {@link MossAgent}. */
-export interface MossAgentOptions {
-  model: LanguageModel;
-  /** The context module the agent works through; compiled with a fresh MossCompiler per runtime. */
-  modulePath?: string;
-  /** Each compile works in a child of this container (the host's services). */
-  container?: Container;
-  /** Passed to every MossCompiler (type-check mode, limits, sandbox). */
-  compiler?: ModuleRuntimeOptions["compiler"];
-  /** Run the module's `<name>.host.ts` `setup(compiler)` before each compile when it exists. Default true. */
-  hostSetup?: boolean;
-  /** Builds runtimes instead of compiling `modulePath` (any object with the AgentRuntime shape). */
-  createRuntime?: CreateRuntime;
-  /** Persist the MossContext and the conversation under this id after every step; resume from them. */
-  sessionId?: string;
-  /** Where the MossContext of the session is saved (required with `sessionId` to persist the context). */
-  store?: AgentContextStore;
-  /** Where the conversation tree of the session is saved (required with `sessionId` to persist it). */
-  conversationStore?: ConversationStore;
-  /** Offer the `moss` tool (default). When false the model writes one fenced typescript block per answer. */
-  tools?: boolean;
-  /** Stream model text as `text-delta` events (default true). */
-  stream?: boolean;
-  /** Model calls per run before it stops with `max-steps`. Default 10. */
-  maxSteps?: number;
-  /** Failed steps in a row before the run stops with `max-consecutive-errors`. Default 3. */
-  maxConsecutiveErrors?: number;
-  /**
-   * Output tokens per model call, always sent as `max_tokens` (some servers default to unlimited output).
-   * Default {@link DEFAULT_MAX_TOKENS}, at most a quarter of the context.
-   */
-  maxTokens?: number;
-  /**
-   * The model's context size in tokens; the conversation sent is shortened to fit it. Default: what the model
-   * server reports (llama-server's `n_ctx`), else {@link DEFAULT_CONTEXT_TOKENS}.
-   */
-  contextTokens?: number;
-  /** Answers cut off at `maxTokens` in a row (without code that could run) before the run stops with `truncated`. Default 2. */
-  maxContinuations?: number;
-  temperature?: number;
-  /** Extra instructions placed between the fixed instructions and the module prompt. */
-  instructions?: string;
-  /** Bounds of each observation sent back to the model. */
-  observation?: Partial<ObservationLimits>;
-  /** Defaults merged into every execute request (e.g. `timeoutMs`, `typeCheck`). */
-  execute?: Omit<ExecuteRequest, "code">;
-}
+export type {
+  AgentContextStore,
+  AgentEvent,
+  AgentRunOptions,
+  AgentRunResult,
+  AgentRuntime,
+  AgentTask,
+  AgentUsage,
+  CreateRuntime,
+  MossAgentOptions,
+} from "./agent-types.ts";
 
 import { DEFAULT_MAX_TOKENS, STOP_REASONS, type StopReason } from "./stop-reasons.ts";
 
+export { unclearAnswer } from "./unclear-answer.ts";
 export { DEFAULT_MAX_TOKENS, STOP_REASONS, type StopReason };
-
-/** Token and cost totals of a run. */
-export interface AgentUsage {
-  modelCalls: number;
-  inputTokens: number;
-  outputTokens: number;
-  /** US dollars, from the model's price table (0 for unknown models). */
-  cost: number;
-}
-
-/** Events streamed while the agent runs, in order: `run-start`, then per step text/messages/code/executions, then `run-end`. */
-export type AgentEvent =
-  | { type: "run-start"; sessionId: string | undefined; task: string | undefined; model: string }
-  | { type: "text-delta"; step: number; delta: string }
-  | { type: "message"; message: ConversationMessage }
-  | { type: "code"; step: number; code: string; source: CodeSource; toolCallId?: string }
-  | { type: "execution"; step: number; execution: Execution; observation: string }
-  | {
-      /** The code paused: a host call waits for a person's yes (one event per request; the run ends `pending`). */
-      type: "approval-request";
-      step: number;
-      request: Extract<PendingRequest, { kind: "approval" }>;
-    }
-  | {
-      /** The code paused: it asked a question with `moss.ask` (one event per request; the run ends `pending`). */
-      type: "clarification-request";
-      step: number;
-      request: Extract<PendingRequest, { kind: "clarification" }>;
-    }
-  | {
-      /** What was sent to the model was shortened to fit its context (the conversation itself keeps everything). */
-      type: "context-trimmed";
-      step: number;
-      trim: ContextTrim;
-      contextTokens: number;
-      message: string;
-    }
-  | {
-      /** Something the model did wrong that the agent told it about (`cut-off`, `unclear-answer`), or a retry. */
-      type: "notice";
-      step: number;
-      kind: "cut-off" | "unclear-answer" | "context-overflow" | "pending-abandoned";
-      message: string;
-    }
-  | { type: "error"; error: unknown; message: string }
-  | {
-      type: "run-end";
-      stopReason: StopReason;
-      /** One sentence saying why the run stopped. */
-      reason: string;
-      answer: string | undefined;
-      steps: number;
-      usage: AgentUsage;
-      /** What the paused run waits for when `stopReason` is `pending`. */
-      pending?: PendingRequest[];
-    };
-
-/** What a run returns once finished (the same facts as its `run-end` event). */
-export interface AgentRunResult {
-  stopReason: StopReason;
-  /** One sentence saying why the run stopped. */
-  reason: string;
-  /** The model's final text when it stopped by answering without code. */
-  answer: string | undefined;
-  steps: number;
-  usage: AgentUsage;
-  /** The error that ended the run when `stopReason` is `error`. */
-  error?: unknown;
-  /** What the paused run waits for when `stopReason` is `pending`: answer each by id with {@link MossAgent.resume}. */
-  pending?: PendingRequest[];
-}
-
-/** Per-run options. */
-export interface AgentRunOptions {
-  signal?: AbortSignal;
-  onEvent?: (event: AgentEvent) => void;
-}
 
 interface Action {
   toolCall?: ToolCall;
@@ -192,7 +58,7 @@ interface Action {
 
 /** How a loop starts: a new task, a retry of an assistant message, or the answers a paused run waits for. */
 type LoopStart =
-  | { kind: "task"; task: string }
+  | { kind: "task"; task: string; images: ImageContent[] }
   | { kind: "retry"; message: ConversationMessage }
   | { kind: "resume"; answers: Answers };
 
@@ -231,28 +97,6 @@ interface RunWindow {
   budgetTokens: number;
   /** Our token count ÷ the server's, learnt from a context overflow (1 until then). */
   scale: number;
-}
-
-const ANNOUNCES_MORE =
-  /^(?:let me(?! know)|let's|let us|i will|i'll|i am going to|i'm going to|now,? i|next,? i|first,? i)\b/i;
-
-/**
- * Why an answer without code is not a clear final answer, or undefined when it is one: an empty answer, one
- * with code blocks in another language, or one that announces a next step (ends with a colon, or its last line
- * starts "Let me", "I'll", …) did not finish the task.
- */
-export function unclearAnswer(content: string): string | undefined {
-  const text = content.trim();
-  if (text === "") return "was empty";
-  const fence = /^\s*(?:```|~~~)\s*([\w+-]*)/m.exec(text);
-  if (fence !== null) {
-    return `held a ${fence[1] ? `\`${fence[1]}\` ` : ""}code block but no TypeScript \`main(moss)\` that could run`;
-  }
-  const lastLine = text.split("\n").at(-1)!.trim();
-  if (/[:：]$/.test(text) || /(?:\.\.\.|…)$/.test(text) || ANNOUNCES_MORE.test(lastLine)) {
-    return "announced a next step but held no code to run";
-  }
-  return undefined;
 }
 
 /** The one-line summary of a context trim, for the `context-trimmed` event. */
@@ -352,9 +196,15 @@ export class MossAgent {
     return this.#conversation;
   }
 
-  /** Runs the agent on a new task, continuing the conversation from its head. */
-  run(task: string, options: AgentRunOptions = {}): Promise<AgentRunResult> {
-    return this.#exclusive(() => this.#loop({ kind: "task", task }, options));
+  /** Runs the agent on a new task (text, or `{ task, images }`), continuing the conversation from its head. */
+  run(task: string | AgentTask, options: AgentRunOptions = {}): Promise<AgentRunResult> {
+    let start: LoopStart;
+    try {
+      start = taskStart(task);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#exclusive(() => this.#loop(start, options));
   }
 
   /**
@@ -417,7 +267,10 @@ export class MossAgent {
   }
 
   /** The same run as {@link run}, as an async iterable of its events (the iteration ends after `run-end`). */
-  events(task: string, options: Omit<AgentRunOptions, "onEvent"> = {}): AsyncIterable<AgentEvent> {
+  events(
+    task: string | AgentTask,
+    options: Omit<AgentRunOptions, "onEvent"> = {},
+  ): AsyncIterable<AgentEvent> {
     const queue: AgentEvent[] = [];
     let wake: (() => void) | undefined;
     let finished = false;
@@ -509,7 +362,7 @@ export class MossAgent {
       if (start.kind === "retry") await this.#persist(runtime);
       if (task !== undefined) {
         this.#closePending(emit, runtime, "a new task was given instead of answers");
-        this.#appendTask(emit, task, runtime.dumpContext());
+        this.#appendTask(emit, task, start.kind === "task" ? start.images : [], runtime.dumpContext());
         await this.#persist(runtime);
       }
       let consecutiveErrors = 0;
@@ -670,15 +523,26 @@ export class MossAgent {
   }
 
   /** Appends the task, unless the head is the same task still unanswered; a different unanswered task is replaced by a sibling. */
-  #appendTask(emit: (event: AgentEvent) => void, task: string, context: MossContext): void {
+  #appendTask(
+    emit: (event: AgentEvent) => void,
+    task: string,
+    images: ImageContent[],
+    context: MossContext,
+  ): void {
     const head = this.#conversation.head;
     if (head?.role === "user" && head.metadata.kind === "task") {
-      if (head.content === task) return;
-      const message = this.#conversation.attach(head.parentId, "user", task, { kind: "task", context });
+      if (head.content === task && JSON.stringify(head.images ?? []) === JSON.stringify(images)) return;
+      const message = this.#conversation.attach(
+        head.parentId,
+        "user",
+        task,
+        { kind: "task", context },
+        images,
+      );
       emit({ type: "message", message });
       return;
     }
-    this.#append(emit, "user", task, { kind: "task", context });
+    this.#append(emit, "user", task, { kind: "task", context }, images);
   }
 
   /** Answers each tool call of a message that will not run with `content` (tool messages keep the chat well-formed). */
@@ -915,14 +779,20 @@ export class MossAgent {
       return { failed: pending.failedBefore, pending: execution.pending.requests };
     }
     this.#conversation.update(head.id, { pending: undefined });
-    this.#observe(emit, observation, pending.toolCallId, {
-      kind: "observation",
-      ok: execution.ok,
-      code: pending.code,
-      resumed: true,
-      ...(execution.error === undefined ? {} : { errorKind: execution.error.kind }),
-      context: execution.context,
-    });
+    this.#observe(
+      emit,
+      observation,
+      pending.toolCallId,
+      {
+        kind: "observation",
+        ok: execution.ok,
+        code: pending.code,
+        resumed: true,
+        ...(execution.error === undefined ? {} : { errorKind: execution.error.kind }),
+        context: execution.context,
+      },
+      execution.images,
+    );
     const assistant = this.#conversation.get(pending.assistantId);
     const actions = this.#actions({
       content: assistant.content,
@@ -984,6 +854,7 @@ export class MossAgent {
     let observation: string;
     let metadata: Record<string, unknown>;
     let ok: boolean;
+    let images: ImageContent[] | undefined;
     if (extracted.kind === "code") {
       emit({
         type: "code",
@@ -999,6 +870,7 @@ export class MossAgent {
       if (execution.pending !== undefined)
         return { ok: false, paused: execution.pending, code: extracted.code };
       ok = execution.ok;
+      images = execution.images;
       metadata = {
         kind: "observation",
         ok,
@@ -1017,7 +889,7 @@ export class MossAgent {
       ok = false;
       metadata = { kind: "observation", ok, errorKind: "no-code", context: runtime.dumpContext() };
     }
-    this.#observe(emit, observation, toolCall?.id, metadata);
+    this.#observe(emit, observation, toolCall?.id, metadata, images);
     return { ok };
   }
 
@@ -1027,9 +899,11 @@ export class MossAgent {
     observation: string,
     toolCallId: string | undefined,
     metadata: Record<string, unknown>,
+    images?: ImageContent[],
   ): void {
-    if (toolCallId !== undefined) this.#append(emit, "tool", observation, { ...metadata, toolCallId });
-    else this.#append(emit, "user", observation, metadata);
+    if (toolCallId !== undefined)
+      this.#append(emit, "tool", observation, { ...metadata, toolCallId }, images);
+    else this.#append(emit, "user", observation, metadata, images);
   }
 
   #append(
@@ -1037,8 +911,9 @@ export class MossAgent {
     role: ConversationMessage["role"],
     content: string,
     metadata: Record<string, unknown>,
+    images?: ImageContent[],
   ): ConversationMessage {
-    const message = this.#conversation.append(role, content, metadata);
+    const message = this.#conversation.append(role, content, metadata, images);
     emit({ type: "message", message });
     return message;
   }
@@ -1053,7 +928,10 @@ export class MossAgent {
           break;
         case "user":
           entries.push({
-            message: { role: "user", content: message.content },
+            message:
+              message.images === undefined
+                ? { role: "user", content: message.content }
+                : { role: "user", content: message.content, images: message.images },
             kind:
               message.metadata.kind === "task" || message.metadata.kind === undefined
                 ? "task"
@@ -1077,6 +955,7 @@ export class MossAgent {
               role: "tool",
               content: message.content,
               toolCallId: String(message.metadata.toolCallId),
+              ...(message.images === undefined ? {} : { images: message.images }),
             },
             kind: "observation",
           });
@@ -1115,4 +994,14 @@ export class MossAgent {
       await conversationStore.save(sessionId, this.#conversation);
     }
   }
+}
+
+/** How a run starts from `run()`'s task: its text and its images in their stored form (checked before anything runs). */
+function taskStart(task: string | AgentTask): LoopStart {
+  if (typeof task === "string") return { kind: "task", task, images: [] };
+  if (task === null || typeof task !== "object" || typeof task.task !== "string") {
+    throw new MossError("invalid-argument", "run() needs a task: a string, or { task: string, images? }.");
+  }
+  const images = (task.images ?? []).map((image, index) => toImageContent(image, `images[${index}]`));
+  return { kind: "task", task: task.task, images };
 }

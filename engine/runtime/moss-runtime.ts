@@ -16,7 +16,7 @@ import type {
   SandboxRunResult,
   SandboxSession,
 } from "../sandbox/sandbox.ts";
-import { decodeWire, encodeWireFields } from "../sandbox/wire.ts";
+import { decodeWire, encodeWire, encodeWireFields } from "../sandbox/wire.ts";
 import {
   type Answers,
   type CallPolicy,
@@ -41,6 +41,7 @@ import {
 import { type DeclaredType, DeclaredTypes, RUNTIME } from "./declared-members.ts";
 import { stripFences } from "./fenced-code.ts";
 import { HostMembrane } from "./host-membrane.ts";
+import { MAX_IMAGE_BYTES, ShownImages } from "./image-content.ts";
 import {
   mapLineToSnippet,
   mapStack,
@@ -132,6 +133,8 @@ export class MossRuntime {
   #moduleHash: string | undefined;
   /** The log of the run in progress: the session's host calls go through it. */
   #runLog: RunLog | undefined;
+  /** Images the run in progress showed with `moss.show`. */
+  #shownImages: ShownImages | undefined;
   #data: Record<string, unknown> = {};
   #context: MossContext;
   #hostMoss: Record<string, unknown> | undefined;
@@ -464,6 +467,8 @@ export class MossRuntime {
       maxLogBytes: MAX_LOG_RESULTS * limits.maxResultBytes,
     });
     this.#runLog = runLog;
+    const shown = new ShownImages();
+    this.#shownImages = shown;
     let result: SandboxRunResult;
     try {
       result = await session.run({
@@ -476,6 +481,7 @@ export class MossRuntime {
       });
     } finally {
       this.#runLog = undefined;
+      this.#shownImages = undefined;
     }
     warnings.push(...this.#installWarnings.splice(0), ...result.warnings);
     if (!session.alive) this.#session = undefined;
@@ -592,6 +598,7 @@ export class MossRuntime {
         stdout,
         ...(error ? { error } : {}),
         calls,
+        ...(shown.images.length === 0 ? {} : { images: shown.images }),
       },
       code,
       warnings,
@@ -651,6 +658,13 @@ export class MossRuntime {
         const log = this.#runLog;
         if (log === undefined) throw new TypeError("moss.ask can only be used while the code runs");
         return log.ask(args, line);
+      },
+      show: (args) => {
+        const shown = this.#shownImages;
+        if (shown === undefined) throw new TypeError("moss.show can only be used while the code runs");
+        if (args.length > 2 * MAX_IMAGE_BYTES) throw new TypeError("moss.show: the image is too large");
+        shown.add(this.#membraneFor().argumentsAsData(args));
+        return { kind: "value", wire: encodeWire(undefined) };
       },
     };
   }
