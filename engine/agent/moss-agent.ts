@@ -2,7 +2,7 @@ import { MossError } from "../errors.ts";
 import { checkAnswers } from "../runtime/answers.ts";
 import { toImageContent } from "../runtime/image-content.ts";
 import type { Answers, Execution, ImageContent, MossContext, PendingRequest, PendingRun } from "../types.ts";
-import { buildSystemPrompt, cutOffNotice, MOSS_TOOL, unclearAnswerNotice } from "./agent-prompt.ts";
+import { buildSystemPrompt, cutOffNotice, unclearAnswerNotice } from "./agent-prompt.ts";
 import type {
   AgentEvent,
   AgentRunOptions,
@@ -13,25 +13,20 @@ import type {
   CreateRuntime,
   MossAgentOptions,
 } from "./agent-types.ts";
-import {
-  type ContextTrim,
-  DEFAULT_CONTEXT_TOKENS,
-  fitContext,
-  promptBudget,
-  requestTokens,
-  type WindowEntry,
-} from "./context-window.ts";
+import { askModel } from "./ask-model.ts";
+import { chatMessages } from "./chat-messages.ts";
+import { type CheckedAgentOptions, checkAgentOptions } from "./check-agent-options.ts";
+import { DEFAULT_CONTEXT_TOKENS } from "./context-window.ts";
 import { Conversation, type ConversationMessage } from "./conversation.ts";
-import {
-  type ExtractedCode,
-  extractProseCode,
-  extractTextToolCalls,
-  extractToolCode,
-  stripReasoning,
-} from "./extract-code.ts";
-import type { LanguageModelResponse, PartialResponse, ToolCall } from "./language-model.ts";
-import { compileModuleRuntime, type ModuleRuntimeOptions } from "./module-runtime.ts";
-import { renderObservation } from "./observation.ts";
+import { eventStream } from "./event-stream.ts";
+import { stripReasoning } from "./extract-code.ts";
+import type { PartialResponse, ToolCall } from "./language-model.ts";
+import { moduleRuntimeFactory } from "./module-runtime.ts";
+import { noCodeObservation, renderObservation } from "./observation.ts";
+import { type PendingStep, pendingSteps } from "./pending-step.ts";
+import { persistSession } from "./persist-session.ts";
+import { type RunWindow, sizeRunWindow } from "./run-window.ts";
+import { type StepAction, stepActions } from "./step-actions.ts";
 import { unclearAnswer } from "./unclear-answer.ts";
 
 export type {
@@ -51,63 +46,14 @@ import { DEFAULT_MAX_TOKENS, STOP_REASONS, type StopReason } from "./stop-reason
 export { unclearAnswer } from "./unclear-answer.ts";
 export { DEFAULT_MAX_TOKENS, STOP_REASONS, type StopReason };
 
-interface Action {
-  toolCall?: ToolCall;
-  extracted: ExtractedCode;
-}
-
 /** How a loop starts: a new task, a retry of an assistant message, or the answers a paused run waits for. */
 type LoopStart =
   | { kind: "task"; task: string; images: ImageContent[] }
   | { kind: "retry"; message: ConversationMessage }
   | { kind: "resume"; answers: Answers };
 
-/**
- * A paused step, kept in the metadata (`pending`) of the conversation's head while it waits, so it is saved with
- * the session and a new agent with the same session resumes it.
- */
-interface PendingStep {
-  continuation: string;
-  requests: PendingRequest[];
-  /** The assistant message whose actions were running. */
-  assistantId: string;
-  /** Which of its actions paused; the ones after it run once it is resumed. */
-  actionIndex: number;
-  step: number;
-  code: string;
-  toolCallId?: string;
-  /** Whether an action of the same step before this one failed. */
-  failedBefore: boolean;
-  /** The answer was cut off at this output limit (its actions that are not code are told so). */
-  cutOffAt?: number;
-}
-
 /** What running a step's actions came to. */
 type ActionsOutcome = { failed: boolean; pending?: PendingRequest[] };
-
-/** The observation that closes a paused step that will not resume. */
-function notResumedObservation(why: string): string {
-  return `<execution ok="false">\n<error kind="not-resumed">\nThis code paused, waiting for a person, and ${why}. Nothing it did persisted.\n</error>\n</execution>`;
-}
-
-/** The output limit and the prompt budget of one run. */
-interface RunWindow {
-  contextTokens: number;
-  maxTokens: number;
-  budgetTokens: number;
-  /** Our token count ÷ the server's, learnt from a context overflow (1 until then). */
-  scale: number;
-}
-
-/** The one-line summary of a context trim, for the `context-trimmed` event. */
-function describeTrim(trim: ContextTrim, contextTokens: number): string {
-  const parts: string[] = [];
-  if (trim.shortenedObservations > 0)
-    parts.push(`shortened ${trim.shortenedObservations} old observation(s)`);
-  if (trim.droppedMessages > 0) parts.push(`left out ${trim.droppedMessages} old message(s)`);
-  if (trim.shortenedLatest) parts.push("cut the latest step");
-  return `The conversation (${trim.tokensBefore} tokens) does not fit the context of ${contextTokens} tokens (${trim.budgetTokens} for the prompt): ${parts.join(", ") || "nothing could be shortened"}; ${trim.tokensAfter} tokens sent. The session keeps every message.`;
-}
 
 /**
  * The MOSS agent loop: prompt → model → code → execution → observation back to the model, until the model
@@ -117,67 +63,16 @@ function describeTrim(trim: ContextTrim, contextTokens: number): string {
  * another process) with the same id continues the session.
  */
 export class MossAgent {
-  readonly #options: MossAgentOptions;
+  readonly #options: CheckedAgentOptions;
   readonly #createRuntime: CreateRuntime;
-  readonly #tools: boolean;
   #conversation = new Conversation();
   #loaded = false;
   #runtime: AgentRuntime | undefined;
   #running = false;
 
   constructor(options: MossAgentOptions) {
-    const maxSteps = options.maxSteps ?? 10;
-    const maxErrors = options.maxConsecutiveErrors ?? 3;
-    if (!Number.isInteger(maxSteps) || maxSteps < 1) {
-      throw new MossError("invalid-argument", `maxSteps must be a positive integer, got ${maxSteps}.`);
-    }
-    if (!Number.isInteger(maxErrors) || maxErrors < 1) {
-      throw new MossError(
-        "invalid-argument",
-        `maxConsecutiveErrors must be a positive integer, got ${maxErrors}.`,
-      );
-    }
-    for (const [name, value] of [
-      ["maxTokens", options.maxTokens],
-      ["contextTokens", options.contextTokens],
-    ] as const) {
-      if (value !== undefined && (!Number.isInteger(value) || value < 1)) {
-        throw new MossError("invalid-argument", `${name} must be a positive integer, got ${value}.`);
-      }
-    }
-    const maxContinuations = options.maxContinuations ?? 2;
-    if (!Number.isInteger(maxContinuations) || maxContinuations < 0) {
-      throw new MossError(
-        "invalid-argument",
-        `maxContinuations must be a non-negative integer, got ${maxContinuations}.`,
-      );
-    }
-    if (
-      options.maxTokens !== undefined &&
-      options.contextTokens !== undefined &&
-      promptBudget(options.contextTokens, options.maxTokens) < 1
-    ) {
-      throw new MossError(
-        "invalid-argument",
-        `maxTokens (${options.maxTokens}) leaves no room for the prompt in a context of ${options.contextTokens} tokens.`,
-      );
-    }
-    this.#options = { ...options, maxSteps, maxConsecutiveErrors: maxErrors, maxContinuations };
-    const { modulePath } = options;
-    if (options.createRuntime !== undefined) {
-      this.#createRuntime = options.createRuntime;
-    } else if (modulePath !== undefined) {
-      const moduleOptions: ModuleRuntimeOptions = {
-        modulePath,
-        ...(options.container === undefined ? {} : { container: options.container }),
-        ...(options.compiler === undefined ? {} : { compiler: options.compiler }),
-        ...(options.hostSetup === undefined ? {} : { hostSetup: options.hostSetup }),
-      };
-      this.#createRuntime = (context) => compileModuleRuntime(moduleOptions, context);
-    } else {
-      throw new MossError("invalid-argument", "MossAgent needs a modulePath (or a createRuntime function).");
-    }
-    this.#tools = options.tools ?? true;
+    this.#options = checkAgentOptions(options);
+    this.#createRuntime = this.#options.createRuntime ?? moduleRuntimeFactory(this.#options);
   }
 
   /** The conversation tree (loaded from the session's store on the first run). */
@@ -213,7 +108,7 @@ export class MossAgent {
    */
   async pending(): Promise<PendingRequest[] | undefined> {
     await this.load();
-    return this.#pendingStep()?.requests;
+    return pendingSteps.of(this.#conversation)?.requests;
   }
 
   /**
@@ -226,7 +121,7 @@ export class MossAgent {
   resume(answers: Answers, options: AgentRunOptions = {}): Promise<AgentRunResult> {
     return this.#exclusive(async () => {
       await this.load();
-      const pending = this.#pendingStep();
+      const pending = pendingSteps.of(this.#conversation);
       if (pending === undefined) {
         const who =
           this.#options.sessionId === undefined ? "This agent" : `Session "${this.#options.sessionId}"`;
@@ -271,45 +166,7 @@ export class MossAgent {
     task: string | AgentTask,
     options: Omit<AgentRunOptions, "onEvent"> = {},
   ): AsyncIterable<AgentEvent> {
-    const queue: AgentEvent[] = [];
-    let wake: (() => void) | undefined;
-    let finished = false;
-    let failure: unknown;
-    const done = this.run(task, {
-      ...options,
-      onEvent: (event) => {
-        queue.push(event);
-        wake?.();
-      },
-    }).then(
-      () => {
-        finished = true;
-        wake?.();
-      },
-      (error: unknown) => {
-        failure = error ?? new Error("run failed");
-        finished = true;
-        wake?.();
-      },
-    );
-    return {
-      async *[Symbol.asyncIterator]() {
-        while (true) {
-          const event = queue.shift();
-          if (event !== undefined) {
-            yield event;
-            continue;
-          }
-          if (finished) break;
-          await new Promise<void>((resolve) => {
-            wake = resolve;
-          });
-          wake = undefined;
-        }
-        await done;
-        if (failure !== undefined) throw failure;
-      },
-    };
+    return eventStream((onEvent) => this.run(task, { ...options, onEvent }));
   }
 
   /** Closes the runtime; the agent can run again afterwards (a new runtime is built from the saved context). */
@@ -336,9 +193,7 @@ export class MossAgent {
 
   async #loop(start: LoopStart, options: AgentRunOptions): Promise<AgentRunResult> {
     const { model, sessionId } = this.#options;
-    const maxSteps = this.#options.maxSteps!;
-    const maxErrors = this.#options.maxConsecutiveErrors!;
-    const maxContinuations = this.#options.maxContinuations!;
+    const { maxSteps, maxConsecutiveErrors: maxErrors, maxContinuations, tools } = this.#options;
     const usage: AgentUsage = { modelCalls: 0, inputTokens: 0, outputTokens: 0, cost: 0 };
     const emit = (event: AgentEvent) => options.onEvent?.(event);
     let steps = 0;
@@ -355,7 +210,7 @@ export class MossAgent {
       if (start.kind === "retry") await this.#rewindTo(start.message);
       const runtime = await this.#ensureRuntime();
       const system = buildSystemPrompt(await runtime.prompter().dumpModulePrompt(), {
-        tools: this.#tools,
+        tools,
         ...(this.#options.instructions === undefined ? {} : { instructions: this.#options.instructions }),
       });
       const window = await this.#window();
@@ -390,7 +245,23 @@ export class MossAgent {
           break;
         }
         steps += 1;
-        const response = await this.#ask(system, window, steps, options.signal, emit);
+        const response = await askModel({
+          model,
+          system,
+          window,
+          entries: chatMessages(this.#conversation.thread()),
+          tools,
+          maxTokens: this.#options.maxTokens,
+          temperature: this.#options.temperature,
+          stream: this.#options.stream !== false,
+          signal: options.signal,
+          step: steps,
+          emit,
+          onPartial: async (partial, why) => {
+            this.#abandon(partial, why, steps);
+            await this.#saveConversation().catch(() => undefined);
+          },
+        });
         usage.modelCalls += 1;
         usage.inputTokens += response.inputTokens;
         usage.outputTokens += response.outputTokens;
@@ -405,7 +276,7 @@ export class MossAgent {
           step: steps,
         });
         const cutOff = response.finishReason === "length";
-        const actions = this.#actions(response);
+        const actions = stepActions(response);
         const runnable = actions.some((action) => action.extracted.kind === "code");
         if (cutOff && !runnable) {
           // A cut-off answer is never final and its incomplete code never runs: ask again, a bounded number of times.
@@ -446,7 +317,7 @@ export class MossAgent {
             break;
           }
           toldUnclear = true;
-          const notice = unclearAnswerNotice(unclear, this.#tools);
+          const notice = unclearAnswerNotice(unclear, tools);
           emit({ type: "notice", step: steps, kind: "unclear-answer", message: notice });
           this.#append(emit, "user", notice, {
             kind: "notice",
@@ -504,22 +375,7 @@ export class MossAgent {
       this.#options.contextTokens ??
       (await this.#options.model.contextWindow?.().catch(() => undefined)) ??
       DEFAULT_CONTEXT_TOKENS;
-    const window: RunWindow = { contextTokens, maxTokens: 0, budgetTokens: 0, scale: 1 };
-    this.#resize(window, contextTokens);
-    return window;
-  }
-
-  /** Sets the context size; a default output limit never takes more than a quarter of a small context. */
-  #resize(window: RunWindow, contextTokens: number): void {
-    window.contextTokens = contextTokens;
-    window.maxTokens = this.#options.maxTokens ?? Math.min(DEFAULT_MAX_TOKENS, Math.floor(contextTokens / 4));
-    window.budgetTokens = Math.floor(promptBudget(contextTokens, window.maxTokens) * window.scale);
-    if (window.budgetTokens < 1) {
-      throw new MossError(
-        "invalid-argument",
-        `maxTokens (${window.maxTokens}) leaves no room for the prompt in a context of ${contextTokens} tokens.`,
-      );
-    }
+    return sizeRunWindow(contextTokens, this.#options.maxTokens);
   }
 
   /** Appends the task, unless the head is the same task still unanswered; a different unanswered task is replaced by a sibling. */
@@ -563,75 +419,6 @@ export class MossAgent {
     }
   }
 
-  async #ask(
-    system: string,
-    window: RunWindow,
-    step: number,
-    signal: AbortSignal | undefined,
-    emit: (event: AgentEvent) => void,
-  ): Promise<LanguageModelResponse> {
-    let budget = window.budgetTokens;
-    let overflow: unknown;
-    for (let attempt = 0; ; attempt++) {
-      let fitted: ReturnType<typeof fitContext>;
-      try {
-        fitted = fitContext({ role: "system", content: system }, this.#windowEntries(), budget);
-      } catch (error) {
-        // Shortening after the server's overflow cannot help: its own words are the clearer error.
-        throw overflow ?? error;
-      }
-      const { messages, trim } = fitted;
-      if (trim !== undefined) {
-        emit({
-          type: "context-trimmed",
-          step,
-          trim,
-          contextTokens: window.contextTokens,
-          message: describeTrim(trim, window.contextTokens),
-        });
-      }
-      const request = {
-        messages,
-        ...(this.#tools ? { tools: [MOSS_TOOL] } : {}),
-        maxTokens: window.maxTokens,
-        ...(this.#options.temperature === undefined ? {} : { temperature: this.#options.temperature }),
-        ...(signal === undefined ? {} : { signal }),
-      };
-      try {
-        if (this.#options.stream === false) return await this.#options.model.generate(request);
-        return await this.#options.model.stream(request, (delta) =>
-          emit({ type: "text-delta", step, delta }),
-        );
-      } catch (error) {
-        if (MossError.is(error) && error.details.partial !== undefined) {
-          this.#abandon(error.details.partial as PartialResponse, String(error.details.reason), step);
-          await this.#saveConversation().catch(() => undefined);
-        }
-        if (attempt > 0 || !MossError.is(error) || error.details.reason !== "context-overflow") throw error;
-        // The server counts more tokens than we do, or its context is smaller than we were told: adopt what it
-        // says for the rest of the run, shorten harder than what failed, and ask once more.
-        overflow = error;
-        const sent = requestTokens(messages);
-        const theirs = error.details.promptTokens;
-        const theirContext = error.details.contextTokens;
-        window.scale *= typeof theirs === "number" && theirs > sent ? sent / theirs : 0.7;
-        this.#resize(
-          window,
-          typeof theirContext === "number" && theirContext < window.contextTokens
-            ? theirContext
-            : window.contextTokens,
-        );
-        budget = Math.max(1, Math.min(window.budgetTokens, Math.floor(sent * 0.8)));
-        emit({
-          type: "notice",
-          step,
-          kind: "context-overflow",
-          message: `The model server said the prompt (${sent} tokens by our count${typeof theirs === "number" ? `, ${theirs} by its own` : ""}) does not fit its context${typeof theirContext === "number" ? ` of ${theirContext} tokens` : ""}; shortening to ${budget} tokens and asking again.`,
-        });
-      }
-    }
-  }
-
   /** Keeps a partial answer (a cut or broken stream) as an abandoned branch: the head stays, so a retry starts clean. */
   #abandon(partial: PartialResponse, reason: string, step: number): void {
     const head = this.#conversation.head;
@@ -644,48 +431,13 @@ export class MossAgent {
     this.#conversation.checkout(head?.id);
   }
 
-  #actions(response: Pick<LanguageModelResponse, "content" | "toolCalls">): Action[] {
-    if (response.toolCalls.length > 0) {
-      return response.toolCalls.map((toolCall) => ({
-        toolCall,
-        extracted:
-          toolCall.name === MOSS_TOOL.name
-            ? extractToolCode(toolCall.arguments)
-            : {
-                kind: "invalid",
-                reason: `There is no tool named "${toolCall.name}"; the only tool is "${MOSS_TOOL.name}".`,
-              },
-      }));
-    }
-    // Servers that do not parse tool calls pass them through as text; models also answer with fences in tool mode.
-    const content = stripReasoning(response.content);
-    const text = extractTextToolCalls(content);
-    if (text.kind === "invalid") return [{ extracted: text }];
-    if (text.kind === "calls") {
-      return text.calls.map((call) => {
-        if (call.name !== MOSS_TOOL.name) {
-          return {
-            extracted: {
-              kind: "invalid",
-              reason: `There is no tool named "${call.name}"; the only tool is "${MOSS_TOOL.name}".`,
-            },
-          };
-        }
-        const extracted = extractToolCode(call.arguments);
-        return { extracted: extracted.kind === "code" ? { ...extracted, source: "tool-text" } : extracted };
-      });
-    }
-    const extracted = extractProseCode(content);
-    return extracted.kind === "none" ? [] : [{ extracted }];
-  }
-
   /**
    * Runs a step's actions from index `from`, appending an observation after each. Stops at the first that
    * pauses: that one is recorded as the pending step (on the conversation's head) and its requests emitted.
    */
   async #runActions(
     runtime: AgentRuntime,
-    actions: Action[],
+    actions: StepAction[],
     at: {
       assistantId: string;
       from: number;
@@ -711,28 +463,12 @@ export class MossAgent {
           failedBefore: failed,
           ...(at.cutOffAt === undefined ? {} : { cutOffAt: at.cutOffAt }),
         };
-        this.#pause(pending, at.emit);
+        pendingSteps.record(this.#conversation, pending, at.emit);
         return { failed, pending: pending.requests };
       }
       if (!outcome.ok) failed = true;
     }
     return { failed };
-  }
-
-  /** Keeps `pending` on the conversation's head (saved with the session) and emits one event per request. */
-  #pause(pending: PendingStep, emit: (event: AgentEvent) => void): void {
-    const head = this.#conversation.head!;
-    this.#conversation.update(head.id, { pending });
-    for (const request of pending.requests) {
-      if (request.kind === "approval") emit({ type: "approval-request", step: pending.step, request });
-      else emit({ type: "clarification-request", step: pending.step, request });
-    }
-  }
-
-  /** The paused step the conversation's head waits on, if any. */
-  #pendingStep(): PendingStep | undefined {
-    const pending = this.#conversation.head?.metadata.pending as PendingStep | undefined;
-    return pending !== undefined && typeof pending.continuation === "string" ? pending : undefined;
   }
 
   /**
@@ -745,7 +481,7 @@ export class MossAgent {
     answers: Answers,
     emit: (event: AgentEvent) => void,
   ): Promise<ActionsOutcome> {
-    const pending = this.#pendingStep()!;
+    const pending = pendingSteps.of(this.#conversation)!;
     if (runtime.resume === undefined) {
       throw new MossError(
         "invalid-argument",
@@ -768,17 +504,17 @@ export class MossAgent {
       }
       throw error;
     }
-    const head = this.#conversation.head!;
     const observation = renderObservation(execution, this.#options.observation);
     emit({ type: "execution", step: pending.step, execution, observation });
     if (execution.pending !== undefined) {
-      this.#pause(
+      pendingSteps.record(
+        this.#conversation,
         { ...pending, continuation: execution.pending.continuation, requests: execution.pending.requests },
         emit,
       );
       return { failed: pending.failedBefore, pending: execution.pending.requests };
     }
-    this.#conversation.update(head.id, { pending: undefined });
+    pendingSteps.clear(this.#conversation);
     this.#observe(
       emit,
       observation,
@@ -794,7 +530,7 @@ export class MossAgent {
       execution.images,
     );
     const assistant = this.#conversation.get(pending.assistantId);
-    const actions = this.#actions({
+    const actions = stepActions({
       content: assistant.content,
       toolCalls: (assistant.metadata.toolCalls as ToolCall[] | undefined) ?? [],
     });
@@ -808,44 +544,18 @@ export class MossAgent {
     });
   }
 
-  /**
-   * Closes a paused step that will not resume: the paused code and the step's actions after it get an observation
-   * saying so (every tool call keeps its answer), and the head no longer waits.
-   */
+  /** Closes a paused step that will not resume (see {@link pendingSteps}.close). */
   #closePending(emit: (event: AgentEvent) => void, runtime: AgentRuntime, why: string): void {
-    const pending = this.#pendingStep();
-    if (pending === undefined) return;
-    const head = this.#conversation.head!;
-    this.#conversation.update(head.id, { pending: undefined });
-    const message = `The paused run of step ${pending.step} ${why}; nothing it did persisted.`;
-    emit({ type: "notice", step: pending.step, kind: "pending-abandoned", message });
-    const context = runtime.dumpContext();
-    this.#observe(emit, notResumedObservation(why), pending.toolCallId, {
-      kind: "observation",
-      ok: false,
-      code: pending.code,
-      errorKind: "not-resumed",
-      context,
-    });
-    const assistant = this.#conversation.get(pending.assistantId);
-    const toolCalls = (assistant.metadata.toolCalls as ToolCall[] | undefined) ?? [];
-    const later = toolCalls.slice(
-      toolCalls.findIndex((call) => call.id === pending.toolCallId) + 1 || toolCalls.length,
+    if (pendingSteps.of(this.#conversation) === undefined) return;
+    pendingSteps.close(this.#conversation, why, runtime.dumpContext(), emit, (role, content, metadata) =>
+      this.#append(emit, role, content, metadata),
     );
-    for (const call of later) {
-      this.#observe(emit, notResumedObservation("so this later call did not run"), call.id, {
-        kind: "observation",
-        ok: false,
-        errorKind: "not-resumed",
-        context,
-      });
-    }
   }
 
   /** Runs one action and appends its observation; returns whether it succeeded, or the pause of its code. */
   async #act(
     runtime: AgentRuntime,
-    action: Action,
+    action: StepAction,
     step: number,
     emit: (event: AgentEvent) => void,
     cutOffAt: number | undefined,
@@ -885,7 +595,7 @@ export class MossAgent {
           : extracted.kind === "invalid"
             ? extracted.reason
             : "No code was found.";
-      observation = `<execution ok="false">\n<error kind="no-code">\n${why}\n</error>\n</execution>`;
+      observation = noCodeObservation(why);
       ok = false;
       metadata = { kind: "observation", ok, errorKind: "no-code", context: runtime.dumpContext() };
     }
@@ -918,53 +628,6 @@ export class MossAgent {
     return message;
   }
 
-  /** The current thread as chat messages, each marked for the context window (abandoned branches are not on it). */
-  #windowEntries(): WindowEntry[] {
-    const entries: WindowEntry[] = [];
-    for (const message of this.#conversation.thread()) {
-      switch (message.role) {
-        case "system":
-          entries.push({ message: { role: "system", content: message.content }, kind: "turn" });
-          break;
-        case "user":
-          entries.push({
-            message:
-              message.images === undefined
-                ? { role: "user", content: message.content }
-                : { role: "user", content: message.content, images: message.images },
-            kind:
-              message.metadata.kind === "task" || message.metadata.kind === undefined
-                ? "task"
-                : "observation",
-          });
-          break;
-        case "assistant": {
-          const toolCalls = message.metadata.toolCalls as ToolCall[] | undefined;
-          entries.push({
-            message:
-              toolCalls !== undefined && toolCalls.length > 0
-                ? { role: "assistant", content: message.content, toolCalls }
-                : { role: "assistant", content: message.content },
-            kind: "turn",
-          });
-          break;
-        }
-        case "tool":
-          entries.push({
-            message: {
-              role: "tool",
-              content: message.content,
-              toolCallId: String(message.metadata.toolCallId),
-              ...(message.images === undefined ? {} : { images: message.images }),
-            },
-            kind: "observation",
-          });
-          break;
-      }
-    }
-    return entries;
-  }
-
   /** Moves the head to the parent of `assistant` and rebuilds the runtime from the context saved at that point. */
   async #rewindTo(assistant: ConversationMessage): Promise<void> {
     const thread = this.#conversation.thread(assistant.parentId);
@@ -983,16 +646,13 @@ export class MossAgent {
   }
 
   async #persist(runtime: AgentRuntime): Promise<void> {
-    const { sessionId, store } = this.#options;
-    if (sessionId !== undefined && store !== undefined) await store.save(sessionId, runtime.dumpContext());
-    await this.#saveConversation();
+    // The context is dumped only for a session that keeps it.
+    const keeps = this.#options.sessionId !== undefined && this.#options.store !== undefined;
+    await persistSession(this.#options, this.#conversation, keeps ? runtime.dumpContext() : undefined);
   }
 
   async #saveConversation(): Promise<void> {
-    const { sessionId, conversationStore } = this.#options;
-    if (sessionId !== undefined && conversationStore !== undefined) {
-      await conversationStore.save(sessionId, this.#conversation);
-    }
+    await persistSession(this.#options, this.#conversation);
   }
 }
 
