@@ -304,8 +304,8 @@ function readPayload(payload: string, label: string): TextToolCall[] | string {
     const body = stripFences(deepseek[2]!);
     return [{ name: deepseek[1]!, arguments: body.kind === "code" ? argumentsText(body.code) : "" }];
   }
-  const unfenced = /^(```|~~~)/.test(payload) ? stripFences(payload) : undefined;
-  const text = unfenced?.kind === "code" ? unfenced.code : payload;
+  const unfenced = stripFences(payload);
+  const text = unfenced.kind === "code" ? unfenced.code : payload;
   if (text === "")
     return `The ${label} block was empty; write {"name": "moss", "arguments": {"code": "<TypeScript>"}} in it.`;
   const value = parseJsonish(text);

@@ -1,3 +1,5 @@
+import { fencedBlocks } from "../runtime/fenced-code.ts";
+
 const ANNOUNCES_MORE =
   /^(?:let me(?! know)|let's|let us|i will|i'll|i am going to|i'm going to|now,? i|next,? i|first,? i)\b/i;
 
@@ -9,9 +11,9 @@ const ANNOUNCES_MORE =
 export function unclearAnswer(content: string): string | undefined {
   const text = content.trim();
   if (text === "") return "was empty";
-  const fence = /^\s*(?:```|~~~)\s*([\w+-]*)/m.exec(text);
-  if (fence !== null) {
-    return `held a ${fence[1] ? `\`${fence[1]}\` ` : ""}code block but no TypeScript \`main(moss)\` that could run`;
+  const block = fencedBlocks(text)[0];
+  if (block !== undefined) {
+    return `held a ${block.language ? `\`${block.language}\` ` : ""}code block but no TypeScript \`main(moss)\` that could run`;
   }
   const lastLine = text.split("\n").at(-1)!.trim();
   if (/[:：]$/.test(text) || /(?:\.\.\.|…)$/.test(text) || ANNOUNCES_MORE.test(lastLine)) {
