@@ -103,6 +103,7 @@ export {
 } from "./openai-language-model.ts";
 export { type AppendMessage, type PendingStep, pendingSteps } from "./pending-step.ts";
 export { persistSession, type SessionStores } from "./persist-session.ts";
+export { type ActionResult, type RunActionOptions, runAction } from "./run-action.ts";
 export { type RunWindow, sizeRunWindow } from "./run-window.ts";
 export {
   ScriptedLanguageModel,

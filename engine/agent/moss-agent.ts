@@ -1,7 +1,7 @@
 import { MossError } from "../errors.ts";
 import { checkAnswers } from "../runtime/answers.ts";
 import { toImageContent } from "../runtime/image-content.ts";
-import type { Answers, Execution, ImageContent, MossContext, PendingRequest, PendingRun } from "../types.ts";
+import type { Answers, Execution, ImageContent, MossContext, PendingRequest } from "../types.ts";
 import { buildSystemPrompt, cutOffNotice, unclearAnswerNotice } from "./agent-prompt.ts";
 import type {
   AgentEvent,
@@ -22,9 +22,10 @@ import { eventStream } from "./event-stream.ts";
 import { stripReasoning } from "./extract-code.ts";
 import type { PartialResponse, ToolCall } from "./language-model.ts";
 import { moduleRuntimeFactory } from "./module-runtime.ts";
-import { noCodeObservation, renderObservation } from "./observation.ts";
+import { renderObservation } from "./observation.ts";
 import { type PendingStep, pendingSteps } from "./pending-step.ts";
 import { persistSession } from "./persist-session.ts";
+import { runAction } from "./run-action.ts";
 import { type RunWindow, sizeRunWindow } from "./run-window.ts";
 import { type StepAction, stepActions } from "./step-actions.ts";
 import { unclearAnswer } from "./unclear-answer.ts";
@@ -450,7 +451,11 @@ export class MossAgent {
     let failed = at.failedBefore;
     for (let index = at.from; index < actions.length; index++) {
       const action = actions[index]!;
-      const outcome = await this.#act(runtime, action, at.step, at.emit, at.cutOffAt);
+      const outcome = await runAction(runtime, action, at.step, at.emit, {
+        execute: this.#options.execute,
+        observation: this.#options.observation,
+        cutOffAt: at.cutOffAt,
+      });
       if (outcome.paused !== undefined) {
         const pending: PendingStep = {
           continuation: outcome.paused.continuation,
@@ -466,6 +471,7 @@ export class MossAgent {
         pendingSteps.record(this.#conversation, pending, at.emit);
         return { failed, pending: pending.requests };
       }
+      this.#observe(at.emit, outcome.observation, action.toolCall?.id, outcome.metadata, outcome.images);
       if (!outcome.ok) failed = true;
     }
     return { failed };
@@ -550,57 +556,6 @@ export class MossAgent {
     pendingSteps.close(this.#conversation, why, runtime.dumpContext(), emit, (role, content, metadata) =>
       this.#append(emit, role, content, metadata),
     );
-  }
-
-  /** Runs one action and appends its observation; returns whether it succeeded, or the pause of its code. */
-  async #act(
-    runtime: AgentRuntime,
-    action: StepAction,
-    step: number,
-    emit: (event: AgentEvent) => void,
-    cutOffAt: number | undefined,
-  ): Promise<{ ok: boolean; paused?: undefined } | { ok: false; paused: PendingRun; code: string }> {
-    const { extracted, toolCall } = action;
-    let observation: string;
-    let metadata: Record<string, unknown>;
-    let ok: boolean;
-    let images: ImageContent[] | undefined;
-    if (extracted.kind === "code") {
-      emit({
-        type: "code",
-        step,
-        code: extracted.code,
-        source: extracted.source,
-        ...(toolCall === undefined ? {} : { toolCallId: toolCall.id }),
-      });
-      const execution = await runtime.execute({ ...this.#options.execute, code: extracted.code });
-      observation = renderObservation(execution, this.#options.observation);
-      emit({ type: "execution", step, execution, observation });
-      // A paused run gets its observation when it resumes: the model sees the outcome once, whole.
-      if (execution.pending !== undefined)
-        return { ok: false, paused: execution.pending, code: extracted.code };
-      ok = execution.ok;
-      images = execution.images;
-      metadata = {
-        kind: "observation",
-        ok,
-        code: extracted.code,
-        ...(execution.error === undefined ? {} : { errorKind: execution.error.kind }),
-        context: execution.context,
-      };
-    } else {
-      const why =
-        cutOffAt !== undefined
-          ? `Your answer was cut off at the output limit of ${cutOffAt} tokens before this call was complete.`
-          : extracted.kind === "invalid"
-            ? extracted.reason
-            : "No code was found.";
-      observation = noCodeObservation(why);
-      ok = false;
-      metadata = { kind: "observation", ok, errorKind: "no-code", context: runtime.dumpContext() };
-    }
-    this.#observe(emit, observation, toolCall?.id, metadata, images);
-    return { ok };
   }
 
   /** Appends an observation: a tool message answering `toolCallId`, or a user message when the code came as text. */

@@ -101,7 +101,12 @@ export class OpenAILanguageModel implements LanguageModel {
     if (this.baseUrl === DEFAULT_BASE_URL) return undefined;
     try {
       const url = new URL("../props", `${this.baseUrl.replace(/\/+$/, "")}/`);
-      const response = await fetch(url, { signal: AbortSignal.timeout(2_000) });
+      // No idle keep-alive socket is left behind: the chat request that follows, possibly after seconds of
+      // compiling or tokenizing, would reuse a socket the server has closed meanwhile (ECONNRESET).
+      const response = await fetch(url, {
+        headers: { connection: "close" },
+        signal: AbortSignal.timeout(2_000),
+      });
       if (!response.ok) return undefined;
       const props = (await response.json()) as {
         n_ctx?: unknown;

@@ -1,7 +1,7 @@
 // One small test per step of the agent loop (engine/agent/*.ts, after the Vercel AI SDK's generate-text/): each
 // step is a function the loop calls and a server may call on its own.
 import { describe, expect, it } from "vitest";
-import type { AgentEvent } from "../../engine/agent/agent-types.ts";
+import type { AgentEvent, AgentRuntime } from "../../engine/agent/agent-types.ts";
 import { askModel } from "../../engine/agent/ask-model.ts";
 import { chatMessages } from "../../engine/agent/chat-messages.ts";
 import { checkAgentOptions } from "../../engine/agent/check-agent-options.ts";
@@ -12,12 +12,13 @@ import type { LanguageModel } from "../../engine/agent/language-model.ts";
 import { noCodeObservation, notResumedObservation } from "../../engine/agent/observation.ts";
 import { type PendingStep, pendingSteps } from "../../engine/agent/pending-step.ts";
 import { persistSession } from "../../engine/agent/persist-session.ts";
+import { runAction } from "../../engine/agent/run-action.ts";
 import { sizeRunWindow } from "../../engine/agent/run-window.ts";
 import { ScriptedLanguageModel } from "../../engine/agent/scripted-language-model.ts";
 import { stepActions } from "../../engine/agent/step-actions.ts";
 import { unclearAnswer } from "../../engine/agent/unclear-answer.ts";
 import { MossError } from "../../engine/errors.ts";
-import type { MossContext } from "../../engine/types.ts";
+import type { Execution, MossContext } from "../../engine/types.ts";
 
 const MAIN = "async function main(moss: Moss) {\n  return 1;\n}";
 const CONTEXT: MossContext = { version: 1, module: "m.ts", properties: {}, executed: true } as MossContext;
@@ -332,5 +333,60 @@ describe("askModel", () => {
     expect(calls).toBe(2);
     expect(window.scale).toBeLessThan(1);
     expect(events.find((event) => event.type === "notice")).toMatchObject({ kind: "context-overflow" });
+  });
+});
+
+describe("runAction", () => {
+  const runtime = (execution: Partial<Execution>): AgentRuntime => ({
+    execute: async () => ({
+      ok: true,
+      returns: 1,
+      stdout: "",
+      warnings: [],
+      context: CONTEXT,
+      durationMs: 1,
+      calls: [],
+      ...execution,
+    }),
+    prompter: () => ({ dumpModulePrompt: async () => "" }),
+    dumpContext: () => CONTEXT,
+    close: async () => {},
+  });
+
+  it("runs the code, emits code and execution, and returns the observation with the images shown", async () => {
+    const image = { mediaType: "image/png", data: "aGk=" };
+    const events: AgentEvent[] = [];
+    const result = await runAction(
+      runtime({ images: [image] }),
+      {
+        toolCall: { id: "c1", name: "moss", arguments: "{}" },
+        extracted: { kind: "code", code: MAIN, source: "tool" },
+      },
+      3,
+      (event) => events.push(event),
+    );
+    expect(events.map((event) => event.type)).toEqual(["code", "execution"]);
+    expect(result).toMatchObject({
+      ok: true,
+      images: [image],
+      metadata: { kind: "observation", code: MAIN },
+    });
+    expect(result.paused === undefined && result.observation).toContain("<returns>");
+  });
+
+  it("a paused run returns the pause without an observation; an action without code says why", async () => {
+    const paused = await runAction(
+      runtime({ ok: false, pending: { requests: [], continuation: "c" } }),
+      { extracted: { kind: "code", code: MAIN, source: "fence" } },
+      1,
+      () => {},
+    );
+    expect(paused).toEqual({ ok: false, paused: { requests: [], continuation: "c" }, code: MAIN });
+    const cut = await runAction(runtime({}), { extracted: { kind: "none" } }, 1, () => {}, { cutOffAt: 64 });
+    expect(cut.paused === undefined && cut.observation).toBe(
+      noCodeObservation(
+        "Your answer was cut off at the output limit of 64 tokens before this call was complete.",
+      ),
+    );
   });
 });
