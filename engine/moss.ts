@@ -19,9 +19,7 @@ export class Moss {
   declare show: (image: {
     mediaType: "image/png" | "image/jpeg" | "image/gif" | "image/webp";
     /** The image's bytes (or base64 text). */
-    data?: Uint8Array | string;
-    /** An http(s) URL of the image, instead of its bytes. */
-    url?: string;
+    data: Uint8Array | string;
     detail?: "low" | "high" | "auto";
     name?: string;
   }) => void;

@@ -111,6 +111,11 @@ export class ShownImages {
     if (this.images.length >= MAX_SHOWN_IMAGES) {
       throw new TypeError(`moss.show: a run may show at most ${MAX_SHOWN_IMAGES} images`);
     }
+    const given = args[0] as { url?: unknown } | null | undefined;
+    if (given !== null && typeof given === "object" && given.url !== undefined) {
+      // A URL would be fetched by the model's provider: a way out of the sandbox for whatever the code puts in it.
+      throw new TypeError("moss.show(image) takes the image's bytes (data), not a URL");
+    }
     const checked = imageProblem(args[0], "moss.show(image): image");
     if (typeof checked === "string") throw new TypeError(checked);
     this.images.push(checked);

