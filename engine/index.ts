@@ -4,6 +4,7 @@ export {
   type AgentEvent,
   type AgentRunOptions,
   type AgentRunResult,
+  type AgentTask,
   type ChatMessage,
   Conversation,
   type ConversationMessage,
@@ -45,6 +46,8 @@ export {
 export { codeFrame, MossError, type MossErrorCode } from "./errors.ts";
 export { type Injection, type InjectionRuntime, Moss } from "./moss.ts";
 export { type AttributeEntry, MossPrompter } from "./prompter/moss-prompter.ts";
+export { checkAnswers, missingAnswers } from "./runtime/answers.ts";
+export { imageFromFile, toImageContent } from "./runtime/image-content.ts";
 export { MossRuntime, type MossRuntimeOptions } from "./runtime/moss-runtime.ts";
 export { currentRunSignal } from "./runtime/run-signal.ts";
 export {
@@ -66,6 +69,8 @@ export {
   type ExecutionErrorKind,
   type ExecutionLimits,
   type HostCallRecord,
+  type ImageContent,
+  type ImageInput,
   type MossContext,
   type PendingRequest,
   type PendingRun,

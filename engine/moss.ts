@@ -12,6 +12,17 @@ export class Moss {
    * of them). Available inside the sandbox.
    */
   declare ask: (question: string, options?: { choices?: string[] }) => Promise<string>;
+  /**
+   * Shows an image to you (the model) with this run's outcome, e.g. one a service returned:
+   * `moss.show({ mediaType: "image/png", data: bytes })`. Available inside the sandbox.
+   */
+  declare show: (image: {
+    mediaType: "image/png" | "image/jpeg" | "image/gif" | "image/webp";
+    /** The image's bytes (or base64 text). */
+    data: Uint8Array | string;
+    detail?: "low" | "high" | "auto";
+    name?: string;
+  }) => void;
 }
 
 /** What an injected service sees of the runtime it is injected into. */

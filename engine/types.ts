@@ -112,7 +112,26 @@ export interface Execution {
   pending?: PendingRun;
   /** One entry per host call the run made (replayed ones included), in call order: sizes, never payloads. */
   calls: HostCallRecord[];
+  /** Images the code passed to `moss.show(image)`, in order (absent when none): the agent shows them to the model. */
+  images?: ImageContent[];
 }
+
+/** An image in the conversation (the conversation tree's ImageContent): its bytes (base64) or a URL. */
+export interface ImageContent {
+  /** `image/png`, `image/jpeg`, `image/gif` or `image/webp`. */
+  mediaType: string;
+  /** The bytes, base64-encoded (when there is no `url`). */
+  data?: string;
+  /** An http(s) URL of the image (when there is no `data`). */
+  url?: string;
+  /** How closely a vision model looks at it (`auto` when absent). */
+  detail?: "low" | "high" | "auto";
+  /** A name for people, e.g. the file name. */
+  name?: string;
+}
+
+/** An image as a caller gives it: like {@link ImageContent}, with the bytes as a Uint8Array (a Buffer) or base64. */
+export type ImageInput = Omit<ImageContent, "data"> & { data?: Uint8Array | string };
 
 /** What a paused run waits for. */
 export interface PendingRun {

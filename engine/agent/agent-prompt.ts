@@ -1,3 +1,4 @@
+import { fencedBlocks } from "../runtime/fenced-code.ts";
 import type { ToolSpec } from "./language-model.ts";
 
 /** The agent's role, first line of every system prompt. */
@@ -26,6 +27,7 @@ export const CODE_RULES = [
   "Rules for the code:",
   "- Do not write `import`: every name of the module is already in scope, and `moss` is passed to `main`.",
   "- Use `console.log` or `moss.pprint` to see values; `return` a value to get it back.",
+  "- To look at an image (one a service returned), pass it to `moss.show(image)`: you see it after the run.",
   "- To ask the user something, `await moss.ask(question, { choices })`: the run waits for a person's answer and",
   "  the promise resolves to it. Ask only what you cannot find out yourself.",
   "- Methods and functions marked `@approval` wait for a person's yes on every call. A denied call throws an error",
@@ -103,6 +105,17 @@ export function buildSystemPrompt(
   ];
   if (options.instructions !== undefined && options.instructions.trim() !== "")
     sections.push(options.instructions.trim());
-  sections.push(`${MODULE_HEADING}\n\n\`\`\`typescript\n${modulePrompt.trim()}\n\`\`\``);
+  sections.push(`${MODULE_HEADING}\n\n${fenceModulePrompt(modulePrompt.trim())}`);
   return sections.join("\n\n");
+}
+
+/**
+ * The module prompt as markdown that never nests fences: a prompt that already holds fenced blocks (the default
+ * one) is placed as it is; plain code is fenced with more backticks than any run of them inside it.
+ */
+export function fenceModulePrompt(modulePrompt: string): string {
+  if (fencedBlocks(modulePrompt).length > 0) return modulePrompt;
+  const longest = Math.max(0, ...[...modulePrompt.matchAll(/`+/g)].map((run) => run[0].length));
+  const fence = "`".repeat(Math.max(3, longest + 1));
+  return `${fence}typescript\n${modulePrompt}\n${fence}`;
 }

@@ -50,8 +50,17 @@ export function countTokens(text: string): number {
 /** Tokens of one chat message, with the few tokens of framing every message costs. */
 export function messageTokens(message: ChatMessage): number {
   const calls = message.role === "assistant" && message.toolCalls ? JSON.stringify(message.toolCalls) : "";
-  return countTokens(message.content) + (calls === "" ? 0 : countTokens(calls)) + 4;
+  const images = message.role === "user" || message.role === "tool" ? (message.images ?? []) : [];
+  const imageTokens = images.reduce(
+    (sum, image) => sum + (image.detail === "low" ? LOW_DETAIL_IMAGE_TOKENS : IMAGE_TOKENS),
+    0,
+  );
+  return countTokens(message.content) + (calls === "" ? 0 : countTokens(calls)) + imageTokens + 4;
 }
+
+/** What one image costs in the prompt (OpenAI's high-detail tile count for a 1024×1024 image; `low` is flat). */
+export const IMAGE_TOKENS = 765;
+export const LOW_DETAIL_IMAGE_TOKENS = 85;
 
 /** Tokens of a whole request's messages. */
 export function requestTokens(messages: ChatMessage[]): number {
@@ -175,9 +184,14 @@ export function wellFormed(messages: ChatMessage[]): ChatMessage[] {
     if (message.role === "system") {
       out.push(message);
     } else if (message.role === "user") {
-      if (last?.role === "user")
-        out[out.length - 1] = { role: "user", content: `${last.content}\n\n${message.content}` };
-      else out.push(message);
+      if (last?.role === "user") {
+        const images = [...(last.images ?? []), ...(message.images ?? [])];
+        out[out.length - 1] = {
+          role: "user",
+          content: `${last.content}\n\n${message.content}`,
+          ...(images.length === 0 ? {} : { images }),
+        };
+      } else out.push(message);
     } else {
       if (out.every((entry) => entry.role === "system")) continue;
       if (last?.role === "assistant" && (last.toolCalls === undefined || last.toolCalls.length === 0)) {
@@ -194,4 +208,14 @@ export function wellFormed(messages: ChatMessage[]): ChatMessage[] {
   }
   closeOpen();
   return out;
+}
+
+/** The one-line summary of a context trim, for the `context-trimmed` event. */
+export function describeTrim(trim: ContextTrim, contextTokens: number): string {
+  const parts: string[] = [];
+  if (trim.shortenedObservations > 0)
+    parts.push(`shortened ${trim.shortenedObservations} old observation(s)`);
+  if (trim.droppedMessages > 0) parts.push(`left out ${trim.droppedMessages} old message(s)`);
+  if (trim.shortenedLatest) parts.push("cut the latest step");
+  return `The conversation (${trim.tokensBefore} tokens) does not fit the context of ${contextTokens} tokens (${trim.budgetTokens} for the prompt): ${parts.join(", ") || "nothing could be shortened"}; ${trim.tokensAfter} tokens sent. The session keeps every message.`;
 }

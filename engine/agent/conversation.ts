@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { MossError } from "../errors.ts";
+import type { ImageContent } from "../types.ts";
 
 /** Who wrote a message of the conversation. */
 export type ConversationRole = "system" | "user" | "assistant" | "tool";
@@ -12,6 +13,8 @@ export interface ConversationMessage {
   content: string;
   /** Free-form data: tool calls, the tool call answered, usage, the MossContext after an execution, … */
   metadata: Record<string, unknown>;
+  /** Images of the message: a task's, or those the code showed with `moss.show` (bytes as base64, or a URL). */
+  images?: ImageContent[];
 }
 
 /** The JSON form of a {@link Conversation}. */
@@ -47,8 +50,9 @@ export class Conversation {
     role: ConversationRole,
     content: string,
     metadata: Record<string, unknown> = {},
+    images?: ImageContent[],
   ): ConversationMessage {
-    return this.attach(this.#head, role, content, metadata);
+    return this.attach(this.#head, role, content, metadata, images);
   }
 
   /** Attaches a message under `parentId` (undefined: a new root), a new branch when the parent has children; it becomes the head. */
@@ -57,9 +61,17 @@ export class Conversation {
     role: ConversationRole,
     content: string,
     metadata: Record<string, unknown> = {},
+    images?: ImageContent[],
   ): ConversationMessage {
     if (parentId !== undefined) this.get(parentId);
-    const message: ConversationMessage = { id: randomUUID(), parentId, role, content, metadata };
+    const message: ConversationMessage = {
+      id: randomUUID(),
+      parentId,
+      role,
+      content,
+      metadata,
+      ...(images === undefined || images.length === 0 ? {} : { images }),
+    };
     this.#insert(message);
     this.#head = message.id;
     return message;
@@ -153,7 +165,10 @@ export class Conversation {
         typeof entry.id === "string" &&
         typeof entry.content === "string" &&
         ["system", "user", "assistant", "tool"].includes(entry.role) &&
-        (entry.parentId === undefined || conversation.#messages.has(entry.parentId));
+        (entry.parentId === undefined || conversation.#messages.has(entry.parentId)) &&
+        (entry.images === undefined ||
+          (Array.isArray(entry.images) &&
+            entry.images.every((image) => typeof image?.mediaType === "string")));
       if (!valid) {
         throw new MossError(
           "context-invalid",
@@ -170,6 +185,7 @@ export class Conversation {
         role: entry.role,
         content: entry.content,
         metadata: entry.metadata ?? {},
+        ...(entry.images === undefined ? {} : { images: entry.images }),
       });
     }
     if (document.headId !== undefined) conversation.checkout(document.headId);

@@ -3,7 +3,8 @@
  *
  * Tool mode: the `moss` tool's arguments should be `{"code": "..."}`. Also accepted: the arguments JSON
  * stringified twice, the code itself wrapped in `{"code": ...}` again, a single other string property,
- * JSON with raw newlines inside the string, bare code instead of JSON, and markdown fences inside the code.
+ * JSON with raw newlines inside the string, bare code instead of JSON, and markdown fences around the code (read by
+ * engine/runtime/fenced-code.ts, the one fence reader: in code text only a leading fence counts).
  *
  * Prose mode (tools off): the **last complete** fenced block tagged `typescript`/`ts`/`tsx` wins, because
  * models that show a wrong version and then a corrected one put the answer last, and joining blocks would
@@ -21,6 +22,8 @@
  * object or as a JSON string, under `arguments`, `parameters`, `args` or `input`.
  */
 
+import { fencedBlocks, findFencedCode, STARTS_WITH_CODE } from "../runtime/fenced-code.ts";
+
 /** Where a piece of code was found: a structured tool call, a tool call written as text, a fenced block, bare code. */
 export type CodeSource = "tool" | "tool-text" | "fence" | "bare";
 
@@ -30,19 +33,10 @@ export type ExtractedCode =
   | { kind: "none" }
   | { kind: "invalid"; reason: string };
 
-interface FencedBlock {
-  language: string;
-  body: string;
-  closed: boolean;
-}
-
-const TYPESCRIPT_LANGUAGES = new Set(["typescript", "ts", "tsx"]);
-const OTHER_CODE_LANGUAGES = new Set(["javascript", "js", "jsx", ""]);
-const DECLARES_MAIN = /\b(?:function\s+main\s*\(|(?:const|let|var)\s+main\s*=)/;
 const MAIN_FUNCTION = /^[ \t]*(?:export\s+)?(?:async\s+)?function\s+main\s*\(/m;
-const STARTS_WITH_CODE =
-  /^(?:export\s|async\s|function\s|const\s|let\s|var\s|import\s|interface\s|type\s|class\s|enum\s|\/\/|\/\*)/;
 const MAX_UNWRAP_DEPTH = 4;
+const UNCLOSED_BLOCK =
+  "The answer opened a ```typescript block but never closed it (was it cut off?). Send the whole code again in one closed block.";
 
 /** Extracts the code from the arguments text of a `moss` tool call. */
 export function extractToolCode(argumentsText: string): ExtractedCode {
@@ -67,51 +61,36 @@ export function extractToolCode(argumentsText: string): ExtractedCode {
 
 /** Extracts the code from a prose answer (tools off); `none` means the answer is final. */
 export function extractProseCode(content: string): ExtractedCode {
-  const blocks = fencedBlocks(content);
-  const closed = blocks.filter((block) => block.closed);
-  const typescript = closed.filter((block) => TYPESCRIPT_LANGUAGES.has(block.language));
-  const chosen =
-    typescript.at(-1) ??
-    closed
-      .filter((block) => OTHER_CODE_LANGUAGES.has(block.language) && DECLARES_MAIN.test(block.body))
-      .at(-1);
-  if (chosen !== undefined && chosen.body.trim() !== "") {
-    return { kind: "code", code: chosen.body.trim(), source: "fence" };
+  const found = findFencedCode(content, "prose");
+  switch (found.kind) {
+    case "code":
+      return { kind: "code", code: found.code, source: "fence" };
+    case "unclosed":
+      return { kind: "invalid", reason: UNCLOSED_BLOCK };
+    case "no-code":
+      return { kind: "none" };
+    case "unfenced":
+      return bareMain(content);
   }
-  const unclosed = blocks.find(
-    (block) =>
-      !block.closed &&
-      (TYPESCRIPT_LANGUAGES.has(block.language) ||
-        (OTHER_CODE_LANGUAGES.has(block.language) && DECLARES_MAIN.test(block.body))),
-  );
-  if (unclosed !== undefined) {
-    return {
-      kind: "invalid",
-      reason:
-        "The answer opened a ```typescript block but never closed it (was it cut off?). Send the whole code again in one closed block.",
-    };
-  }
-  if (blocks.length > 0) return { kind: "none" };
-  return bareMain(content);
 }
 
-/** Removes markdown fences around code: the code inside the chosen block, or the text itself when unfenced. */
+/** Removes markdown fences around code (the text of a tool call): see engine/runtime/fenced-code.ts for the rules. */
 export function stripFences(code: string): ExtractedCode {
-  const text = code.trim();
-  if (!/^\s*(```|~~~)/m.test(text)) {
-    return text === ""
-      ? { kind: "invalid", reason: "The code was empty." }
-      : { kind: "code", code: text, source: "bare" };
+  const found = findFencedCode(code, "code");
+  switch (found.kind) {
+    case "code":
+      return { kind: "code", code: found.code, source: "fence" };
+    case "unclosed":
+      return { kind: "invalid", reason: UNCLOSED_BLOCK };
+    case "no-code":
+      return { kind: "invalid", reason: "The code was an empty markdown block." };
+    case "unfenced": {
+      const text = code.trim();
+      return text === ""
+        ? { kind: "invalid", reason: "The code was empty." }
+        : { kind: "code", code: text, source: "bare" };
+    }
   }
-  const found = extractProseCode(text);
-  if (found.kind === "code") return found;
-  if (found.kind === "invalid") return found;
-  const any = fencedBlocks(text)
-    .filter((block) => block.body.trim() !== "")
-    .at(-1);
-  return any === undefined
-    ? { kind: "invalid", reason: "The code was an empty markdown block." }
-    : { kind: "code", code: any.body.trim(), source: "fence" };
 }
 
 function unwrapCode(text: string, depth: number): string | undefined {
@@ -147,28 +126,6 @@ function lenientCodeField(text: string): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-function fencedBlocks(content: string): FencedBlock[] {
-  const lines = content.split(/\r?\n/);
-  const blocks: FencedBlock[] = [];
-  let open: { fence: string; language: string; body: string[] } | undefined;
-  for (const line of lines) {
-    if (open === undefined) {
-      const start = /^\s*(`{3,}|~{3,})\s*([\w+-]*)[^`]*$/.exec(line);
-      if (start !== null) open = { fence: start[1]!, language: start[2]!.toLowerCase(), body: [] };
-      continue;
-    }
-    const trimmed = line.trim();
-    if (trimmed.length >= open.fence.length && trimmed === open.fence[0]!.repeat(trimmed.length)) {
-      blocks.push({ language: open.language, body: open.body.join("\n"), closed: true });
-      open = undefined;
-    } else {
-      open.body.push(line);
-    }
-  }
-  if (open !== undefined) blocks.push({ language: open.language, body: open.body.join("\n"), closed: false });
-  return blocks;
 }
 
 function bareMain(content: string): ExtractedCode {
@@ -347,8 +304,8 @@ function readPayload(payload: string, label: string): TextToolCall[] | string {
     const body = stripFences(deepseek[2]!);
     return [{ name: deepseek[1]!, arguments: body.kind === "code" ? argumentsText(body.code) : "" }];
   }
-  const unfenced = /^(```|~~~)/.test(payload) ? stripFences(payload) : undefined;
-  const text = unfenced?.kind === "code" ? unfenced.code : payload;
+  const unfenced = stripFences(payload);
+  const text = unfenced.kind === "code" ? unfenced.code : payload;
   if (text === "")
     return `The ${label} block was empty; write {"name": "moss", "arguments": {"code": "<TypeScript>"}} in it.`;
   const value = parseJsonish(text);

@@ -12,10 +12,15 @@ export {
   TOOL_MODE_INSTRUCTIONS,
   unclearAnswerNotice,
 } from "./agent-prompt.ts";
+// The steps of the loop, one per file (for a server that drives runs step by step).
+export { type AskModelOptions, askModel } from "./ask-model.ts";
+export { chatMessages } from "./chat-messages.ts";
+export { type CheckedAgentOptions, checkAgentOptions } from "./check-agent-options.ts";
 export {
   type ContextTrim,
   countTokens,
   DEFAULT_CONTEXT_TOKENS,
+  describeTrim,
   fitContext,
   promptBudget,
   type WindowEntry,
@@ -32,6 +37,7 @@ export {
   FileConversationStore,
   MemoryConversationStore,
 } from "./conversation-store.ts";
+export { eventStream } from "./event-stream.ts";
 export {
   type CodeSource,
   type ExtractedCode,
@@ -64,6 +70,7 @@ export {
   type AgentRunOptions,
   type AgentRunResult,
   type AgentRuntime,
+  type AgentTask,
   type AgentUsage,
   type CreateRuntime,
   DEFAULT_MAX_TOKENS,
@@ -78,8 +85,11 @@ export {
   describeRequest,
   FAILURE_HINT,
   formatReturns,
+  imagesNote,
   NOT_TYPE_CHECKED,
   NOTHING_OBSERVED,
+  noCodeObservation,
+  notResumedObservation,
   type ObservationLimits,
   PAUSED_NOTE,
   renderObservation,
@@ -91,8 +101,13 @@ export {
   OpenAILanguageModel,
   type OpenAILanguageModelOptions,
 } from "./openai-language-model.ts";
+export { type AppendMessage, type PendingStep, pendingSteps } from "./pending-step.ts";
+export { persistSession, type SessionStores } from "./persist-session.ts";
+export { type ActionResult, type RunActionOptions, runAction } from "./run-action.ts";
+export { type RunWindow, sizeRunWindow } from "./run-window.ts";
 export {
   ScriptedLanguageModel,
   type ScriptedRecording,
   type ScriptedResponse,
 } from "./scripted-language-model.ts";
+export { type StepAction, stepActions } from "./step-actions.ts";

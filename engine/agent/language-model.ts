@@ -1,3 +1,5 @@
+import type { ImageContent } from "../types.ts";
+
 /** A tool call the model made: `arguments` is the raw JSON text the model wrote (it may be malformed). */
 export interface ToolCall {
   id: string;
@@ -8,9 +10,10 @@ export interface ToolCall {
 /** One message of a chat request. */
 export type ChatMessage =
   | { role: "system"; content: string }
-  | { role: "user"; content: string }
+  | { role: "user"; content: string; images?: ImageContent[] }
   | { role: "assistant"; content: string; toolCalls?: ToolCall[] }
-  | { role: "tool"; content: string; toolCallId: string };
+  /** `images`: what the code showed with `moss.show`; an adapter whose API has no images in tool messages sends them after. */
+  | { role: "tool"; content: string; toolCallId: string; images?: ImageContent[] };
 
 /** A function the model may call; `parameters` is a JSON Schema object. */
 export interface ToolSpec {

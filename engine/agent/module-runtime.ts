@@ -34,3 +34,21 @@ export async function compileModuleRuntime(
   if (context !== undefined) compiler.joinContext(context);
   return compiler.compile(options.modulePath);
 }
+
+/** Builds runtimes of `modulePath` for an agent: each compile with its container, compiler options and host setup. */
+export function moduleRuntimeFactory(options: {
+  modulePath?: string | undefined;
+  container?: Container | undefined;
+  compiler?: ModuleRuntimeOptions["compiler"];
+  hostSetup?: boolean | undefined;
+}): (context: MossContext | undefined) => Promise<MossRuntime> {
+  const { modulePath } = options;
+  if (modulePath === undefined) throw new TypeError("moduleRuntimeFactory needs a modulePath");
+  const moduleOptions: ModuleRuntimeOptions = {
+    modulePath,
+    ...(options.container === undefined ? {} : { container: options.container }),
+    ...(options.compiler === undefined ? {} : { compiler: options.compiler }),
+    ...(options.hostSetup === undefined ? {} : { hostSetup: options.hostSetup }),
+  };
+  return (context) => compileModuleRuntime(moduleOptions, context);
+}

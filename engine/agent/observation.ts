@@ -88,6 +88,11 @@ export function describeRequest(request: PendingRequest): string {
   return `#${request.id} question${at}: ${request.question}${choices}`;
 }
 
+/** The text an observation holds for the images its code showed (the images themselves follow it). */
+export function imagesNote(count: number): string {
+  return `${count} image(s) shown with moss.show follow this observation.`;
+}
+
 /**
  * Renders one execution as the observation the model reads: status, error with code frame, type
  * diagnostics, stdout, return value and warnings, each bounded, the whole bounded by `maxChars`.
@@ -109,6 +114,9 @@ export function renderObservation(execution: Execution, limits: Partial<Observat
   if (execution.ok && execution.returns !== undefined) {
     section("returns", truncateMiddle(formatReturns(execution.returns), bounds.maxReturnsChars));
   }
+  if (execution.images !== undefined && execution.images.length > 0) {
+    section("images", imagesNote(execution.images.length));
+  }
   if (execution.warnings.length > 0) {
     section("warnings", execution.warnings.map((warning) => `- ${warning}`).join("\n"));
   }
@@ -126,4 +134,14 @@ export function renderObservation(execution: Execution, limits: Partial<Observat
   if (text.length <= bounds.maxChars) return text;
   const closing = "\n</execution>";
   return `${truncateMiddle(text.slice(0, text.length - closing.length), bounds.maxChars - closing.length)}${closing}`;
+}
+
+/** The observation that closes a paused step that will not resume; `why` completes "… waiting for a person, and …". */
+export function notResumedObservation(why: string): string {
+  return `<execution ok="false">\n<error kind="not-resumed">\nThis code paused, waiting for a person, and ${why}. Nothing it did persisted.\n</error>\n</execution>`;
+}
+
+/** The observation of an action that had no code to run, saying why. */
+export function noCodeObservation(why: string): string {
+  return `<execution ok="false">\n<error kind="no-code">\n${why}\n</error>\n</execution>`;
 }

@@ -2,11 +2,13 @@ import OpenAI from "openai";
 import type {
   ChatCompletion,
   ChatCompletionChunk,
+  ChatCompletionContentPartImage,
   ChatCompletionCreateParamsBase,
   ChatCompletionMessageParam,
   ChatCompletionTool,
 } from "openai/resources/chat/completions";
 import { MossError } from "../errors.ts";
+import type { ImageContent } from "../types.ts";
 import {
   computeCost,
   DEFAULT_PRICE_TABLE,
@@ -99,7 +101,12 @@ export class OpenAILanguageModel implements LanguageModel {
     if (this.baseUrl === DEFAULT_BASE_URL) return undefined;
     try {
       const url = new URL("../props", `${this.baseUrl.replace(/\/+$/, "")}/`);
-      const response = await fetch(url, { signal: AbortSignal.timeout(2_000) });
+      // No idle keep-alive socket is left behind: the chat request that follows, possibly after seconds of
+      // compiling or tokenizing, would reuse a socket the server has closed meanwhile (ECONNRESET).
+      const response = await fetch(url, {
+        headers: { connection: "close" },
+        signal: AbortSignal.timeout(2_000),
+      });
       if (!response.ok) return undefined;
       const props = (await response.json()) as {
         n_ctx?: unknown;
@@ -252,7 +259,7 @@ export class OpenAILanguageModel implements LanguageModel {
     }));
     return {
       model: this.model,
-      messages: request.messages.map(toOpenAIMessage),
+      messages: toOpenAIMessages(request.messages),
       ...(request.maxTokens === undefined ? {} : { max_tokens: request.maxTokens }),
       ...(request.temperature === undefined ? {} : { temperature: request.temperature }),
       ...(tools === undefined || tools.length === 0 ? {} : { tools }),
@@ -362,10 +369,52 @@ function isContextOverflow(error: InstanceType<typeof OpenAI.APIError>): boolean
   return CONTEXT_OVERFLOW.test(`${error.message} ${String(body.type ?? "")} ${String(body.code ?? "")}`);
 }
 
+/** What precedes the images a run showed, in the user message that carries them after the tool messages. */
+export const SHOWN_IMAGES_TEXT = "The images your code showed with moss.show:";
+
+/**
+ * The chat messages in OpenAI's wire form: a user message's images become `image_url` parts with data URLs (or
+ * their URL); tool messages cannot hold images, so the images of a run of tool messages follow it in one user message.
+ */
+export function toOpenAIMessages(messages: LanguageModelRequest["messages"]): ChatCompletionMessageParam[] {
+  const out: ChatCompletionMessageParam[] = [];
+  let shown: ImageContent[] = [];
+  const flush = () => {
+    if (shown.length === 0) return;
+    out.push({ role: "user", content: [{ type: "text", text: SHOWN_IMAGES_TEXT }, ...shown.map(imagePart)] });
+    shown = [];
+  };
+  for (const message of messages) {
+    if (message.role !== "tool") flush();
+    out.push(toOpenAIMessage(message));
+    if (message.role === "tool" && message.images !== undefined) shown.push(...message.images);
+  }
+  flush();
+  return out;
+}
+
+function imagePart(image: ImageContent): ChatCompletionContentPartImage {
+  const url = image.url ?? `data:${image.mediaType};base64,${image.data ?? ""}`;
+  return {
+    type: "image_url",
+    image_url: { url, ...(image.detail === undefined ? {} : { detail: image.detail }) },
+  };
+}
+
 function toOpenAIMessage(message: LanguageModelRequest["messages"][number]): ChatCompletionMessageParam {
   switch (message.role) {
     case "system":
+      return { role: message.role, content: message.content };
     case "user":
+      if (message.images !== undefined && message.images.length > 0) {
+        return {
+          role: "user",
+          content: [
+            ...(message.content === "" ? [] : [{ type: "text" as const, text: message.content }]),
+            ...message.images.map(imagePart),
+          ],
+        };
+      }
       return { role: message.role, content: message.content };
     case "assistant":
       if (message.toolCalls !== undefined && message.toolCalls.length > 0) {

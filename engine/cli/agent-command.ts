@@ -9,6 +9,7 @@ import {
   type StopReason,
 } from "../agent/stop-reasons.ts";
 import { MossError } from "../errors.ts";
+import { imageFromFile } from "../runtime/image-content.ts";
 import type { PendingRequest } from "../types.ts";
 import {
   answerRequests,
@@ -48,6 +49,7 @@ Lets a model do the task by writing code against the context module, streaming w
   --sessions-dir <dir>    where sessions live (default .moss/sessions)
   --model <name>          model name (default $MOSS_MODEL, then gpt-4o-mini)
   --base-url <url>        OpenAI-compatible API root (default $OPENAI_BASE_URL, then the OpenAI API); key from $OPENAI_API_KEY
+  --image <file>          attach an image (png, jpeg, gif, webp) to the task for a vision model; repeatable
   --replay <file.json>    use recorded model responses instead of a server
   --no-tools              ask for one fenced typescript block per answer instead of the moss tool
   --max-steps <n>         model calls before stopping (default 10)
@@ -77,6 +79,7 @@ export const agentCommand: CliCommand = async (argv, io) => {
       model: { type: "string" },
       "base-url": { type: "string" },
       replay: { type: "string" },
+      image: { type: "string", multiple: true },
       "no-tools": { type: "boolean" },
       "max-steps": { type: "string" },
       "max-errors": { type: "string" },
@@ -99,6 +102,7 @@ export const agentCommand: CliCommand = async (argv, io) => {
     if (!modulePath) throw usageError("missing <module.ts>", USAGE);
     if (values.session === undefined) throw usageError("--resume needs --session <id>", USAGE);
     if (task !== "") throw usageError("--resume continues the paused run and takes no task", USAGE);
+    if (values.image !== undefined) throw usageError("--image goes with a task, not with --resume", USAGE);
   } else if (!modulePath || task === "") {
     throw usageError(`missing <module.ts> or "<task>"`, USAGE);
   }
@@ -180,7 +184,10 @@ export const agentCommand: CliCommand = async (argv, io) => {
       }
       for (const request of requests) printer.request(request);
     } else {
-      const result = await agent.run(task, { onEvent });
+      const images = await Promise.all(
+        (values.image ?? []).map((file) => imageFromFile(resolve(io.cwd, file))),
+      );
+      const result = await agent.run({ task, images }, { onEvent });
       if (result.stopReason !== "pending") return runExitCode(result);
       requests = result.pending ?? [];
     }

@@ -8,6 +8,7 @@ import type { Readable, Writable } from "node:stream";
 import { isDeepStrictEqual } from "node:util";
 import { formatReturns } from "../agent/observation.ts";
 import { MossError } from "../errors.ts";
+import { answerShapeProblem } from "../runtime/answers.ts";
 import type { Answer, Answers, ApprovalRequest, PendingRequest } from "../types.ts";
 import { escapeControlCharacters } from "./escape-control-characters.ts";
 
@@ -170,21 +171,11 @@ export async function readAnswersFile(source: string, cwd: string, stdin: Readab
       { file: source },
     );
   }
-  const valid = (answer: unknown): answer is NamedAnswer => {
-    if (answer === null || typeof answer !== "object" || Array.isArray(answer)) return false;
-    const fields = answer as Record<string, unknown>;
-    if ("answer" in fields)
-      return (
-        typeof fields.answer === "string" &&
-        (fields.question === undefined || typeof fields.question === "string")
-      );
-    return (
-      typeof fields.approved === "boolean" &&
-      (fields.reason === undefined || typeof fields.reason === "string") &&
-      (fields.member === undefined || typeof fields.member === "string") &&
-      (fields.args === undefined || Array.isArray(fields.args))
-    );
-  };
+  // The shape of the answer itself is the runtime's one rule; the fields that name the request are the CLI's own.
+  const namesProblem = (answer: Record<string, unknown>): boolean =>
+    (answer.question !== undefined && typeof answer.question !== "string") ||
+    (answer.member !== undefined && typeof answer.member !== "string") ||
+    (answer.args !== undefined && !Array.isArray(answer.args));
   if (json === null || typeof json !== "object" || Array.isArray(json)) {
     throw new MossError(
       "invalid-argument",
@@ -193,7 +184,7 @@ export async function readAnswersFile(source: string, cwd: string, stdin: Readab
     );
   }
   for (const [id, answer] of Object.entries(json)) {
-    if (!valid(answer)) {
+    if (answerShapeProblem(answer) !== undefined || namesProblem(answer as Record<string, unknown>)) {
       throw new MossError(
         "invalid-argument",
         `--answers ${source}: the answer to "${id}" must be {"approved": true}, {"approved": false, "reason": "…"} or {"answer": "…"} (optionally naming the request: "member" and "args", or "question"); got ${JSON.stringify(answer)}.`,

@@ -16,7 +16,7 @@ import type {
   SandboxRunResult,
   SandboxSession,
 } from "../sandbox/sandbox.ts";
-import { decodeWire, encodeWireFields, joinWireRecord } from "../sandbox/wire.ts";
+import { decodeWire, encodeWire, encodeWireFields, joinWireRecord } from "../sandbox/wire.ts";
 import {
   type Answers,
   type CallPolicy,
@@ -27,9 +27,9 @@ import {
   type ExecutionError,
   type ExecutionLimits,
   type MossContext,
-  type PendingRequest,
   type TypeCheckMode,
 } from "../types.ts";
+import { checkAnswers } from "./answers.ts";
 import {
   type ContinuationPayload,
   claimContinuation,
@@ -40,14 +40,15 @@ import {
   signContinuation,
 } from "./continuation.ts";
 import { type DeclaredType, DeclaredTypes, NOTHING, RUNTIME } from "./declared-members.ts";
+import { stripFences } from "./fenced-code.ts";
 import { HostMembrane } from "./host-membrane.ts";
+import { MAX_IMAGE_BYTES, ShownImages } from "./image-content.ts";
 import {
   mapCallSiteToSnippet,
   mapStack,
   type PreparedSnippet,
   prepareSnippet,
   SNIPPET_SCRIPT,
-  stripFences,
 } from "./prepare-snippet.ts";
 import { type LogEntry, RunLog, tracer } from "./run-log.ts";
 import { sharedSandboxDriver } from "./shared-sandbox.ts";
@@ -133,6 +134,8 @@ export class MossRuntime {
   #moduleHash: string | undefined;
   /** The log of the run in progress: the session's host calls go through it. */
   #runLog: RunLog | undefined;
+  /** Images the run in progress showed with `moss.show`. */
+  #shownImages: ShownImages | undefined;
   #data: Record<string, unknown> = {};
   #context: MossContext;
   #hostMoss: Record<string, unknown> | undefined;
@@ -518,6 +521,8 @@ export class MossRuntime {
     const runEnded = new AbortController();
     // Every host call of this run starts with `currentRunSignal()` set to this signal (calls a policy deferred too).
     this.#membraneFor().runSignal = runEnded.signal;
+    const shown = new ShownImages();
+    this.#shownImages = shown;
     let result: SandboxRunResult;
     const request = {
       script: prepared.script,
@@ -542,6 +547,7 @@ export class MossRuntime {
       this.#runLog = undefined;
       // Host work the run started and nobody awaits any more (requests, tool calls) ends with it.
       runEnded.abort(new Error("the run ended"));
+      this.#shownImages = undefined;
     }
     warnings.push(...this.#installWarnings.splice(0), ...result.warnings);
     if (!session.alive) this.#session = undefined;
@@ -689,6 +695,7 @@ export class MossRuntime {
         stdout,
         ...(error ? { error } : {}),
         calls,
+        ...(shown.images.length === 0 ? {} : { images: shown.images }),
       },
       code,
       warnings,
@@ -753,6 +760,13 @@ export class MossRuntime {
         const log = this.#runLog;
         if (log === undefined) throw new TypeError("moss.ask can only be used while the code runs");
         return log.ask(args, line);
+      },
+      show: (args) => {
+        const shown = this.#shownImages;
+        if (shown === undefined) throw new TypeError("moss.show can only be used while the code runs");
+        if (args.length > 2 * MAX_IMAGE_BYTES) throw new TypeError("moss.show: the image is too large");
+        shown.add(this.#membraneFor().argumentsAsData(args));
+        return { kind: "value", wire: encodeWire(undefined) };
       },
     };
   }
@@ -883,39 +897,6 @@ function plainNondeterminism(given: unknown): Nondeterminism {
       : [];
   const record = (given ?? {}) as { clock?: unknown; random?: unknown };
   return { clock: numbers(record.clock), random: numbers(record.random) };
-}
-
-/** Answers must name the run's requests and fit them: a typo must not silently leave a request waiting. */
-function checkAnswers(requests: readonly PendingRequest[], answers: Answers): void {
-  const invalid = (message: string) => new MossError("invalid-argument", `resume(): ${message}`, {});
-  if (answers === null || typeof answers !== "object")
-    throw invalid("answers must be an object of request id -> answer");
-  const byId = new Map(requests.map((request) => [request.id, request]));
-  for (const [id, answer] of Object.entries(answers)) {
-    const request = byId.get(id);
-    if (request === undefined) {
-      throw invalid(
-        `no pending request has the id "${id}" (pending: ${[...byId.keys()].join(", ") || "none"})`,
-      );
-    }
-    if (request.kind === "approval") {
-      const approved = (answer as { approved?: unknown } | null)?.approved;
-      const reason = (answer as { reason?: unknown } | null)?.reason;
-      if (typeof approved !== "boolean" || (reason !== undefined && typeof reason !== "string")) {
-        throw invalid(
-          `request ${id} asks for an approval: answer { approved: true } or { approved: false, reason? }`,
-        );
-      }
-      continue;
-    }
-    const text = (answer as { answer?: unknown } | null)?.answer;
-    if (typeof text !== "string") throw invalid(`request ${id} is a question: answer { answer: "…" }`);
-    if (request.choices !== undefined && !request.choices.includes(text)) {
-      throw invalid(
-        `request ${id} must be answered with one of ${request.choices.map((c) => JSON.stringify(c)).join(", ")}`,
-      );
-    }
-  }
 }
 
 function refusedFieldWarning(field: string, reason: string): string {

@@ -12,19 +12,6 @@ import { callSiteOf } from "../sandbox/sandbox.ts";
 export const SNIPPET_FILE = "snippet.ts";
 export const SNIPPET_SCRIPT = "snippet.js";
 
-const FENCE = /```[ \t]*(?:typescript|ts|tsx|javascript|js)?[ \t]*\r?\n([\s\S]*?)(?:\r?\n)?```/gi;
-
-/**
- * Strips markdown fences from a model's answer: the code of every fenced block, joined; the text as it is
- * when it has no fence. A single unclosed opening fence is dropped.
- */
-export function stripFences(text: string): string {
-  const blocks = [...text.matchAll(FENCE)].map((match) => match[1] ?? "");
-  if (blocks.length > 0) return blocks.join("\n\n");
-  const unclosed = text.match(/^\s*```[ \t]*(?:typescript|ts|tsx|javascript|js)?[ \t]*\r?\n([\s\S]*)$/i);
-  return unclosed ? (unclosed[1] ?? "") : text;
-}
-
 /** A snippet ready for the sandbox: a classic script whose top-level definitions become globals. */
 export interface PreparedSnippet {
   script: string;

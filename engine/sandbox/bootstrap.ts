@@ -796,6 +796,17 @@ function sandboxBootstrap(
         false,
       ),
     );
+    ReflectDefineProperty(
+      moss,
+      "show",
+      data(
+        function show(image: unknown) {
+          callHost("show", 0, "show", [image]);
+        },
+        false,
+        false,
+      ),
+    );
     ReflectDefineProperty(global, "moss", data(moss, false));
     const parsed = JSONParse(fields);
     dataFields = ArrayIsArray(parsed) ? parsed : [];

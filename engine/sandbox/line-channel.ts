@@ -10,7 +10,7 @@ import type { SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbo
 /** A host call from an isolate, as the sandbox process writes it on the call pipe. */
 export interface HostCall {
   session: number;
-  operation: "call" | "construct" | "get" | "ask";
+  operation: "call" | "construct" | "get" | "ask" | "show";
   handle: number;
   member: string | null;
   args: string;
@@ -43,7 +43,7 @@ export type ChildMessage =
       type: "call";
       session: number;
       call: number;
-      operation: "call" | "construct" | "get" | "ask";
+      operation: "call" | "construct" | "get" | "ask" | "show";
       handle: number;
       member: string | null;
       args: string;

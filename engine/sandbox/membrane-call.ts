@@ -2,7 +2,7 @@ import { hostErrorWire } from "./host-error.ts";
 import type { HostMembrane, HostOutcome } from "./sandbox.ts";
 
 /** The membrane operations a proxy inside the isolate can request. */
-export type HostOperation = "call" | "construct" | "get" | "ask";
+export type HostOperation = "call" | "construct" | "get" | "ask" | "show";
 
 /** Dispatches one proxy access to the membrane; a membrane that throws becomes an error outcome. */
 export function callMembrane(
@@ -21,6 +21,10 @@ export function callMembrane(
     if (operation === "ask") {
       if (membrane.ask === undefined) throw new TypeError("moss.ask is not available in this run");
       return membrane.ask(args, line);
+    }
+    if (operation === "show") {
+      if (membrane.show === undefined) throw new TypeError("moss.show is not available in this run");
+      return membrane.show(args, line);
     }
     return membrane.call(handle, member, args, line);
   } catch (error) {

@@ -64,6 +64,8 @@ export interface HostMembrane {
   get(handle: number, property: string, line?: number): HostOutcome;
   /** `moss.ask(question, options)`: args are the wire-encoded `[question, options]`. */
   ask?(args: string, line?: number): HostOutcome;
+  /** `moss.show(image)`: args are the wire-encoded `[image]`; the image goes to the model with the run's outcome. */
+  show?(args: string, line?: number): HostOutcome;
 }
 
 /** The clock and random values a run read inside the isolate, in order: logged for a resume to replay. */

@@ -106,3 +106,23 @@ describe("unclearAnswer", () => {
     expect(unclearAnswer("Here is the plan:")).toContain("announced a next step");
   });
 });
+
+describe("images in the window", () => {
+  const image = { mediaType: "image/png", data: "aGk=" };
+  it("joining consecutive user turns keeps the images of both", () => {
+    expect(
+      wellFormed([
+        { role: "user", content: "a", images: [image] },
+        { role: "user", content: "b", images: [{ ...image, detail: "low" }] },
+      ]),
+    ).toEqual([{ role: "user", content: "a\n\nb", images: [image, { ...image, detail: "low" }] }]);
+  });
+
+  it("an image costs its tokens in the budget (less at low detail)", () => {
+    const plain = requestTokens([{ role: "user", content: "look" }]);
+    const high = requestTokens([{ role: "user", content: "look", images: [image] }]);
+    const low = requestTokens([{ role: "user", content: "look", images: [{ ...image, detail: "low" }] }]);
+    expect(high - plain).toBe(765);
+    expect(low - plain).toBe(85);
+  });
+});

@@ -292,20 +292,22 @@ describe.each(["in-process", "process"] as const)("durable runs (%s driver)", (s
   });
 
   test("answers must name pending requests and fit them", async () => {
-    const { runtime } = await compile(sandbox);
+    const { runtime, robot } = await compile(sandbox);
     const pending = pendingOf(
       await runtime.execute({ code: "async function main(moss: Moss) { return moss.robot.move(1); }" }),
     );
     const id = pending.requests[0]!.id;
     await expect(runtime.resume(pending.continuation, { nope: { approved: true } })).rejects.toThrow(
-      /no pending request has the id "nope"/,
+      /No pending request has the id "nope"/,
     );
     await expect(runtime.resume(pending.continuation, { [id]: { answer: "yes" } })).rejects.toThrow(
-      /asks for an approval/,
+      /asks to approve a call/,
     );
-    // Without an answer the request is still pending: the run pauses again at the same place.
-    const again = pendingOf(await runtime.resume(pending.continuation, {}));
-    expect(again.requests.map((request) => request.id)).toEqual([id]);
+    // A partial set is refused (engine/runtime/answers.ts), naming the request left out; nothing ran.
+    await expect(runtime.resume(pending.continuation, {})).rejects.toThrow(`none was given for "${id}"`);
+    expect(robot.moves).toBe(0);
+    // None of the refusals used the continuation up.
+    expect(okOf(await runtime.resume(pending.continuation, { [id]: { approved: true } }))).toBe(1);
   });
 
   test("a host policy decides each call: allow, deny or ask", async () => {

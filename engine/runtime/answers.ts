@@ -1,0 +1,96 @@
+import { MossError } from "../errors.ts";
+import type { Answer, Answers, PendingRequest } from "../types.ts";
+
+/**
+ * The one parser of a person's answers to a paused run, used by `MossRuntime.resume`, `MossAgent.resume`, the CLI
+ * and the server.
+ *
+ * Decision: **a partial set of answers is refused.** A paused run resumes only with one answer for every request
+ * it waits for (the requests of one turn come together), each of the right kind, and nothing else. A typo or a
+ * forgotten request is an error naming it rather than a replay that pauses again at the same place; a caller that
+ * collects answers one at a time (a chat UI, the server) keeps them until {@link missingAnswers} is empty.
+ */
+
+/** Why `value` is not one answer (`{ approved: boolean, reason?: string }` or `{ answer: string }`), or undefined. */
+export function answerShapeProblem(value: unknown): string | undefined {
+  const expected = '{"approved": true}, {"approved": false, "reason": "…"} or {"answer": "…"}';
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return `expected ${expected}`;
+  const fields = value as Record<string, unknown>;
+  if (Object.hasOwn(fields, "answer")) {
+    return typeof fields.answer === "string" ? undefined : "the answer must be a string";
+  }
+  if (typeof fields.approved !== "boolean") return `expected ${expected}`;
+  if (fields.reason !== undefined && typeof fields.reason !== "string") return "the reason must be a string";
+  return undefined;
+}
+
+/** Whether `value` has the shape of one answer. */
+export function isAnswer(value: unknown): value is Answer {
+  return answerShapeProblem(value) === undefined;
+}
+
+/** The requests `answers` does not answer yet (all of them when `answers` is not an object). */
+export function missingAnswers(requests: readonly PendingRequest[], answers: unknown): PendingRequest[] {
+  const given = answers !== null && typeof answers === "object" ? (answers as Record<string, unknown>) : {};
+  return requests.filter((request) => !Object.hasOwn(given, request.id) || given[request.id] === undefined);
+}
+
+/**
+ * Checks that `answers` answer every pending request, each with the right kind of answer (one of the choices when
+ * a question offers some), and nothing else; throws a MossError (`invalid-argument`) naming the request otherwise.
+ */
+export function checkAnswers(
+  requests: readonly PendingRequest[],
+  answers: unknown,
+): asserts answers is Answers {
+  if (answers === null || typeof answers !== "object" || Array.isArray(answers)) {
+    throw new MossError(
+      "invalid-argument",
+      "resume() needs the answers as an object keyed by request id.",
+      {},
+    );
+  }
+  const ids = requests.map((request) => request.id);
+  const quoted = (list: readonly string[]) => list.map((id) => `"${id}"`).join(", ");
+  const unknown = Object.keys(answers).filter((id) => !ids.includes(id));
+  if (unknown.length > 0) {
+    throw new MossError(
+      "invalid-argument",
+      `No pending request has the id ${quoted(unknown)}; the run waits for ${quoted(ids) || "nothing"}.`,
+      { unknown, pending: ids },
+    );
+  }
+  const missing = missingAnswers(requests, answers).map((request) => request.id);
+  if (missing.length > 0) {
+    throw new MossError(
+      "invalid-argument",
+      `Every pending request needs an answer; none was given for ${quoted(missing)}.`,
+      { missing, pending: ids },
+    );
+  }
+  const given = answers as Record<string, unknown>;
+  for (const request of requests) {
+    const answer = given[request.id];
+    const fields = isAnswer(answer) ? (answer as Record<string, unknown>) : undefined;
+    const fits = request.kind === "approval" ? fields?.approved !== undefined : fields?.answer !== undefined;
+    if (!fits) {
+      throw new MossError(
+        "invalid-argument",
+        request.kind === "approval"
+          ? `Request "${request.id}" asks to approve a call: answer it with { approved: true } or { approved: false, reason?: string }.`
+          : `Request "${request.id}" asks a question: answer it with { answer: string }.`,
+        { id: request.id, answer },
+      );
+    }
+    if (request.kind === "clarification" && request.choices !== undefined) {
+      const text = fields!.answer as string;
+      if (!request.choices.includes(text)) {
+        throw new MossError(
+          "invalid-argument",
+          `Request "${request.id}" asks to pick one of ${request.choices.map((choice) => JSON.stringify(choice)).join(", ")}; got ${JSON.stringify(text)}.`,
+          { id: request.id, answer },
+        );
+      }
+    }
+  }
+}
