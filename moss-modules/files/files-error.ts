@@ -10,21 +10,24 @@ export type FilesErrorCode =
   | "failed";
 
 /**
- * A `Files` call that failed. Inside the sandbox it arrives as an `Error` named `FilesError` with `code` and `path`.
+ * A `Files` call that failed. Inside the sandbox it arrives as an `Error` named `FilesError` with `code` and `relativePath`.
  * Its message names only paths relative to the working directory, never a host path.
  */
 export class FilesError extends Error {
   /** The fields the membrane copies into the sandbox's error. */
-  static readonly mossErrorFields = ["path"] as const;
+  static readonly mossErrorFields = ["relativePath"] as const;
   override name = "FilesError";
   /** Why the call failed, e.g. "not-found". */
   readonly code: FilesErrorCode;
-  /** The path the call was given, relative to the working directory. */
-  readonly path: string;
+  /**
+   * The path the call was given, relative to the working directory (not named `path`: the membrane treats an
+   * error's `path` as a host path and removes it).
+   */
+  readonly relativePath: string;
 
   constructor(code: FilesErrorCode, path: string, message: string) {
     super(message);
     this.code = code;
-    this.path = path;
+    this.relativePath = path;
   }
 }

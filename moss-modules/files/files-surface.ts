@@ -32,7 +32,7 @@ export interface FolderListing {
  * Text files in your working directory. Paths are relative to it, with "/" between names ("notes/today.md");
  * "..", absolute paths and names starting with "." are refused, and so are links that lead outside. A failure
  * throws an Error named "FilesError" whose `code` is "refused", "not-found", "exists", "too-large", "not-a-file",
- * "not-a-directory", "not-empty" or "failed", and whose `path` is the path you gave.
+ * "not-a-directory", "not-empty" or "failed", and whose `relativePath` is the path you gave.
  */
 export declare class Files {
   private constructor();
