@@ -86,7 +86,7 @@ async function documentRows(): Promise<string[][]> {
     rows.push([
       name,
       String(binding.model.operations.length),
-      binding.declaration.compact ? "index" : "full",
+      binding.declaration.searchable ? "search" : binding.declaration.compact ? "index" : "full",
       formatMs(validateMs),
       formatMs(bindMs),
       formatMs(compileMs),
