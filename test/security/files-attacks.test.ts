@@ -105,9 +105,19 @@ describe.each(["in-process", "process"] as const)("Files attacks from model code
       `moss.files.read("reserved/token.txt")`,
       `moss.files.list("reserved")`,
       `moss.files.read("alias/inside.txt")`,
+      `moss.files.list().then((listing) => listing.entries.map((entry) => entry.name))`,
     ]);
     expect(seen.slice(0, 13).every((outcome) => outcome.startsWith("FilesError:refused:"))).toBe(true);
     expect(seen[13]).toBe('ok:"inside"');
+    // Reserved names are not listed; links are listed as links, not followed.
+    expect(JSON.parse(seen[14]!.slice(3))).toEqual([
+      "alias",
+      "docs",
+      "out-dir",
+      "out-file.txt",
+      "out-relative.txt",
+      "reserved",
+    ]);
     expect(readFileSync(path.join(rig.outside, "secret.txt"), "utf8")).toBe(SECRET);
     expect(execFileSync("ls", [rig.outside], { encoding: "utf8" }).trim()).toBe("secret.txt");
   });
