@@ -167,16 +167,17 @@ export class Files implements FilesContract {
   async mkdir(path: string): Promise<void> {
     const { root } = state(this);
     const target = confinedPath(path);
-    let current = root;
-    for (const [index, segment] of target.segments.entries()) {
+    for (let index = 0; index < target.segments.length; index++) {
       const step = {
         segments: target.segments.slice(0, index + 1),
         display: target.segments.slice(0, index + 1).join("/"),
       };
-      await mkdir(joinPath(current, segment)).catch((error: NodeJS.ErrnoException) => {
-        if (error.code !== "EEXIST") throw failure(error, step);
-      });
-      current = await existing(root, step);
+      await inParent(root, step, (full) =>
+        mkdir(full).catch((error: NodeJS.ErrnoException) => {
+          if (error.code !== "EEXIST") throw failure(error, step);
+        }),
+      );
+      const current = await existing(root, step);
       if (!(await stat(current)).isDirectory())
         throw new FilesError("not-a-directory", step.display, `${step.display}: is a file, not a folder`);
     }
@@ -185,30 +186,30 @@ export class Files implements FilesContract {
   /** Moves or renames a file or folder; refuses to replace something already at `to`. */
   async move(from: string, to: string): Promise<void> {
     const { root } = state(this);
-    const source = await entryInParent(root, confinedPath(from));
-    const destination = await entryInParent(root, confinedPath(to));
-    await lstat(source.full).catch((error) => {
-      throw failure(error, source.target);
-    });
-    const taken = await lstat(destination.full).then(
-      () => true,
-      () => false,
-    );
-    if (taken)
-      throw new FilesError(
-        "exists",
-        destination.target.display,
-        `${destination.target.display}: already exists`,
-      );
-    await rename(source.full, destination.full).catch((error: NodeJS.ErrnoException) => {
-      if (error.code === "EINVAL")
-        throw new FilesError(
-          "refused",
-          source.target.display,
-          `${source.target.display}: cannot move a folder into itself`,
+    const source = confinedPath(from);
+    const destination = confinedPath(to);
+    await inParent(root, source, (sourceFull) =>
+      inParent(root, destination, async (destinationFull) => {
+        await lstat(sourceFull).catch((error) => {
+          throw failure(error, source);
+        });
+        const taken = await lstat(destinationFull).then(
+          () => true,
+          () => false,
         );
-      throw failure(error, source.target);
-    });
+        if (taken)
+          throw new FilesError("exists", destination.display, `${destination.display}: already exists`);
+        await rename(sourceFull, destinationFull).catch((error: NodeJS.ErrnoException) => {
+          if (error.code === "EINVAL")
+            throw new FilesError(
+              "refused",
+              source.display,
+              `${source.display}: cannot move a folder into itself`,
+            );
+          throw failure(error, source);
+        });
+      }),
+    );
   }
 
   /**
@@ -217,14 +218,34 @@ export class Files implements FilesContract {
    */
   async remove(path: string): Promise<void> {
     const { root } = state(this);
-    const { full, target } = await entryInParent(root, confinedPath(path));
-    const info = await lstat(full).catch((error) => {
-      throw failure(error, target);
-    });
-    await (info.isDirectory() ? rmdir(full) : unlink(full)).catch((error) => {
-      throw failure(error, target);
+    const target = confinedPath(path);
+    await inParent(root, target, async (full) => {
+      const info = await lstat(full).catch((error) => {
+        throw failure(error, target);
+      });
+      await (info.isDirectory() ? rmdir(full) : unlink(full)).catch((error) => {
+        throw failure(error, target);
+      });
     });
   }
+}
+
+// The one place that keeps host errors in: whatever a method meets that is not already a FilesError (a file that
+// vanished mid-call, an I/O error) leaves as one naming the relative path the model gave, never the host's message.
+for (const name of ["read", "write", "append", "list", "stat", "mkdir", "move", "remove"] as const) {
+  const method = Files.prototype[name] as (...args: unknown[]) => Promise<unknown>;
+  Object.defineProperty(Files.prototype, name, {
+    value: async function (this: Files, ...args: unknown[]) {
+      try {
+        return await method.apply(this, args);
+      } catch (error) {
+        const given = typeof args[0] === "string" ? args[0] : ".";
+        throw failure(error, { segments: [], display: given });
+      }
+    },
+    writable: true,
+    configurable: true,
+  });
 }
 
 function state(files: Files): { root: string; limits: Required<FilesOptions> } {
@@ -244,9 +265,16 @@ async function writeText(
     throw new FilesError("refused", target.display, `${target.display}: the text to write must be a string`);
   const bytes = Buffer.from(text, "utf8");
   if (bytes.length > limits.maxWriteBytes) throw tooLarge(target, bytes.length, limits.maxWriteBytes);
-  const real = await creatable(root, target);
   const flags = constants.O_WRONLY | constants.O_CREAT | NON_BLOCK | (appending ? constants.O_APPEND : 0);
-  const handle = await openInside(root, real, flags, target);
+  const link = await lstat(joinPath(root, ...target.segments)).then(
+    (info) => info.isSymbolicLink(),
+    () => false,
+  );
+  // A link inside the root is written through to its (checked) target; any other file is opened, or created, in
+  // its checked parent folder.
+  const handle = link
+    ? await openInside(root, await existing(root, target), flags, target)
+    : await inParent(root, target, (full) => openInside(root, full, flags, target));
   try {
     const info = await handle.stat();
     regularFile(info, target);
@@ -272,25 +300,25 @@ async function existing(root: string, target: ConfinedPath): Promise<string> {
   return real;
 }
 
-/** The real path a new or existing file is written at: the real parent folder, plus the name. */
-async function creatable(root: string, target: ConfinedPath): Promise<string> {
-  const full = joinPath(root, ...target.segments);
-  const link = await lstat(full).then(
-    (info) => info.isSymbolicLink(),
-    () => false,
-  );
-  if (link) return existing(root, target);
-  const { full: inParent } = await entryInParent(root, target);
-  return inParent;
-}
-
-async function entryInParent(
+/**
+ * Runs `act` on the entry's path inside its parent folder, opened and checked first: on Linux the path goes
+ * through the folder's descriptor (/proc/self/fd/N/name), so a folder swapped for a link after the check is not
+ * where `act` lands; elsewhere it is the parent's real path, checked just before.
+ */
+async function inParent<T>(
   root: string,
   target: ConfinedPath,
-): Promise<{ full: string; target: ConfinedPath }> {
+  act: (full: string) => Promise<T>,
+): Promise<T> {
   const parentSegments = target.segments.slice(0, -1);
-  const parent = await existing(root, { segments: parentSegments, display: parentSegments.join("/") || "." });
-  return { full: joinPath(parent, target.segments.at(-1) as string), target };
+  const parentTarget = { segments: parentSegments, display: parentSegments.join("/") || "." };
+  const parent = await existing(root, parentTarget);
+  const folder = await openInside(root, parent, constants.O_RDONLY | DIRECTORY, parentTarget);
+  try {
+    return await act(joinPath(descriptorPath(folder.fd) ?? parent, target.segments.at(-1) as string));
+  } finally {
+    await folder.close();
+  }
 }
 
 /**

@@ -163,9 +163,12 @@ describe.each(["in-process", "process"] as const)("Files attacks from model code
     })();
     const execution = await rig.run(`async function main(moss: Moss) {
   const seen: string[] = [];
-  for (let round = 0; round < 150; round++) {
+  for (let round = 0; round < 100; round++) {
     try { seen.push(await moss.files.read("swap/secret.txt")); } catch (error) { seen.push((error as { code: string }).code); }
     try { await moss.files.write("swap/secret.txt", "inside"); seen.push("wrote"); } catch (error) { seen.push((error as { code: string }).code); }
+    try { await moss.files.write("swap/new-" + round + ".txt", "planted"); seen.push("wrote"); } catch (error) { seen.push((error as { code: string }).code); }
+    try { await moss.files.mkdir("swap/folder-" + round); seen.push("wrote"); } catch (error) { seen.push((error as { code: string }).code); }
+    try { await moss.files.move("swap/new-" + round + ".txt", "swap/moved-" + round + ".txt"); seen.push("wrote"); } catch (error) { seen.push((error as { code: string }).code); }
   }
   return seen;
 }`);
@@ -175,8 +178,12 @@ describe.each(["in-process", "process"] as const)("Files attacks from model code
     expect(execution.error).toBeUndefined();
     const seen = execution.returns as string[];
     expect(seen).not.toContain(SECRET);
-    for (const outcome of seen) expect(["inside", "wrote", "refused", "not-found"]).toContain(outcome);
+    for (const outcome of seen)
+      expect(["inside", "wrote", "refused", "not-found", "exists", "not-a-directory"]).toContain(outcome);
     expect(readFileSync(path.join(rig.outside, "secret.txt"), "utf8")).toBe(SECRET);
+    // Nothing was created, moved or written in the outside folder while it was reachable through the swapped link.
+    const outsideNames = execFileSync("ls", [rig.outside], { encoding: "utf8" }).trim().split("\n");
+    expect(outsideNames.filter((name) => name !== "secret.txt" && name !== "hard-victim.txt")).toEqual([]);
   });
 
   test("huge files, huge writes, huge listings and FIFOs stay within the limits and never hang", async () => {
