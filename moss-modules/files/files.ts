@@ -304,8 +304,9 @@ async function existing(root: string, target: ConfinedPath): Promise<string> {
  * Runs `act` on the entry's path inside its parent folder, opened and checked first: on Linux the path goes
  * through the folder's descriptor (/proc/self/fd/N/name), so a folder swapped for a link after the check is not
  * where `act` lands; elsewhere it is the parent's real path, checked just before.
+ * Exported for its test only (not from index.ts).
  */
-async function inParent<T>(
+export async function inParent<T>(
   root: string,
   target: ConfinedPath,
   act: (full: string) => Promise<T>,
