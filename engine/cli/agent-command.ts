@@ -51,6 +51,7 @@ Lets a model do the task by writing code against the context module, streaming w
   --base-url <url>        OpenAI-compatible API root (default $OPENAI_BASE_URL, then the OpenAI API); key from $OPENAI_API_KEY
   --image <file>          attach an image (png, jpeg, gif, webp) to the task for a vision model; repeatable
   --replay <file.json>    use recorded model responses instead of a server
+  --working-directory <dir>  bind a Files service (moss-ts/files) confined to <dir> for a module that declares one
   --no-tools              ask for one fenced typescript block per answer instead of the moss tool
   --max-steps <n>         model calls before stopping (default 10)
   --max-errors <n>        failed steps in a row before stopping (default 3)
@@ -88,6 +89,7 @@ export const agentCommand: CliCommand = async (argv, io) => {
       approve: { type: "string" },
       answers: { type: "string" },
       resume: { type: "boolean" },
+      "working-directory": { type: "string" },
     },
     USAGE,
   );
@@ -141,9 +143,14 @@ export const agentCommand: CliCommand = async (argv, io) => {
   const store = values.session === undefined ? undefined : new FileContextStore(sessionsDirectory);
   const continuationKey =
     values.session === undefined ? undefined : await sessionContinuationKey(sessionsDirectory, io.env);
+  const container =
+    values["working-directory"] === undefined
+      ? undefined
+      : await workingDirectoryContainer(resolve(io.cwd, values["working-directory"]));
   const agent = new MossAgent({
     model,
     modulePath: resolve(io.cwd, modulePath!),
+    ...(container === undefined ? {} : { container }),
     ...(continuationKey === undefined ? {} : { compiler: { continuationKey } }),
     tools: !values["no-tools"],
     maxSteps: positiveInteger(values["max-steps"], "--max-steps", 10),
@@ -413,4 +420,21 @@ export class EventPrinter {
 function firstLine(text: string): string {
   const line = text.split("\n")[0] ?? "";
   return line.length > 200 ? `${line.slice(0, 199)}…` : line;
+}
+
+/** A container holding a `Files` service confined to `directory` (what `--working-directory` binds). */
+async function workingDirectoryContainer(directory: string) {
+  const [{ Container }, { Files }] = await Promise.all([
+    import("../../container/index.ts"),
+    import("../../moss-modules/files/index.ts"),
+  ]);
+  let files: InstanceType<typeof Files>;
+  try {
+    files = new Files(directory);
+  } catch (error) {
+    throw new MossError("invalid-argument", `--working-directory: ${(error as Error).message}`, {
+      directory,
+    });
+  }
+  return new Container({ name: "working-directory" }).bind(Files, files);
 }

@@ -10,6 +10,16 @@ export const MODULE_SURFACE_PATH = fileURLToPath(
   ),
 );
 
+/** Where analysis and checking resolve `moss-ts/files`: the Files service as the model sees it, no host code. */
+export const FILES_SURFACE_PATH = fileURLToPath(
+  new URL(
+    import.meta.url.endsWith(".ts")
+      ? "../../moss-modules/files/files-surface.ts"
+      : "../../moss-modules/files/files-surface.d.ts",
+    import.meta.url,
+  ),
+);
+
 /** Compiler options used to read context modules: strict, ESM, `.ts` extension imports allowed. */
 export const MODULE_COMPILER_OPTIONS: ts.CompilerOptions = {
   target: ts.ScriptTarget.ES2022,
@@ -24,7 +34,7 @@ export const MODULE_COMPILER_OPTIONS: ts.CompilerOptions = {
   resolveJsonModule: true,
   esModuleInterop: true,
   types: [],
-  paths: { "moss-ts": [MODULE_SURFACE_PATH] },
+  paths: { "moss-ts": [MODULE_SURFACE_PATH], "moss-ts/files": [FILES_SURFACE_PATH] },
 };
 
 const projects = new Map<string, Project>();

@@ -98,6 +98,7 @@ export const RESERVED_MEMBER_NAMES = new Set([
   "onInject",
   "onDestroy",
   "describe",
+  "search",
   "caller",
   "callee",
   "arguments",

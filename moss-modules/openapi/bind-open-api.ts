@@ -12,6 +12,7 @@ import {
   type OpenApiDocument,
 } from "./load-document.ts";
 import { createOpenApiService, type OpenApiServiceOptions } from "./open-api-service.ts";
+import { operationSearch } from "./operation-search.ts";
 import { runFlow } from "./run-flow.ts";
 import { SchemaTooLargeError } from "./schema-to-type.ts";
 import { writeIfChanged } from "./write-if-changed.ts";
@@ -26,7 +27,9 @@ export interface BindOpenApiOptions extends OpenApiServiceOptions, LoadOpenApiOp
   typesFile?: string;
   /** Past this many operations the prompt shows a compact index and `describe(name)`. Default 40. */
   maxOperations?: number;
-  /** Operations declared in full even in compact form. */
+  /** Past this many operations the prompt shows tags with counts and `search(query)` instead of the index. Default 200. */
+  maxIndexOperations?: number;
+  /** Operations declared in full even in compact form, by method name or operationId (an unknown one is an error). */
   include?: readonly string[];
   /** The model `llm` and `choice` steps of flows ask. Without it such steps fail with a clear error. */
   languageModel?: LanguageModel;
@@ -74,6 +77,7 @@ export async function openApiService(
       ...(loaded.plugin ? { plugin: loaded.plugin } : {}),
       flows: loaded.flows,
       ...(options.maxOperations !== undefined ? { maxOperations: options.maxOperations } : {}),
+      ...(options.maxIndexOperations !== undefined ? { maxIndexOperations: options.maxIndexOperations } : {}),
       ...(options.include ? { include: options.include } : {}),
     });
   } catch (error) {
@@ -109,6 +113,12 @@ export async function openApiService(
   if (declaration.compact) {
     Object.defineProperty(service, "describe", {
       value: (member: unknown) => describeMember(declaration, String(member)),
+      enumerable: true,
+    });
+  }
+  if (declaration.searchable) {
+    Object.defineProperty(service, "search", {
+      value: operationSearch(model, declaration.signatures),
       enumerable: true,
     });
   }

@@ -1,3 +1,4 @@
+import { MossError } from "../../engine/errors.ts";
 import type { ApiModel, ApiOperation } from "./api-model.ts";
 import type { FlowDefinition } from "./flows.ts";
 import type { PluginManifest } from "./plugin-manifest.ts";
@@ -21,16 +22,34 @@ export interface DeclarationOptions {
    * `describe(name)`; the type-checker still knows every operation. Default 40.
    */
   maxOperations?: number;
-  /** Operations declared in full even in compact form (those the context module names). */
+  /**
+   * Past this many operations the compact form lists tags with counts and `search(query)` instead of one line per
+   * operation. Default 200.
+   */
+  maxIndexOperations?: number;
+  /** Operations declared in full even in compact form, by method name or operationId (an unknown one is an error). */
   include?: readonly string[];
+}
+
+/** One operation `search(query)` found: what the model needs to call it (the declaration has the details). */
+export interface OperationMatch {
+  name: string;
+  tag?: string;
+  summary: string;
+  /** One line: the method and its argument and result types. */
+  signature: string;
 }
 
 /** The generated TypeScript, and the declaration text of each operation and type (what `describe` returns). */
 export interface GeneratedDeclaration {
   text: string;
   compact: boolean;
+  /** Whether the compact form is the searchable one (tags with counts, `search(query)`), not the index of names. */
+  searchable: boolean;
   /** Operation or type name → its declaration text. */
   parts: Map<string, string>;
+  /** Operation name → its one-line signature (what `search` returns). */
+  signatures: Map<string, string>;
 }
 
 /** The first lines of every generated file. */
@@ -74,14 +93,51 @@ export function openApiDeclaration(model: ApiModel, options: DeclarationOptions)
 
   const maxOperations = options.maxOperations ?? 40;
   const compact = model.operations.length > maxOperations;
-  const serviceDoc = jsDoc(serviceDocLines(model, options, compact), "");
+  const searchable = compact && model.operations.length > (options.maxIndexOperations ?? 200);
+  const included = includedOperations(model, options.include ?? []);
+  const signatures = new Map(
+    model.operations.map((operation) => [operation.name, operationSignature(operation, writer)]),
+  );
+  const serviceDoc = jsDoc(serviceDocLines(model, options, compact, searchable), "");
   const sections = [GENERATED_HEADER, ""];
-  if (!compact) {
+  if (searchable) {
+    // The service type extends every operation through a `typeof` query the prompter does not follow: the checker
+    // and the membrane know each method, the prompt shows only tags, `search` and `describe`.
+    const matchName = `${options.name}OperationMatch`;
+    const members = [searchMember(matchName), describeMember()];
+    for (const operation of model.operations)
+      if (included.has(operation.name)) members.push(parts.get(operation.name)!);
+    for (const flow of options.flows ?? []) members.push(parts.get(flow.name)!);
+    sections.push(
+      `declare const operations: ${options.name}Operations;`,
+      "",
+      `/** Every operation of ${options.name}, by method name: find them with \`search\`, read them with \`describe\`. */`,
+      `type ${options.name}AllOperations = typeof operations;`,
+      "",
+      `${serviceDoc}export interface ${options.name} extends ${options.name}AllOperations {`,
+      members.join("\n"),
+      "}",
+      "",
+      `/** An operation \`search\` found. */`,
+      `export interface ${matchName} {`,
+      "  /** The method to call on the service. */",
+      "  name: string;",
+      "  tag?: string;",
+      "  summary: string;",
+      "  /** The method's argument and result types on one line; `describe(name)` has the documentation. */",
+      "  signature: string;",
+      "}",
+      "",
+      `/** Every operation of ${options.name} in full: what \`describe(name)\` returns. */`,
+      `export interface ${options.name}Operations {`,
+      methods.slice(0, model.operations.length).join("\n"),
+      "}",
+    );
+  } else if (!compact) {
     sections.push(`${serviceDoc}export interface ${options.name} {`, methods.join("\n"), "}");
   } else {
     // Indexed operations are typed by a `typeof` query on a value the prompter does not follow (it follows type
     // references only): the checker and the membrane know every signature, the prompt shows one line each.
-    const included = new Set(options.include ?? []);
     const members = [
       `${jsDoc(
         [
@@ -118,10 +174,85 @@ export function openApiDeclaration(model: ApiModel, options: DeclarationOptions)
     );
   }
   if (types.length > 0) sections.push("", types.join("\n"));
-  return { text: `${sections.join("\n")}\n`, compact, parts };
+  return { text: `${sections.join("\n")}\n`, compact, searchable, parts, signatures };
 }
 
-function serviceDocLines(model: ApiModel, options: DeclarationOptions, compact: boolean): string[] {
+/** The method names `include` asks for: each entry a method name or an operationId; an unknown one is an error. */
+function includedOperations(model: ApiModel, include: readonly string[]): Set<string> {
+  const names = new Set<string>();
+  for (const wanted of include) {
+    const operation = model.operations.find(
+      (candidate) => candidate.name === wanted || candidate.operationId === wanted,
+    );
+    if (operation) {
+      names.add(operation.name);
+      continue;
+    }
+    const lower = wanted.toLowerCase();
+    const close = model.operations
+      .filter(
+        (candidate) =>
+          candidate.name.toLowerCase().includes(lower) || lower.includes(candidate.name.toLowerCase()),
+      )
+      .slice(0, 5)
+      .map((candidate) => candidate.name);
+    throw new MossError(
+      "invalid-argument",
+      `include: no operation named "${wanted}" (neither a method name nor an operationId)${close.length ? `; did you mean ${close.join(", ")}?` : ""}`,
+      { include: wanted },
+    );
+  }
+  return names;
+}
+
+function searchMember(matchName: string): string {
+  return `${jsDoc(
+    [
+      'Finds operations by words of their name, summary, tag or path (e.g. `search("create issue comment")`), best',
+      "first, at most `limit` (default 10, at most 50). Every name it returns is a method of this object.",
+    ],
+    "  ",
+  )}  search(query: string, limit?: number): ${matchName}[];`;
+}
+
+function describeMember(): string {
+  return `${jsDoc(
+    [
+      'The full TypeScript declaration of an operation or a type of this API, e.g. `describe("getPet")`.',
+      "Read it before calling an operation shown only by name.",
+    ],
+    "  ",
+  )}  describe(name: string): string;`;
+}
+
+/** `name(args: { key: type; … }): Promise<result>` on one line, bounded. */
+function operationSignature(operation: ApiOperation, writer: TypeWriterOptions): string {
+  const flat = (text: string) =>
+    text
+      .replace(/\/\*\*[\s\S]*?\*\//g, "")
+      .replace(/\s+/g, " ")
+      .trim();
+  const members = operation.parameters.map(
+    (parameter) =>
+      `${propertyKey(parameter.key)}${parameter.required ? "" : "?"}: ${flat(schemaToType(parameter.schema, writer, ""))}`,
+  );
+  const body = operation.body;
+  if (body)
+    members.push(
+      `${propertyKey(body.key)}${body.required ? "" : "?"}: ${flat(bodyType(body.mediaType, body.schema, writer, ""))}`,
+    );
+  const required = operation.parameters.some((parameter) => parameter.required) || body?.required === true;
+  const argument = members.length === 0 ? "" : `args${required ? "" : "?"}: { ${members.join("; ")} }`;
+  const text = `${operation.name}(${argument}): Promise<${flat(responseType(operation, writer, ""))}>`;
+  return text.length > 400 ? `${text.slice(0, 399)}… (see describe("${operation.name}"))` : text;
+}
+
+function serviceDocLines(
+  model: ApiModel,
+  options: DeclarationOptions,
+  compact: boolean,
+  searchable = false,
+): string[] {
   const info = (model.document.info ?? {}) as { title?: unknown; version?: unknown; description?: unknown };
   const lines: string[] = [];
   const plugin = options.plugin;
@@ -135,7 +266,20 @@ function serviceDocLines(model: ApiModel, options: DeclarationOptions, compact: 
   if (typeof info.description === "string" && info.description.trim())
     lines.push("", firstParagraph(info.description));
   lines.push("", ...HTTP_ERROR_NOTE);
-  if (compact) {
+  if (searchable) {
+    const counts = new Map<string, number>();
+    for (const operation of model.operations) {
+      const tag = operation.tags[0] ?? "untagged";
+      counts.set(tag, (counts.get(tag) ?? 0) + 1);
+    }
+    lines.push(
+      "",
+      `This API has ${model.operations.length} operations, each a method of this object but not listed here: find`,
+      "them with `search(query)` (name, summary and signature of the best matches), read one in full with",
+      "`describe(name)`, then call it. Operations by tag (count):",
+      [...counts].map(([tag, count]) => `${tag} (${count})`).join(", "),
+    );
+  } else if (compact) {
     lines.push(
       "",
       `This API has ${model.operations.length} operations: too many to declare here. Most are listed by name with a`,

@@ -8,7 +8,12 @@ export {
   type OpenApiBinding,
   openApiService,
 } from "./bind-open-api.ts";
-export { type DeclarationOptions, type GeneratedDeclaration, openApiDeclaration } from "./declaration.ts";
+export {
+  type DeclarationOptions,
+  type GeneratedDeclaration,
+  type OperationMatch,
+  openApiDeclaration,
+} from "./declaration.ts";
 export { HttpError, OpenApiLoadError } from "./errors.ts";
 export type { FlowDefinition, FlowStep, StepKind } from "./flows.ts";
 export {
