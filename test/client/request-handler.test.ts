@@ -89,6 +89,21 @@ describe("moss-ts/client against moss serve (PGlite)", () => {
     return port;
   };
 
+  it("serves the playground at / without a token, under a strict Content-Security-Policy", async () => {
+    const page = await fetch(`${server.url}/`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toMatch(/^text\/html/);
+    expect(page.headers.get("content-security-policy")).toContain("script-src 'self'");
+    expect(await page.text()).toContain('<script type="module" src="/playground.js">');
+    const script = await fetch(`${server.url}/playground.js`);
+    expect(script.headers.get("content-type")).toMatch(/^text\/javascript/);
+    const text = await script.text();
+    // Bundled: eventsource-parser is inlined, no bare import is left for the browser to resolve.
+    expect(text).not.toMatch(/from\s*"eventsource-parser"/);
+    expect(text).toContain("createParser");
+    expect(text).not.toContain("innerHTML");
+  });
+
   it("a Fresh request publishes text, code, execution and the answer, each with a unique string id, between started and finished", async () => {
     replies.push(code('  console.log("balance", await moss.vault.balance());', "Let me check."), {
       content: "You have 100 euros.",
