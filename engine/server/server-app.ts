@@ -1,5 +1,6 @@
 import { type Context, Hono } from "hono";
 import { streamSSE } from "hono/streaming";
+import { registerAguiRoute } from "./agui-route.ts";
 import type { EventHub } from "./event-hub.ts";
 import { registerPlayground } from "./playground-route.ts";
 import { ServerError } from "./server-error.ts";
@@ -240,6 +241,15 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
         await stream.close().catch(() => {});
       }
     });
+  });
+
+  registerAguiRoute(app, {
+    store,
+    events,
+    heartbeatMs,
+    streams: openStreams,
+    maxActiveRuns: (tenant) => limitsOf(tenant).maxActiveRuns,
+    maxBodyBytes: (tenant) => limitsOf(tenant).maxBodyBytes,
   });
 
   return {
