@@ -2,7 +2,8 @@ import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import type { Hono } from "hono";
 
-const PLAYGROUND = new URL("./playground/", import.meta.url);
+const PAGE = new URL("./playground/index.html", import.meta.url);
+const SCRIPT = new URL("./playground/playground.js", import.meta.url);
 const HEADERS = {
   "content-security-policy":
     "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
@@ -15,7 +16,7 @@ const HEADERS = {
 export function registerPlayground(app: Hono<any>): void {
   let script: Promise<string> | undefined;
   app.get("/", async (c) => {
-    const html = await readFile(new URL("index.html", PLAYGROUND), "utf8");
+    const html = await readFile(PAGE, "utf8");
     return c.body(html, 200, { ...HEADERS, "content-type": "text/html; charset=utf-8" });
   });
   app.get("/playground.js", async (c) => {
@@ -30,7 +31,7 @@ export function registerPlayground(app: Hono<any>): void {
 async function bundle(): Promise<string> {
   const { build } = await import("esbuild");
   const result = await build({
-    entryPoints: [fileURLToPath(new URL("playground.js", PLAYGROUND))],
+    entryPoints: [fileURLToPath(SCRIPT)],
     bundle: true,
     platform: "browser",
     format: "esm",

@@ -192,6 +192,36 @@ describe("moss-ts/client against moss serve (PGlite)", () => {
     expect((await transfers()).length).toBe(before);
   });
 
+  it("a thread and its pending clarification survive a restart of the server: the answer resumes the run", async () => {
+    const dataDirectory = join(directory, "restart");
+    let own = await startTestServer({ dataDirectory }, model.baseUrl);
+    try {
+      replies.push(code(TRANSFER), { content: "Sent after the restart." });
+      const threadId = `crew-${randomUUID()}`;
+      const first = await send(
+        new RequestHandler({ bearerToken: TOKENS.alice, serverUrl: own.url!, threadId }),
+        "Send bob 5.",
+      );
+      const clarification = first.messages.find((message) => message.type === "clarification");
+      if (clarification?.type !== "clarification") throw new Error("no clarification");
+      await own.close(1_000);
+      own = await startTestServer({ dataDirectory }, model.baseUrl);
+      const request = new RequestHandler({ bearerToken: TOKENS.alice, serverUrl: own.url!, threadId });
+      const answered = new AnsweredClarifications().add("Approve", {
+        requestId: clarification.requestId,
+        approved: true,
+      });
+      const second = await send(request, "Approve", answered);
+      expect(second.messages.at(-1)).toMatchObject({ type: "answer", content: "Sent after the restart." });
+      const state = (await fetch(`${own.url}/v1/threads/${threadId}`, {
+        headers: { authorization: `Bearer ${TOKENS.alice}` },
+      }).then((response) => response.json())) as { status: string; pending: unknown[] };
+      expect(state).toMatchObject({ status: "idle", pending: [] });
+    } finally {
+      await own.close(1_000);
+    }
+  });
+
   it("moss.ask is a question with the code's choices; the chosen text answers it", async () => {
     replies.push(code(ASK), { content: "Blue it is." });
     const request = handler();
