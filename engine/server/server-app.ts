@@ -1,6 +1,8 @@
 import { type Context, Hono } from "hono";
 import { streamSSE } from "hono/streaming";
+import { registerAguiRoute } from "./agui-route.ts";
 import type { EventHub } from "./event-hub.ts";
+import { registerPlayground } from "./playground-route.ts";
 import { ServerError } from "./server-error.ts";
 import { type ServerStore, threadNotFound } from "./server-store.ts";
 import type { TenantTokens } from "./tenant-tokens.ts";
@@ -71,6 +73,7 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
   );
 
   app.get("/health", (c) => c.json({ status: "ok", version: options.version }));
+  registerPlayground(app);
 
   app.use("/v1/*", async (c, next) => {
     const tenant = tokens.tenantOf(c.req.header("authorization"));
@@ -238,6 +241,15 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
         await stream.close().catch(() => {});
       }
     });
+  });
+
+  registerAguiRoute(app, {
+    store,
+    events,
+    heartbeatMs,
+    streams: openStreams,
+    maxActiveRuns: (tenant) => limitsOf(tenant).maxActiveRuns,
+    maxBodyBytes: (tenant) => limitsOf(tenant).maxBodyBytes,
   });
 
   return {

@@ -1,0 +1,19 @@
+// moss-ts/client: the Crewmaster protocol over `moss serve`'s native API, for Node and browsers (fetch only).
+export {
+  AnsweredClarifications,
+  type ApprovalPayload,
+  type ClarificationPayload,
+  type QuestionPayload,
+} from "./answered-clarifications.ts";
+export { type EventConfig, FormatType, MomentType, ScopeType } from "./event-config.ts";
+export type {
+  AnswerMessage,
+  ClarificationMessage,
+  CodeMessage,
+  ErrorMessage,
+  ExecutionMessage,
+  PublishedMessage,
+  TextMessage,
+} from "./published-message.ts";
+export { RequestHandler, type RequestHandlerOptions, type ThreadMessage } from "./request-handler.ts";
+export { type PluginPort, ResponseStreamHandler } from "./response-stream-handler.ts";

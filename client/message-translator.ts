@@ -1,0 +1,208 @@
+import { FormatType, MomentType, type ResolvedEventConfig, ScopeType } from "./event-config.ts";
+import { APPROVAL_CHOICES, type PublishedMessage } from "./published-message.ts";
+
+/** One event of the thread's stream as the server sent it (`id:`, `event:`, `data:`). */
+export interface ServerEvent {
+  id: number;
+  type: string;
+  data: Record<string, any>;
+}
+
+/** Run statuses after which a request has nothing more to wait for. */
+const SETTLED = new Set(["completed", "failed", "cancelled", "pending"]);
+
+/** Turns one run's server events into the protocol's messages, and says when the run settled. */
+export class MessageTranslator {
+  readonly #config: ResolvedEventConfig;
+  readonly #runId: string;
+  /** The text block being streamed: its id and what came so far. */
+  #text: { id: string; eventId: number; content: string } | undefined;
+  #errorPublished = false;
+  settled: string | undefined;
+
+  constructor(config: ResolvedEventConfig, runId: string) {
+    this.#config = config;
+    this.#runId = runId;
+  }
+
+  /** The messages `event` publishes (none for another run's events). */
+  translate(event: ServerEvent): PublishedMessage[] {
+    const data = event.data;
+    if (data.runId !== this.#runId) return [];
+    const out: PublishedMessage[] = [];
+    const emit = (message: PublishedMessage) => {
+      const answerOnly = this.#config.scope === ScopeType.Answer;
+      if (answerOnly && !["answer", "clarification", "error"].includes(message.type)) return;
+      out.push(this.#config.format === FormatType.Verbose ? { ...message, runId: this.#runId } : message);
+    };
+    switch (event.type) {
+      case "text-delta": {
+        const delta = String(data.delta ?? "");
+        if (this.#text === undefined) {
+          this.#text = { id: String(event.id), eventId: event.id, content: "" };
+          if (this.#config.moments.has(MomentType.Start)) {
+            emit(this.#verbose({ id: this.#text.id, type: "text", content: "", moment: "start" }, event));
+          }
+        }
+        this.#text.content += delta;
+        if (this.#config.moments.has(MomentType.Delta)) {
+          emit(this.#verbose({ id: this.#text.id, type: "text", content: delta, moment: "delta" }, event));
+        }
+        break;
+      }
+      case "message": {
+        if (data.message?.role !== "assistant") break;
+        const content = String(data.message.content ?? "");
+        const id = this.#text?.id ?? String(event.id);
+        const started = this.#text !== undefined;
+        this.#text = undefined;
+        if (content.trim() === "" && !started) break;
+        if (!started && this.#config.moments.has(MomentType.Start)) {
+          emit(this.#verbose({ id, type: "text", content: "", moment: "start" }, event));
+        }
+        if (this.#config.moments.has(MomentType.End)) {
+          emit(this.#verbose({ id, type: "text", content, moment: "end" }, event));
+        }
+        break;
+      }
+      case "code":
+        emit(this.#verbose({ id: String(event.id), type: "code", code: String(data.code ?? "") }, event));
+        break;
+      case "execution": {
+        const execution = data.execution ?? {};
+        const error =
+          execution.ok === true
+            ? undefined
+            : execution.error !== undefined
+              ? errorText(execution.error)
+              : execution.pending !== undefined
+                ? "The code paused, waiting for a person's answer."
+                : "The code failed.";
+        emit(
+          this.#verbose(
+            {
+              id: String(event.id),
+              type: "execution",
+              ok: execution.ok === true,
+              stdout: String(execution.stdout ?? ""),
+              ...(error === undefined ? {} : { error }),
+            },
+            event,
+          ),
+        );
+        break;
+      }
+      case "approval-request":
+      case "clarification-request": {
+        const request = data.request ?? {};
+        if (request.kind === "approval") {
+          const name =
+            request.service === undefined ? request.member : `${request.service}.${request.member}`;
+          const args: unknown[] = Array.isArray(request.args) ? request.args : [];
+          emit(
+            this.#verbose(
+              {
+                id: String(event.id),
+                type: "clarification",
+                requestId: String(request.id),
+                kind: "approval",
+                question: `Approve ${name}(${args.map((arg) => JSON.stringify(arg)).join(", ")})${
+                  request.target === undefined ? "" : ` on ${request.target}`
+                }?`,
+                choices: [...APPROVAL_CHOICES],
+                ...(request.service === undefined ? {} : { service: String(request.service) }),
+                member: String(request.member),
+                args,
+              },
+              event,
+            ),
+          );
+        } else {
+          emit(
+            this.#verbose(
+              {
+                id: String(event.id),
+                type: "clarification",
+                requestId: String(request.id),
+                kind: "question",
+                question: String(request.question ?? ""),
+                choices: Array.isArray(request.choices) ? request.choices.map(String) : [],
+              },
+              event,
+            ),
+          );
+        }
+        break;
+      }
+      case "error":
+        this.#errorPublished = true;
+        emit(this.#verbose({ id: String(event.id), type: "error", message: String(data.message) }, event));
+        break;
+      case "run-end": {
+        const answer = typeof data.answer === "string" ? data.answer : undefined;
+        if (data.stopReason === "answer" && answer !== undefined) {
+          emit(this.#verbose({ id: String(event.id), type: "answer", content: answer }, event));
+        } else if (data.stopReason !== "pending" && !this.#errorPublished) {
+          this.#errorPublished = true;
+          emit(
+            this.#verbose(
+              {
+                id: String(event.id),
+                type: "error",
+                code: String(data.stopReason),
+                message: `The run stopped: ${String(data.reason ?? data.stopReason)}.`,
+              },
+              event,
+            ),
+          );
+        }
+        break;
+      }
+      case "run-status": {
+        const status = String(data.status);
+        if (!SETTLED.has(status)) break;
+        if ((status === "failed" || status === "cancelled") && !this.#errorPublished) {
+          this.#errorPublished = true;
+          const reason = data.run?.error === undefined ? "" : `: ${String(data.run.error)}`;
+          emit({
+            id: String(event.id),
+            type: "error",
+            code: status === "cancelled" ? "cancelled" : "run-failed",
+            message: status === "cancelled" ? "The run was cancelled." : `The run failed${reason}.`,
+          });
+        }
+        this.settled = status;
+        break;
+      }
+    }
+    return out;
+  }
+
+  #verbose<T extends PublishedMessage>(message: T, event: ServerEvent): T {
+    if (this.#config.format !== FormatType.Verbose) return message;
+    const data = event.data;
+    const details: Record<string, unknown> = { eventId: event.id };
+    if (typeof data.step === "number") details.step = data.step;
+    if (event.type === "execution") {
+      details.observation = data.observation;
+      details.calls = data.execution?.calls;
+      details.returns = data.execution?.returns;
+    }
+    if (event.type === "approval-request" || event.type === "clarification-request") {
+      details.line = data.request?.line;
+      details.codeFrame = data.request?.code;
+      details.reason = data.request?.reason;
+    }
+    if (event.type === "run-end") {
+      details.stopReason = data.stopReason;
+      details.usage = data.usage;
+    }
+    return { ...message, ...details };
+  }
+}
+
+function errorText(error: any): string {
+  if (typeof error === "string") return error;
+  const name = typeof error?.name === "string" && error.name !== "" ? `${error.name}: ` : "";
+  return `${name}${String(error?.message ?? "the code failed")}`;
+}

@@ -1,0 +1,416 @@
+import { type BaseEvent, EventType, type Interrupt, type RunAgentInput } from "@ag-ui/core";
+import type { Context, Hono } from "hono";
+import { streamSSE } from "hono/streaming";
+import type { EventHub } from "./event-hub.ts";
+import { ServerError } from "./server-error.ts";
+import type { ServerStore, StoredEvent } from "./server-store.ts";
+
+/** What the AG-UI route needs of the server app. */
+export interface AguiRouteOptions {
+  store: ServerStore;
+  events: EventHub;
+  maxActiveRuns(tenant: string): number;
+  maxBodyBytes(tenant: string): number;
+  heartbeatMs: number;
+  /** Registers a stream's close function while it is open (a draining server closes them). */
+  streams: Set<() => void>;
+}
+
+/** One AG-UI event with its SSE id: `<server run>:<first event after>:<thread event>:<index>`, so a stream resumes. */
+interface Emitted {
+  event: BaseEvent;
+  cursor: [number, number];
+}
+
+const THREAD_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
+const SETTLED = new Set(["completed", "failed", "cancelled", "pending"]);
+
+/**
+ * `POST /v1/agui`: an AG-UI `RunAgentInput` starts a run with its last user message, or resumes a paused run with
+ * `resume` entries; the answer is an SSE stream of `@ag-ui/core` events. Approvals and `moss.ask` end the run with
+ * an interrupt outcome. A client that lost the stream posts the same input again with `Last-Event-ID`.
+ */
+export function registerAguiRoute(
+  app: Hono<{ Variables: { tenant: string } }>,
+  options: AguiRouteOptions,
+): void {
+  const { store, events } = options;
+  app.post("/v1/agui", async (c) => {
+    const tenant = c.get("tenant");
+    const input = await readInput(c, options.maxBodyBytes(tenant));
+    const resumeFrom = parseLastEventId(c.req.header("last-event-id"));
+    let serverRunId: string;
+    let after: number;
+    let skipThrough: [number, number] = [-1, -1];
+    if (resumeFrom !== undefined) {
+      const run = await store.getRun(tenant, input.threadId, resumeFrom.runId);
+      if (run === undefined) {
+        throw new ServerError(
+          404,
+          "run-not-found",
+          `No run "${resumeFrom.runId}" in thread "${input.threadId}".`,
+        );
+      }
+      serverRunId = run.id;
+      after = resumeFrom.after;
+      skipThrough = resumeFrom.cursor;
+    } else {
+      await store.createThread(tenant, input.threadId);
+      after = (await store.lastEventId(tenant, input.threadId)) ?? 0;
+      if (input.resume !== undefined && input.resume.length > 0) {
+        const response = await store.answer(
+          tenant,
+          input.threadId,
+          answersOf(input.resume),
+          `agui:${input.threadId}:${input.runId}`,
+        );
+        serverRunId = String((response.body.run as { id: string }).id);
+      } else {
+        const last = input.messages.at(-1);
+        const content = last?.role === "user" ? textOf(last.content) : "";
+        if (content.trim() === "") {
+          throw new ServerError(
+            400,
+            "agui-input-invalid",
+            "RunAgentInput.messages must end with the user's new message (role \"user\", non-empty text), or carry resume entries that answer the run's interrupts.",
+          );
+        }
+        const run = await store.createRun(tenant, input.threadId, content, {
+          maxActiveRuns: options.maxActiveRuns(tenant),
+        });
+        serverRunId = run.id;
+      }
+    }
+    return streamSSE(c, async (stream) => {
+      let closed = false;
+      let dirty = true;
+      let wake: (() => void) | undefined;
+      const poke = () => {
+        dirty = true;
+        wake?.();
+      };
+      const close = () => {
+        closed = true;
+        poke();
+      };
+      const unsubscribe = events.subscribe(tenant, input.threadId, poke);
+      options.streams.add(close);
+      stream.onAbort(close);
+      const heartbeat = setInterval(() => {
+        stream.write(": heartbeat\n\n").catch(close);
+      }, options.heartbeatMs);
+      const translator = new AguiTranslator(input, serverRunId);
+      const send = async ({ event, cursor }: Emitted) => {
+        if (cursor[0] < skipThrough[0] || (cursor[0] === skipThrough[0] && cursor[1] <= skipThrough[1]))
+          return;
+        await stream.writeSSE({
+          id: `${serverRunId}:${after}:${cursor[0]}:${cursor[1]}`,
+          event: event.type,
+          data: JSON.stringify(event),
+        });
+      };
+      try {
+        await send(translator.started(after));
+        let cursor = after;
+        while (!closed && !translator.finished) {
+          if (!dirty) {
+            await new Promise<void>((resolve) => {
+              wake = resolve;
+            });
+            wake = undefined;
+            continue;
+          }
+          dirty = false;
+          const page = await store.eventsAfter(tenant, input.threadId, cursor, 500);
+          for (const stored of page) {
+            cursor = stored.id;
+            for (const emitted of translator.translate(stored)) {
+              if (closed) break;
+              await send(emitted);
+            }
+            if (translator.finished || closed) break;
+          }
+          if (page.length === 500) dirty = true;
+        }
+      } finally {
+        clearInterval(heartbeat);
+        unsubscribe();
+        options.streams.delete(close);
+        await stream.close().catch(() => {});
+      }
+    });
+  });
+}
+
+/** Turns one server run's stored events into AG-UI events, the same ones each time it reads the same events. */
+class AguiTranslator {
+  finished = false;
+  readonly #input: RunAgentInput;
+  readonly #serverRunId: string;
+  #textId: string | undefined;
+  #toolCallId: string | undefined;
+  #heldResult: Record<string, unknown> | undefined;
+  #end: Record<string, any> | undefined;
+  #errors: string[] = [];
+
+  constructor(input: RunAgentInput, serverRunId: string) {
+    this.#input = input;
+    this.#serverRunId = serverRunId;
+  }
+
+  started(after: number): Emitted {
+    return {
+      event: {
+        type: EventType.RUN_STARTED,
+        threadId: this.#input.threadId,
+        runId: this.#input.runId,
+        metadata: { mossRunId: this.#serverRunId },
+      } as BaseEvent,
+      cursor: [after, 0],
+    };
+  }
+
+  translate(stored: StoredEvent): Emitted[] {
+    if (stored.runId !== this.#serverRunId) return [];
+    const data = stored.data as Record<string, any>;
+    const out: BaseEvent[] = [];
+    const push = (event: Record<string, unknown>) => out.push(event as BaseEvent);
+    const endText = () => {
+      if (this.#textId !== undefined) push({ type: EventType.TEXT_MESSAGE_END, messageId: this.#textId });
+      this.#textId = undefined;
+    };
+    switch (stored.type) {
+      case "text-delta":
+        if (typeof data.delta !== "string" || data.delta === "") break;
+        if (this.#textId === undefined) {
+          this.#textId = `moss-text-${stored.id}`;
+          push({ type: EventType.TEXT_MESSAGE_START, messageId: this.#textId, role: "assistant" });
+        }
+        push({ type: EventType.TEXT_MESSAGE_CONTENT, messageId: this.#textId, delta: data.delta });
+        break;
+      case "message": {
+        const answered = data.message?.metadata?.toolCallId;
+        if (this.#heldResult !== undefined && typeof answered === "string") {
+          push({ ...this.#heldResult, toolCallId: answered });
+          this.#heldResult = undefined;
+        }
+        if (data.message?.role !== "assistant") break;
+        const content = String(data.message.content ?? "");
+        if (this.#textId === undefined && content !== "") {
+          const messageId = `moss-text-${stored.id}`;
+          push({ type: EventType.TEXT_MESSAGE_START, messageId, role: "assistant" });
+          push({ type: EventType.TEXT_MESSAGE_CONTENT, messageId, delta: content });
+          push({ type: EventType.TEXT_MESSAGE_END, messageId });
+        }
+        endText();
+        break;
+      }
+      case "code":
+        endText();
+        this.#toolCallId = typeof data.toolCallId === "string" ? data.toolCallId : `moss-code-${stored.id}`;
+        push({ type: EventType.TOOL_CALL_START, toolCallId: this.#toolCallId, toolCallName: "moss" });
+        push({
+          type: EventType.TOOL_CALL_ARGS,
+          toolCallId: this.#toolCallId,
+          delta: JSON.stringify({ code: data.code }),
+        });
+        push({ type: EventType.TOOL_CALL_END, toolCallId: this.#toolCallId });
+        break;
+      case "execution": {
+        endText();
+        const result = {
+          type: EventType.TOOL_CALL_RESULT,
+          messageId: `moss-result-${stored.id}`,
+          role: "tool",
+          content: String(data.observation ?? ""),
+        };
+        // A resumed run executes again without a new tool call: its result names the call once the
+        // observation message says which one it answers.
+        if (this.#toolCallId === undefined) this.#heldResult = result;
+        else push({ ...result, toolCallId: this.#toolCallId });
+        break;
+      }
+      case "error":
+        this.#errors.push(String(data.message));
+        break;
+      case "run-end":
+        endText();
+        this.#end = data;
+        break;
+      case "run-status": {
+        const status = String(data.status);
+        if (!SETTLED.has(status)) break;
+        endText();
+        this.finished = true;
+        const base = { threadId: this.#input.threadId, runId: this.#input.runId };
+        if (status === "pending") {
+          const pending: any[] = this.#end?.pending ?? [];
+          push({
+            type: EventType.RUN_FINISHED,
+            ...base,
+            outcome: {
+              type: "interrupt",
+              interrupts: pending.map((request) => interruptOf(request, this.#toolCallId)),
+            },
+          });
+        } else if (status === "cancelled") {
+          push({ type: EventType.RUN_FINISHED, ...base, outcome: { type: "cancelled" } });
+        } else if (status === "completed" && this.#end?.stopReason === "answer") {
+          push({
+            type: EventType.RUN_FINISHED,
+            ...base,
+            ...(typeof this.#end.answer === "string" ? { result: this.#end.answer } : {}),
+            outcome: { type: "success" },
+          });
+        } else {
+          const reason = this.#errors.at(-1) ?? this.#end?.reason ?? data.run?.error ?? `the run ${status}`;
+          push({
+            type: EventType.RUN_ERROR,
+            message: String(reason),
+            code: String(this.#end?.stopReason ?? status),
+          });
+        }
+        break;
+      }
+    }
+    return out.map((event, index) => ({ event, cursor: [stored.id, index] }));
+  }
+}
+
+/** An approval as an interrupt naming the inner call; `moss.ask` as input-required with its choices. */
+function interruptOf(request: Record<string, any>, toolCallId: string | undefined): Interrupt {
+  const site = toolCallId === undefined ? {} : { toolCallId };
+  if (request.kind === "approval") {
+    const call = request.service === undefined ? request.member : `${request.service}.${request.member}`;
+    const args: unknown[] = request.args ?? [];
+    return {
+      id: String(request.id),
+      reason: "approval",
+      message: `Approve ${call}(${args.map((arg) => JSON.stringify(arg)).join(", ")})?`,
+      ...site,
+      responseSchema: {
+        type: "object",
+        properties: { approved: { type: "boolean" }, reason: { type: "string" } },
+        required: ["approved"],
+        additionalProperties: false,
+      },
+      metadata: {
+        call,
+        ...(request.service === undefined ? {} : { service: request.service }),
+        member: request.member,
+        args,
+        ...(request.target === undefined ? {} : { target: request.target }),
+        ...(request.line === undefined ? {} : { line: request.line }),
+      },
+    };
+  }
+  const choices: string[] | undefined = Array.isArray(request.choices) ? request.choices : undefined;
+  return {
+    id: String(request.id),
+    reason: "input-required",
+    message: String(request.question),
+    ...site,
+    responseSchema: {
+      type: "object",
+      properties: { answer: { type: "string", ...(choices === undefined ? {} : { enum: choices }) } },
+      required: ["answer"],
+      additionalProperties: false,
+    },
+    metadata: { question: request.question, ...(choices === undefined ? {} : { choices }) },
+  };
+}
+
+/** The native answers of AG-UI resume entries: a cancelled interrupt is a denial (or an empty answer). */
+function answersOf(resume: NonNullable<RunAgentInput["resume"]>): Record<string, unknown> {
+  const answers: Record<string, unknown> = {};
+  for (const entry of resume) {
+    const payload = entry.payload as Record<string, unknown> | undefined;
+    if (entry.status === "cancelled") {
+      answers[entry.interruptId] = { approved: false, reason: "cancelled by the user" };
+    } else if (payload !== undefined && typeof payload === "object" && payload !== null) {
+      answers[entry.interruptId] = payload;
+    } else {
+      throw new ServerError(
+        400,
+        "agui-input-invalid",
+        `resume entry "${entry.interruptId}" needs a payload: {"approved": boolean, "reason"?} or {"answer": string}.`,
+      );
+    }
+  }
+  return answers;
+}
+
+function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) {
+    return content
+      .map((part) => (part?.type === "text" && typeof part.text === "string" ? part.text : ""))
+      .join("");
+  }
+  return "";
+}
+
+/** Reads and checks the fields of a `RunAgentInput` this endpoint uses; a bad one is a 400 naming the field. */
+async function readInput(c: Context, maxBytes: number): Promise<RunAgentInput> {
+  if (Number(c.req.header("content-length") ?? 0) > maxBytes) {
+    throw new ServerError(
+      413,
+      "body-too-large",
+      `The request body is over this tenant's limit of ${maxBytes} bytes.`,
+    );
+  }
+  const text = await c.req.text();
+  if (Buffer.byteLength(text) > maxBytes) {
+    throw new ServerError(
+      413,
+      "body-too-large",
+      `The request body is over this tenant's limit of ${maxBytes} bytes.`,
+    );
+  }
+  let value: any;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new ServerError(
+      400,
+      "json-invalid",
+      `The request body is not valid JSON: ${(error as Error).message}.`,
+    );
+  }
+  const invalid = (message: string) =>
+    new ServerError(400, "agui-input-invalid", `RunAgentInput: ${message}`);
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw invalid("the body must be an object.");
+  if (typeof value.threadId !== "string" || !THREAD_ID.test(value.threadId)) {
+    throw invalid(
+      '"threadId" must be 1 to 128 letters, digits, _ . : or - (starting with a letter or digit).',
+    );
+  }
+  if (typeof value.runId !== "string" || value.runId === "")
+    throw invalid('"runId" must be a non-empty string.');
+  if (!Array.isArray(value.messages)) throw invalid('"messages" must be an array.');
+  if (value.resume !== undefined) {
+    if (!Array.isArray(value.resume)) throw invalid('"resume" must be an array of resume entries.');
+    for (const entry of value.resume) {
+      if (typeof entry?.interruptId !== "string" || !["resolved", "cancelled"].includes(entry.status)) {
+        throw invalid('each "resume" entry needs "interruptId" and "status" ("resolved" or "cancelled").');
+      }
+    }
+  }
+  return value as RunAgentInput;
+}
+
+function parseLastEventId(
+  header: string | undefined,
+): { runId: string; after: number; cursor: [number, number] } | undefined {
+  if (header === undefined || header.trim() === "") return undefined;
+  const match = /^(.+):(\d+):(\d+):(\d+)$/.exec(header.trim());
+  if (match === null) {
+    throw new ServerError(
+      400,
+      "event-id-invalid",
+      `Last-Event-ID must be an id this endpoint sent (<run>:<n>:<n>:<n>), got "${header.slice(0, 200)}".`,
+    );
+  }
+  return { runId: match[1]!, after: Number(match[2]), cursor: [Number(match[3]), Number(match[4])] };
+}

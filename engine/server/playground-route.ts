@@ -1,0 +1,43 @@
+import { readFile } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import type { Hono } from "hono";
+
+const PAGE = new URL("./playground/index.html", import.meta.url);
+const SCRIPT = new URL("./playground/playground.js", import.meta.url);
+const HEADERS = {
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "cache-control": "no-store",
+};
+
+/** Serves the playground page at `/` and its script (bundled once by esbuild, with no network) at `/playground.js`. */
+export function registerPlayground(app: Hono<any>): void {
+  let script: Promise<string> | undefined;
+  app.get("/", async (c) => {
+    const html = await readFile(PAGE, "utf8");
+    return c.body(html, 200, { ...HEADERS, "content-type": "text/html; charset=utf-8" });
+  });
+  app.get("/playground.js", async (c) => {
+    script ??= bundle().catch((error) => {
+      script = undefined;
+      throw error;
+    });
+    return c.body(await script, 200, { ...HEADERS, "content-type": "text/javascript; charset=utf-8" });
+  });
+}
+
+async function bundle(): Promise<string> {
+  const { build } = await import("esbuild");
+  const result = await build({
+    entryPoints: [fileURLToPath(SCRIPT)],
+    bundle: true,
+    platform: "browser",
+    format: "esm",
+    target: "es2022",
+    write: false,
+    logLevel: "silent",
+  });
+  return result.outputFiles[0]!.text;
+}

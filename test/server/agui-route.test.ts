@@ -1,0 +1,264 @@
+// POST /v1/agui on a real `moss serve` core (PGlite): every event of the stream is checked against @ag-ui/core's
+// own schemas; approvals and moss.ask end a run with interrupts, resume entries answer them, and a stream resumes
+// with Last-Event-ID.
+import { randomUUID } from "node:crypto";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { EventSchema, RunAgentInputSchema } from "@ag-ui/core/schemas";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
+import type { MossServer } from "../../engine/server/moss-server.ts";
+import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
+import { startTestServer, TOKENS } from "./server-harness.ts";
+
+const code = (body: string, prose = ""): FakeReply => ({
+  content: prose,
+  toolCalls: [
+    { name: "moss", arguments: JSON.stringify({ code: `async function main(moss: Moss) {\n${body}\n}` }) },
+  ],
+});
+const TRANSFER = '  const receipt = await moss.vault.transfer("bob", 5);\n  console.log("sent", receipt);';
+
+interface AguiEvent {
+  id: string;
+  event: any;
+}
+
+describe("the AG-UI endpoint on PGlite", () => {
+  const replies: FakeReply[] = [];
+  let model: FakeOpenAIServer;
+  let server: MossServer;
+  let directory: string;
+
+  beforeAll(async () => {
+    directory = await mkdtemp(join(tmpdir(), "moss-agui-"));
+    process.env.MOSS_VAULT_LOG = join(directory, "vault.log");
+    model = await startFakeOpenAIServer(replies);
+    server = await startTestServer({ dataDirectory: join(directory, "data") }, model.baseUrl);
+  }, 60_000);
+  afterAll(async () => {
+    await server?.close(1_000);
+    await model?.close();
+    await closeSharedSandboxes();
+    await rm(directory, { recursive: true, force: true });
+    delete process.env.MOSS_VAULT_LOG;
+  });
+
+  const transfers = async () =>
+    (await readFile(process.env.MOSS_VAULT_LOG!, "utf8").catch(() => "")).split("\n").filter(Boolean);
+  const input = (threadId: string, extra: Record<string, unknown> = {}) =>
+    RunAgentInputSchema.parse({ threadId, runId: randomUUID(), messages: [], ...extra });
+
+  /** Posts `body` and reads the SSE stream to its end, each event parsed by @ag-ui/core's EventSchema. */
+  const run = async (
+    body: unknown,
+    options: { lastEventId?: string; token?: string; stopAfter?: number } = {},
+  ): Promise<AguiEvent[]> => {
+    const controller = new AbortController();
+    const response = await fetch(`${server.url}/v1/agui`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${options.token ?? TOKENS.alice}`,
+        "content-type": "application/json",
+        accept: "text/event-stream",
+        ...(options.lastEventId === undefined ? {} : { "last-event-id": options.lastEventId }),
+      },
+      body: JSON.stringify(body),
+      signal: controller.signal,
+    });
+    if (response.status !== 200)
+      throw Object.assign(new Error(await response.text()), { status: response.status });
+    const received: AguiEvent[] = [];
+    const text = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    try {
+      while (true) {
+        const { done, value } = await text.read();
+        if (done) return received;
+        buffer += value;
+        let end = buffer.indexOf("\n\n");
+        while (end >= 0) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          end = buffer.indexOf("\n\n");
+          const fields = new Map<string, string>();
+          for (const line of block.split("\n")) {
+            if (line.startsWith(":") || line === "") continue;
+            const colon = line.indexOf(":");
+            fields.set(line.slice(0, colon), line.slice(colon + 1).replace(/^ /, ""));
+          }
+          if (!fields.has("data")) continue;
+          const event = EventSchema.parse(JSON.parse(fields.get("data")!));
+          expect(fields.get("event")).toBe(event.type);
+          received.push({ id: fields.get("id")!, event });
+          if (received.length === options.stopAfter) return received;
+        }
+      }
+    } finally {
+      controller.abort();
+    }
+  };
+  const types = (events: AguiEvent[]) => events.map(({ event }) => event.type);
+
+  it("streams a run as AG-UI events: RUN_STARTED, the text, the moss tool call and its result, RUN_FINISHED with the answer", async () => {
+    replies.push(code('  console.log("balance", await moss.vault.balance());', "Let me check."), {
+      content: "You have 100 euros.",
+    });
+    const body = input(`agui-${randomUUID()}`, {
+      messages: [{ id: "m1", role: "user", content: "What is my balance?" }],
+    });
+    const events = await run(body);
+    // Each text's pieces collapsed: the fake model streams a few characters at a time.
+    expect(types(events).filter((type, index, all) => type !== all[index - 1])).toEqual([
+      "RUN_STARTED",
+      "TEXT_MESSAGE_START",
+      "TEXT_MESSAGE_CONTENT",
+      "TEXT_MESSAGE_END",
+      "TOOL_CALL_START",
+      "TOOL_CALL_ARGS",
+      "TOOL_CALL_END",
+      "TOOL_CALL_RESULT",
+      "TEXT_MESSAGE_START",
+      "TEXT_MESSAGE_CONTENT",
+      "TEXT_MESSAGE_END",
+      "RUN_FINISHED",
+    ]);
+    const first = events[1]!.event.messageId;
+    const pieces = events.filter(
+      ({ event }) => event.type === "TEXT_MESSAGE_CONTENT" && event.messageId === first,
+    );
+    expect(pieces.map(({ event }) => event.delta).join("")).toBe("Let me check.");
+    expect(events[0]!.event).toMatchObject({ threadId: body.threadId, runId: body.runId });
+    const call = events.find(({ event }) => event.type === "TOOL_CALL_START")!.event;
+    expect(call.toolCallName).toBe("moss");
+    expect(
+      JSON.parse(events.find(({ event }) => event.type === "TOOL_CALL_ARGS")!.event.delta).code,
+    ).toContain("moss.vault.balance()");
+    const result = events.find(({ event }) => event.type === "TOOL_CALL_RESULT")!.event;
+    expect(result.toolCallId).toBe(call.toolCallId);
+    expect(result.content).toContain("balance 100");
+    expect(events.at(-1)!.event).toMatchObject({
+      type: "RUN_FINISHED",
+      threadId: body.threadId,
+      runId: body.runId,
+      result: "You have 100 euros.",
+      outcome: { type: "success" },
+    });
+    expect(new Set(events.map(({ id }) => id)).size).toBe(events.length);
+  });
+
+  it("ends a run with an approval interrupt naming the inner call; a resume entry approves it and the run ends once", async () => {
+    replies.push(code(TRANSFER), { content: "Sent 5 euros to bob." });
+    const before = (await transfers()).length;
+    const threadId = `agui-${randomUUID()}`;
+    const paused = await run(
+      input(threadId, { messages: [{ id: "m1", role: "user", content: "Send bob 5." }] }),
+    );
+    const finished = paused.at(-1)!.event;
+    expect(finished.outcome.type).toBe("interrupt");
+    const [interrupt] = finished.outcome.interrupts;
+    const toolCallId = paused.find(({ event }) => event.type === "TOOL_CALL_START")!.event.toolCallId;
+    expect(interrupt).toMatchObject({
+      reason: "approval",
+      toolCallId,
+      message: 'Approve vault.transfer("bob", 5)?',
+      metadata: { call: "vault.transfer", service: "vault", member: "transfer", args: ["bob", 5] },
+      responseSchema: { required: ["approved"] },
+    });
+    expect((await transfers()).length).toBe(before);
+
+    const resume = input(threadId, {
+      resume: [{ interruptId: interrupt.id, status: "resolved", payload: { approved: true } }],
+    });
+    const resumed = await run(resume);
+    expect(resumed[0]!.event).toMatchObject({ type: "RUN_STARTED", runId: resume.runId });
+    expect(resumed.at(-1)!.event).toMatchObject({
+      result: "Sent 5 euros to bob.",
+      outcome: { type: "success" },
+    });
+    expect((await transfers()).length - before).toBe(1);
+  });
+
+  it("ends a run that calls moss.ask with an input-required interrupt carrying its choices; the answer resumes it", async () => {
+    replies.push(
+      code(
+        '  const color = await moss.ask("Which color?", { choices: ["red", "blue"] });\n  console.log("color", color);',
+      ),
+      { content: "Blue it is." },
+    );
+    const threadId = `agui-${randomUUID()}`;
+    const paused = await run(
+      input(threadId, { messages: [{ id: "m1", role: "user", content: "Pick one." }] }),
+    );
+    const [interrupt] = paused.at(-1)!.event.outcome.interrupts;
+    expect(interrupt).toMatchObject({
+      reason: "input-required",
+      message: "Which color?",
+      metadata: { choices: ["red", "blue"] },
+      responseSchema: { properties: { answer: { type: "string", enum: ["red", "blue"] } } },
+    });
+    const resumed = await run(
+      input(threadId, {
+        resume: [{ interruptId: interrupt.id, status: "resolved", payload: { answer: "blue" } }],
+      }),
+    );
+    const result = resumed.find(({ event }) => event.type === "TOOL_CALL_RESULT")!.event;
+    expect(result.content).toContain("color blue");
+    // The result answers the tool call of the paused run, the one the interrupt named.
+    expect(result.toolCallId).toBe(interrupt.toolCallId);
+    expect(resumed.at(-1)!.event.result).toBe("Blue it is.");
+  });
+
+  it("resumes a stream with Last-Event-ID: exactly the events after it, the same ids, and no new run", async () => {
+    replies.push(code('  console.log("balance", await moss.vault.balance());', "Looking."), {
+      content: "100.",
+    });
+    const body = input(`agui-${randomUUID()}`, {
+      messages: [{ id: "m1", role: "user", content: "Balance?" }],
+    });
+    const cut = await run(body, { stopAfter: 4 });
+    const rest = await run(body, { lastEventId: cut.at(-1)!.id });
+    expect([...cut, ...rest].map(({ event }) => event.type).at(-1)).toBe("RUN_FINISHED");
+    const modelCalls = model.requests.length;
+    const whole = await run(body, { lastEventId: cut[0]!.id });
+    expect(model.requests.length).toBe(modelCalls);
+    expect([...cut.slice(1), ...rest]).toEqual(whole);
+    expect(rest.at(-1)!.event.result).toBe("100.");
+  });
+
+  it("refuses bad input with a clear 4xx", async () => {
+    const post = (body: string, headers: Record<string, string> = {}) =>
+      fetch(`${server.url}/v1/agui`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${TOKENS.alice}`, "content-type": "application/json", ...headers },
+        body,
+      }).then(async (response) => ({ status: response.status, body: await response.json() }));
+    expect(await post("{")).toMatchObject({ status: 400, body: { error: { code: "json-invalid" } } });
+    expect(await post(JSON.stringify({ runId: "r", messages: [] }))).toMatchObject({
+      status: 400,
+      body: { error: { code: "agui-input-invalid", message: expect.stringContaining("threadId") } },
+    });
+    expect(await post(JSON.stringify({ threadId: "t", runId: "r", messages: [] }))).toMatchObject({
+      status: 400,
+      body: { error: { code: "agui-input-invalid", message: expect.stringContaining("user") } },
+    });
+    expect(
+      await post(JSON.stringify({ threadId: "t", runId: "r", messages: [] }), {
+        "last-event-id": "nonsense",
+      }),
+    ).toMatchObject({ status: 400, body: { error: { code: "event-id-invalid" } } });
+    const noToken = await fetch(`${server.url}/v1/agui`, { method: "POST", body: "{}" });
+    expect(noToken.status).toBe(401);
+    expect(
+      await post(
+        JSON.stringify({
+          threadId: "t",
+          runId: "r",
+          messages: [],
+          resume: [{ interruptId: "r1", status: "resolved", payload: { approved: true } }],
+        }),
+      ),
+    ).toMatchObject({ status: 404, body: { error: { code: "request-unknown" } } });
+  });
+});
