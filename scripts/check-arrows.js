@@ -1,0 +1,413 @@
+// `npm run check:arrows`: fails on an import that runs against the layers of moss-ts (ARCHITECTURE.md):
+//   cli → server → agent → compiler → runtime → check/context/prompter/sandbox → membrane → foundation → types/errors
+// An import may point down or sideways within its layer, never up; across folders it goes through the folder's front
+// door (`index.ts`); moss-modules/ may use only names the public API (engine/index.ts, container/index.ts) exports.
+// Imports are read by TypeScript's parser (static, type-only, re-exports, `import()` and `require()` calls), not by a
+// regular expression. Usage: node scripts/check-arrows.js [--root <dir>] [--json]
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { ts } from "ts-morph";
+
+/** The layers, lowest first: a file may import from its own layer or a lower one. */
+export const LAYERS = [
+  { name: "types/errors", members: ["engine/types.ts", "engine/errors.ts"] },
+  {
+    name: "foundation",
+    members: ["container/", "engine/moss.ts", "engine/module-surface.ts", "engine/runnable-entry.ts"],
+  },
+  { name: "membrane", members: ["engine/membrane/"] },
+  {
+    name: "check/context/prompter/sandbox",
+    members: ["engine/check/", "engine/context/", "engine/prompter/", "engine/sandbox/"],
+  },
+  { name: "runtime", members: ["engine/runtime/"] },
+  { name: "compiler", members: ["engine/compiler/"] },
+  { name: "agent", members: ["engine/agent/"] },
+  { name: "server", members: ["engine/server/"] },
+  { name: "cli", members: ["engine/cli/"] },
+  { name: "public API", members: ["engine/index.ts"] },
+  { name: "moss-modules", members: ["moss-modules/"] },
+];
+
+/** The files whose exports are the public API; moss-modules/ may import only what these export. */
+export const PUBLIC_DOORS = ["engine/index.ts", "container/index.ts"];
+
+/**
+ * Imports that break a rule today and stay allowed for now, each with its reason. `from` and `to` are a file or a
+ * folder (ending in "/"). An entry that no longer matches any import is itself an error, so the list only shrinks.
+ */
+export const ALLOWED = [
+  // Upward imports: lower layers use the module-analysis half of engine/compiler/ (hidden regions, the visibility
+  // rule, the compiled module's shape, the module program's options). It belongs in a layer under check/ and
+  // prompter/ (issue 17's engine/membrane/visibility.ts takes isPublicMember); moving it now would collide with
+  // the membrane work in progress.
+  {
+    from: "engine/check/",
+    to: "engine/compiler/hidden-regions.ts",
+    reason: "module analysis lives in compiler/",
+  },
+  {
+    from: "engine/check/",
+    to: "engine/compiler/module-project.ts",
+    reason: "module analysis lives in compiler/",
+  },
+  {
+    from: "engine/prompter/",
+    to: "engine/compiler/hidden-regions.ts",
+    reason: "module analysis lives in compiler/",
+  },
+  {
+    from: "engine/prompter/",
+    to: "engine/compiler/compiled-module.ts",
+    reason: "module analysis lives in compiler/",
+  },
+  {
+    from: "engine/runtime/",
+    to: "engine/compiler/compiled-module.ts",
+    reason: "module analysis lives in compiler/",
+  },
+  {
+    from: "engine/runtime/",
+    to: "engine/compiler/module-analysis.ts",
+    reason: "the visibility rule lives in compiler/",
+  },
+  {
+    from: "engine/agent/module-runtime.ts",
+    to: "engine/cli/host-setup.ts",
+    reason:
+      "`moss agent`/`moss test` share the host setup loader with the CLI; it belongs beside module-runtime.ts",
+  },
+  {
+    from: "engine/server/moss-config.ts",
+    to: "engine/cli/parse-options.ts",
+    reason: "the 'did you mean' helper `closest` is shared; it belongs in a small text utility below both",
+  },
+  // Deep imports into a peer or lower folder whose front door would load far more than the importer needs.
+  {
+    from: "engine/context/",
+    to: "engine/sandbox/wire.ts",
+    reason:
+      "the wire limits are shared by the persisted codec; sandbox/index.ts loads both drivers (issue 17: one codec in membrane/wire/)",
+  },
+  {
+    from: "engine/runtime/",
+    to: "engine/sandbox/",
+    reason:
+      "the runtime drives the sandbox's sessions, membrane calls and errors; membrane work is moving these files",
+  },
+  {
+    from: "engine/runtime/moss-runtime.ts",
+    to: "engine/prompter/moss-prompter.ts",
+    reason:
+      "runtime.prompt(); prompter/index.ts is new this round and moss-runtime.ts is under heavy parallel edits",
+  },
+  {
+    from: "engine/cli/",
+    to: "engine/agent/",
+    reason:
+      "commands load only what they run (CLI start-up time is a measured goal); agent/index.ts loads openai",
+  },
+  {
+    from: "engine/cli/",
+    to: "engine/check/",
+    reason: "commands load only what they run (CLI start-up time)",
+  },
+  {
+    from: "engine/cli/",
+    to: "engine/compiler/",
+    reason: "commands load only what they run (CLI start-up time)",
+  },
+  {
+    from: "engine/cli/",
+    to: "engine/runtime/",
+    reason: "commands load only what they run (CLI start-up time)",
+  },
+  { from: "engine/cli/", to: "engine/server/", reason: "`moss serve` loads the server only when it runs" },
+  {
+    from: "engine/server/",
+    to: "engine/agent/",
+    reason:
+      "the run worker loads the agent loop, not the OpenAI client; agent/index.ts loads every agent file",
+  },
+  {
+    from: "engine/server/",
+    to: "engine/context/",
+    reason: "database stores implement ContextStore; under parallel edits",
+  },
+  {
+    from: "engine/agent/",
+    to: "engine/context/context-file.ts",
+    reason: "the conversation store reuses the atomic file writer; a file utility below both would end this",
+  },
+  {
+    from: "engine/agent/",
+    to: "engine/context/file-context-store.ts",
+    reason: "the conversation store reuses the file lock owner; a file utility below both would end this",
+  },
+  {
+    from: "engine/agent/observation.ts",
+    to: "engine/check/render-diagnostics.ts",
+    reason: "check/index.ts loads the checker worker pool; the observation needs only the renderer",
+  },
+  {
+    from: "engine/index.ts",
+    to: "engine/agent/moss-test-suite.ts",
+    reason:
+      "the test suite loads the compiler and runtime; agent/index.ts stays light for `moss agent` start-up",
+  },
+  {
+    from: "engine/module-surface.ts",
+    to: "container/token.ts",
+    reason:
+      "the surface every type-check program parses names only Token; container/index.ts pulls inversify's types",
+  },
+  // moss-modules/ reaching past the public API: these names are not exported by engine/index.ts.
+  {
+    from: "moss-modules/mcp/output-validator.ts",
+    to: "engine/runnable-entry.ts",
+    reason: "the MCP output validator runs ajv in a worker built like the engine's own workers",
+  },
+  {
+    from: "moss-modules/openapi/write-if-changed.ts",
+    to: "engine/compiler/module-project.ts",
+    reason: "generated declarations are checked with the same module program options as context modules",
+  },
+  {
+    from: "moss-modules/openapi/plugin-manifest.ts",
+    to: "engine/context/json-error-offset.ts",
+    reason: "manifest JSON errors name line and column with the engine's JSON offset reader",
+  },
+];
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+/** The folders whose code is held to the layers. */
+const SCANNED = ["engine", "container", "moss-modules"];
+
+/** Reads every relative (and self-referencing `moss-ts`) import of the scanned folders and returns the rule breaks. */
+export function checkArrows(options = {}) {
+  const base = options.root ?? root;
+  const files = (options.files ?? listFiles(base)).map(toPosix);
+  const sources = new Map(files.map((file) => [file, readFileSync(path.join(base, file), "utf8")]));
+  const selfNames = packageSelfNames(base);
+  const imports = files.flatMap((file) => readImports(base, file, sources.get(file), selfNames));
+  const publicNames = collectPublicNames(base, sources, selfNames);
+  const used = new Set();
+  const violations = [];
+  for (const entry of imports) {
+    const problem = ruleBreak(base, entry, publicNames);
+    if (problem === undefined) continue;
+    const allowed = ALLOWED.find((rule) => matches(entry.from, rule.from) && matches(entry.to, rule.to));
+    if (allowed) {
+      used.add(allowed);
+      continue;
+    }
+    violations.push({ ...entry, problem });
+  }
+  const stale = options.files === undefined ? ALLOWED.filter((rule) => !used.has(rule)) : [];
+  return { files: files.length, imports: imports.length, violations, stale };
+}
+
+/** The rule an import breaks, in words, or undefined when it keeps every rule. */
+function ruleBreak(base, entry, publicNames) {
+  const { from, to } = entry;
+  if (!existsSync(path.join(base, to))) return `imports ${to}, which does not exist`;
+  const fromUnit = unitOf(from);
+  const toUnit = unitOf(to);
+  if (fromUnit === toUnit) return undefined;
+  const fromLayer = layerOf(from);
+  const toLayer = layerOf(to);
+  if (fromLayer === undefined) return `${from} is in no layer: add it to LAYERS in scripts/check-arrows.js`;
+  if (toLayer === undefined) return `${to} is in no layer: add it to LAYERS in scripts/check-arrows.js`;
+  if (LAYERS[fromLayer].name === "moss-modules") {
+    if (to.startsWith("moss-modules/")) return undefined;
+    if (PUBLIC_DOORS.includes(to)) return undefined;
+    const exported = publicNames.get(to);
+    const outside = entry.names === undefined ? ["*"] : entry.names.filter((name) => !exported?.has(name));
+    if (outside.length === 0) return undefined;
+    return `moss-modules may import only the public API (engine/index.ts, container/index.ts); ${outside.join(", ")} from ${to} is not in it`;
+  }
+  if (toLayer > fromLayer) {
+    return `${LAYERS[fromLayer].name} may not import ${LAYERS[toLayer].name} (${to}): imports point down the layers`;
+  }
+  if (toUnit.endsWith("/") && to !== `${toUnit}index.ts`) {
+    return `deep import of ${to}: import ${toUnit}index.ts, the folder's front door`;
+  }
+  return undefined;
+}
+
+/** The folder a file belongs to for the front-door rule ("engine/check/"), or the file itself at a folder's top. */
+function unitOf(file) {
+  const parts = file.split("/");
+  if (parts[0] === "engine" || parts[0] === "moss-modules")
+    return parts.length > 2 ? `${parts[0]}/${parts[1]}/` : file;
+  return parts.length > 1 ? `${parts[0]}/` : file;
+}
+
+function layerOf(file) {
+  const index = LAYERS.findIndex((layer) => layer.members.some((member) => matches(file, member)));
+  return index === -1 ? undefined : index;
+}
+
+function matches(file, pattern) {
+  return pattern.endsWith("/") ? file.startsWith(pattern) : file === pattern;
+}
+
+function listFiles(base) {
+  const files = [];
+  for (const folder of SCANNED) {
+    const directory = path.join(base, folder);
+    if (!existsSync(directory)) continue;
+    for (const entry of readdirSync(directory, { recursive: true, withFileTypes: true })) {
+      if (entry.isFile() && /\.(ts|js|mjs)$/.test(entry.name) && !entry.parentPath.includes("node_modules")) {
+        files.push(path.relative(base, path.join(entry.parentPath, entry.name)));
+      }
+    }
+  }
+  return files.sort();
+}
+
+function toPosix(file) {
+  return file.split(path.sep).join("/");
+}
+
+/** The package's own subpaths ("moss-ts", "moss-ts/mcp") mapped to their source files, from package.json exports. */
+function packageSelfNames(base) {
+  const manifest = JSON.parse(readFileSync(path.join(base, "package.json"), "utf8"));
+  const names = new Map();
+  for (const [subpath, target] of Object.entries(manifest.exports ?? {})) {
+    const source = typeof target === "object" ? target["moss-ts-source"] : undefined;
+    if (typeof source === "string")
+      names.set(path.posix.join(manifest.name, subpath), path.posix.normalize(source));
+  }
+  return names;
+}
+
+/** Every import of one file: `{ from, to, line, specifier, names, typeOnly, reExport }`, names undefined for `*`. */
+function readImports(base, file, text, selfNames) {
+  const kind = file.endsWith(".ts") ? ts.ScriptKind.TS : ts.ScriptKind.JS;
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, kind);
+  const found = [];
+  const add = (node, specifierNode, names, typeOnly, reExport = false) => {
+    const specifier = specifierNode.text;
+    const to = resolveSpecifier(base, file, specifier, selfNames);
+    if (to === undefined) return;
+    const line = source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1;
+    found.push({ from: file, to, line, specifier, names, typeOnly, reExport });
+  };
+  const visit = (node) => {
+    if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
+      add(
+        node,
+        node.moduleSpecifier,
+        importedNames(node.importClause),
+        node.importClause?.isTypeOnly === true,
+      );
+    } else if (
+      ts.isExportDeclaration(node) &&
+      node.moduleSpecifier &&
+      ts.isStringLiteral(node.moduleSpecifier)
+    ) {
+      const names =
+        node.exportClause && ts.isNamedExports(node.exportClause)
+          ? node.exportClause.elements.map((element) => (element.propertyName ?? element.name).text)
+          : undefined;
+      add(node, node.moduleSpecifier, names, node.isTypeOnly, true);
+    } else if (
+      ts.isCallExpression(node) &&
+      (node.expression.kind === ts.SyntaxKind.ImportKeyword ||
+        (ts.isIdentifier(node.expression) && node.expression.text === "require")) &&
+      node.arguments.length === 1 &&
+      ts.isStringLiteralLike(node.arguments[0])
+    ) {
+      add(node, node.arguments[0], undefined, false);
+    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) {
+      const literal = node.argument.literal;
+      if (ts.isStringLiteral(literal))
+        add(node, literal, node.qualifier ? [leftmost(node.qualifier)] : undefined, true);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+function leftmost(name) {
+  return ts.isIdentifier(name) ? name.text : leftmost(name.left);
+}
+
+function importedNames(clause) {
+  if (clause === undefined) return [];
+  const names = [];
+  if (clause.name) names.push("default");
+  const bindings = clause.namedBindings;
+  if (bindings && ts.isNamespaceImport(bindings)) return undefined;
+  if (bindings && ts.isNamedImports(bindings)) {
+    for (const element of bindings.elements) names.push((element.propertyName ?? element.name).text);
+  }
+  return names;
+}
+
+/** The repository-relative file an import names, or undefined for a package other than moss-ts itself. */
+function resolveSpecifier(base, file, specifier, selfNames) {
+  if (selfNames.has(specifier)) return selfNames.get(specifier);
+  if (!specifier.startsWith(".")) return undefined;
+  const target = path.posix.normalize(path.posix.join(path.posix.dirname(file), specifier));
+  if (!target.endsWith(".js")) return target;
+  // A compiled-style specifier ("./x.js") names the TypeScript source or declaration file beside it.
+  const stem = target.slice(0, -".js".length);
+  return (
+    [`${stem}.ts`, `${stem}.d.ts`, target].find((candidate) => existsSync(path.join(base, candidate))) ??
+    target
+  );
+}
+
+/** For each file the public doors re-export from (following re-export chains), the names it lends the public API. */
+function collectPublicNames(base, sources, selfNames) {
+  const publicNames = new Map();
+  const lend = (file, names) => {
+    const text =
+      sources.get(file) ??
+      (existsSync(path.join(base, file)) ? readFileSync(path.join(base, file), "utf8") : "");
+    for (const entry of readImports(base, file, text, selfNames)) {
+      if (!entry.reExport) continue;
+      const exported = entry.names ?? [];
+      const lent = names === undefined ? exported : exported.filter((name) => names.has(name));
+      if (lent.length === 0) continue;
+      const known = publicNames.get(entry.to) ?? new Set();
+      for (const name of lent) known.add(name);
+      publicNames.set(entry.to, known);
+      lend(entry.to, new Set(lent));
+    }
+  };
+  for (const door of PUBLIC_DOORS) lend(door, undefined);
+  return publicNames;
+}
+
+function main() {
+  const argv = process.argv.slice(2);
+  const rootIndex = argv.indexOf("--root");
+  const base = rootIndex === -1 ? root : path.resolve(argv[rootIndex + 1] ?? ".");
+  const result = checkArrows({ root: base });
+  if (argv.includes("--json")) {
+    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+  } else {
+    for (const violation of result.violations) {
+      process.stderr.write(`${violation.from}:${violation.line}: ${violation.problem}\n`);
+    }
+    for (const rule of result.stale) {
+      process.stderr.write(
+        `scripts/check-arrows.js: the allowed import ${rule.from} → ${rule.to} no longer occurs: delete its entry\n`,
+      );
+    }
+    const failed = result.violations.length + result.stale.length;
+    process.stdout.write(
+      failed === 0
+        ? `check:arrows: ${result.imports} imports in ${result.files} files keep the layers (${ALLOWED.length} allowed exceptions)\n`
+        : `check:arrows: ${failed} problem(s)\n`,
+    );
+  }
+  process.exitCode = result.violations.length + result.stale.length === 0 ? 0 : 1;
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) main();
