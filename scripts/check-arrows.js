@@ -34,8 +34,9 @@ export const LAYERS = [
 export const PUBLIC_DOORS = ["engine/index.ts", "container/index.ts"];
 
 /**
- * Imports that break a rule today and stay allowed for now, each with its reason. `from` and `to` are a file or a
- * folder (ending in "/"). An entry that no longer matches any import is itself an error, so the list only shrinks.
+ * Imports that break a rule today and stay allowed for now, each with its reason. `from` is a file or a folder
+ * (ending in "/"), `to` one file or a list of files. An allowed import that no longer occurs is itself an error, so
+ * the list only shrinks.
  */
 export const ALLOWED = [
   // Upward imports: lower layers use the module-analysis half of engine/compiler/ (hidden regions, the visibility
@@ -44,106 +45,87 @@ export const ALLOWED = [
   // the membrane work in progress.
   {
     from: "engine/check/",
-    to: "engine/compiler/hidden-regions.ts",
-    reason: "module analysis lives in compiler/",
-  },
-  {
-    from: "engine/check/",
-    to: "engine/compiler/module-project.ts",
-    reason: "module analysis lives in compiler/",
+    to: ["engine/compiler/hidden-regions.ts", "engine/compiler/module-project.ts"],
+    reason: "module analysis lives in compiler/, above the checker",
   },
   {
     from: "engine/prompter/",
-    to: "engine/compiler/hidden-regions.ts",
-    reason: "module analysis lives in compiler/",
-  },
-  {
-    from: "engine/prompter/",
-    to: "engine/compiler/compiled-module.ts",
-    reason: "module analysis lives in compiler/",
+    to: ["engine/compiler/hidden-regions.ts", "engine/compiler/compiled-module.ts"],
+    reason: "module analysis lives in compiler/, above the prompter",
   },
   {
     from: "engine/runtime/",
-    to: "engine/compiler/compiled-module.ts",
-    reason: "module analysis lives in compiler/",
-  },
-  {
-    from: "engine/runtime/",
-    to: "engine/compiler/module-analysis.ts",
-    reason: "the visibility rule lives in compiler/",
+    to: ["engine/compiler/compiled-module.ts", "engine/compiler/module-analysis.ts"],
+    reason: "module analysis and the visibility rule (isPublicMember) live in compiler/, above the runtime",
   },
   {
     from: "engine/agent/module-runtime.ts",
     to: "engine/cli/host-setup.ts",
     reason:
-      "`moss agent`/`moss test` share the host setup loader with the CLI; it belongs beside module-runtime.ts",
+      "`moss agent`/`moss test` and the server share the host setup loader; it belongs beside module-runtime.ts",
   },
   {
     from: "engine/server/moss-config.ts",
     to: "engine/cli/parse-options.ts",
     reason: "the 'did you mean' helper `closest` is shared; it belongs in a small text utility below both",
   },
-  // Deep imports into a peer or lower folder whose front door would load far more than the importer needs.
+  // Deep imports whose front door would load far more than the importer needs, or that sit in files other work
+  // is rewriting this round.
+  {
+    from: "engine/runtime/",
+    to: [
+      "engine/sandbox/sandbox.ts",
+      "engine/sandbox/host-error.ts",
+      "engine/sandbox/wire.ts",
+      "engine/sandbox/in-process-driver.ts",
+      "engine/sandbox/process-driver.ts",
+    ],
+    reason:
+      "the runtime's membrane half uses the sandbox's contract, codec and host errors; issue 17 moves all into membrane/",
+  },
   {
     from: "engine/context/",
     to: "engine/sandbox/wire.ts",
     reason:
-      "the wire limits are shared by the persisted codec; sandbox/index.ts loads both drivers (issue 17: one codec in membrane/wire/)",
-  },
-  {
-    from: "engine/runtime/",
-    to: "engine/sandbox/",
-    reason:
-      "the runtime drives the sandbox's sessions, membrane calls and errors; membrane work is moving these files",
+      "the persisted codec shares the wire's limits; sandbox/index.ts loads both drivers (issue 17: one codec in membrane/wire/)",
   },
   {
     from: "engine/runtime/moss-runtime.ts",
     to: "engine/prompter/moss-prompter.ts",
     reason:
-      "runtime.prompt(); prompter/index.ts is new this round and moss-runtime.ts is under heavy parallel edits",
+      "runtime.prompter(); moss-runtime.ts is under heavy parallel edits this round (prompter/index.ts is new)",
   },
   {
     from: "engine/cli/",
-    to: "engine/agent/",
+    to: [
+      "engine/agent/moss-agent.ts",
+      "engine/agent/observation.ts",
+      "engine/agent/stop-reasons.ts",
+      "engine/agent/openai-language-model.ts",
+      "engine/agent/scripted-language-model.ts",
+      "engine/agent/conversation-store.ts",
+      "engine/agent/moss-test-suite.ts",
+      "engine/check/render-diagnostics.ts",
+      "engine/runtime/shared-sandbox.ts",
+      "engine/server/moss-config.ts",
+      "engine/server/tenant-tokens.ts",
+      "engine/server/moss-server.ts",
+      "engine/server/database.ts",
+    ],
     reason:
-      "commands load only what they run (CLI start-up time is a measured goal); agent/index.ts loads openai",
-  },
-  {
-    from: "engine/cli/",
-    to: "engine/check/",
-    reason: "commands load only what they run (CLI start-up time)",
-  },
-  {
-    from: "engine/cli/",
-    to: "engine/compiler/",
-    reason: "commands load only what they run (CLI start-up time)",
-  },
-  {
-    from: "engine/cli/",
-    to: "engine/runtime/",
-    reason: "commands load only what they run (CLI start-up time)",
-  },
-  { from: "engine/cli/", to: "engine/server/", reason: "`moss serve` loads the server only when it runs" },
-  {
-    from: "engine/server/",
-    to: "engine/agent/",
-    reason:
-      "the run worker loads the agent loop, not the OpenAI client; agent/index.ts loads every agent file",
+      "commands load only what they run (CLI start-up time is a measured goal); the front doors load openai, ts-morph or the database",
   },
   {
     from: "engine/server/",
-    to: "engine/context/",
-    reason: "database stores implement ContextStore; under parallel edits",
+    to: ["engine/agent/conversation.ts", "engine/agent/module-runtime.ts", "engine/agent/moss-agent.ts"],
+    reason:
+      "the server builds agents without loading the OpenAI client; module-runtime.ts is not part of agent/index.ts",
   },
   {
-    from: "engine/agent/",
-    to: "engine/context/context-file.ts",
-    reason: "the conversation store reuses the atomic file writer; a file utility below both would end this",
-  },
-  {
-    from: "engine/agent/",
-    to: "engine/context/file-context-store.ts",
-    reason: "the conversation store reuses the file lock owner; a file utility below both would end this",
+    from: "engine/agent/conversation-store.ts",
+    to: ["engine/context/context-file.ts", "engine/context/file-context-store.ts"],
+    reason:
+      "the conversation store reuses the atomic file writer and lock owner; a file utility below both would end this",
   },
   {
     from: "engine/agent/observation.ts",
@@ -180,6 +162,11 @@ export const ALLOWED = [
   },
 ];
 
+/** ALLOWED as one `{ from, to, reason }` per allowed target. */
+const ALLOWED_IMPORTS = ALLOWED.flatMap((rule) =>
+  (Array.isArray(rule.to) ? rule.to : [rule.to]).map((to) => ({ from: rule.from, to, reason: rule.reason })),
+);
+
 const root = fileURLToPath(new URL("..", import.meta.url));
 /** The folders whose code is held to the layers. */
 const SCANNED = ["engine", "container", "moss-modules"];
@@ -197,14 +184,16 @@ export function checkArrows(options = {}) {
   for (const entry of imports) {
     const problem = ruleBreak(base, entry, publicNames);
     if (problem === undefined) continue;
-    const allowed = ALLOWED.find((rule) => matches(entry.from, rule.from) && matches(entry.to, rule.to));
+    const allowed = ALLOWED_IMPORTS.find(
+      (rule) => matches(entry.from, rule.from) && matches(entry.to, rule.to),
+    );
     if (allowed) {
       used.add(allowed);
       continue;
     }
     violations.push({ ...entry, problem });
   }
-  const stale = options.files === undefined ? ALLOWED.filter((rule) => !used.has(rule)) : [];
+  const stale = options.files === undefined ? ALLOWED_IMPORTS.filter((rule) => !used.has(rule)) : [];
   return { files: files.length, imports: imports.length, violations, stale };
 }
 
@@ -403,7 +392,7 @@ function main() {
     const failed = result.violations.length + result.stale.length;
     process.stdout.write(
       failed === 0
-        ? `check:arrows: ${result.imports} imports in ${result.files} files keep the layers (${ALLOWED.length} allowed exceptions)\n`
+        ? `check:arrows: ${result.imports} imports in ${result.files} files keep the layers (${ALLOWED_IMPORTS.length} allowed exceptions)\n`
         : `check:arrows: ${failed} problem(s)\n`,
     );
   }
