@@ -1,7 +1,8 @@
 // `npm run check:arrows`: fails on an import that runs against the layers of moss-ts (ARCHITECTURE.md):
 //   cli → server → agent → compiler → runtime → check/context/prompter/sandbox → membrane → foundation → types/errors
-// An import may point down or sideways within its layer, never up; across folders it goes through the folder's front
-// door (`index.ts`); moss-modules/ may use only names the public API (engine/index.ts, container/index.ts) exports.
+// An import may point down or sideways within its layer, never up, and two folders of one layer may not import each
+// other; across folders it goes through the folder's front door (`index.ts`, which names its exports: no
+// `export *`); moss-modules/ may use only names the public API (engine/index.ts, container/index.ts) exports.
 // Imports are read by TypeScript's parser (static, type-only, re-exports, `import()` and `require()` calls), not by a
 // regular expression. Usage: node scripts/check-arrows.js [--root <dir>] [--json]
 import { existsSync, readdirSync, readFileSync } from "node:fs";
@@ -193,14 +194,42 @@ export function checkArrows(options = {}) {
     }
     violations.push({ ...entry, problem });
   }
+  violations.push(...peerCycles(imports));
   const stale = options.files === undefined ? ALLOWED_IMPORTS.filter((rule) => !used.has(rule)) : [];
   return { files: files.length, imports: imports.length, violations, stale };
+}
+
+/** Two folders of one layer that import each other: sideways imports are allowed, a cycle between peers is not. */
+function peerCycles(imports) {
+  const edges = new Map();
+  for (const entry of imports) {
+    const fromUnit = unitOf(entry.from);
+    const toUnit = unitOf(entry.to);
+    if (fromUnit === toUnit || layerOf(entry.from) !== layerOf(entry.to) || layerOf(entry.from) === undefined)
+      continue;
+    const key = `${fromUnit} ${toUnit}`;
+    if (!edges.has(key)) edges.set(key, entry);
+  }
+  const cycles = [];
+  for (const [key, entry] of edges) {
+    const [fromUnit, toUnit] = key.split(" ");
+    const back = edges.get(`${toUnit} ${fromUnit}`);
+    if (back === undefined) continue;
+    cycles.push({
+      ...entry,
+      problem: `${fromUnit} and ${toUnit} import each other (also ${back.from}:${back.line}): peers of one layer may not form a cycle`,
+    });
+  }
+  return cycles;
 }
 
 /** The rule an import breaks, in words, or undefined when it keeps every rule. */
 function ruleBreak(base, entry, publicNames) {
   const { from, to } = entry;
   if (!existsSync(path.join(base, to))) return `imports ${to}, which does not exist`;
+  if (entry.reExport && entry.names === undefined && path.posix.basename(from) === "index.ts") {
+    return `front doors name their exports: replace \`export * from "${entry.specifier}"\` with the names`;
+  }
   const fromUnit = unitOf(from);
   const toUnit = unitOf(to);
   if (fromUnit === toUnit) return undefined;

@@ -48,6 +48,7 @@ test("npm run check runs check:arrows before the tests", () => {
 describe("a copy of the repository with planted imports", () => {
   let copy: string;
   let report: ArrowsReport;
+  let doorLine: number;
 
   const plant = (file: string, text: string) => writeFileSync(path.join(copy, file), text);
 
@@ -88,6 +89,16 @@ describe("a copy of the repository with planted imports", () => {
         "",
       ].join("\n"),
     );
+    // Sideways is allowed, a cycle between peers is not: context already imports sandbox's wire limits.
+    plant(
+      "engine/sandbox/planted-peer.ts",
+      'import { createContext } from "../context/index.ts";\nexport { createContext };\n',
+    );
+    // A front door names its exports.
+    const door = path.join(copy, "engine/prompter/index.ts");
+    const doorText = readFileSync(door, "utf8");
+    doorLine = doorText.split("\n").length;
+    writeFileSync(door, `${doorText}export * from "./render-declaration.ts";\n`);
     // An allowed exception that no longer occurs must be deleted from the list.
     const config = path.join(copy, "engine/server/moss-config.ts");
     const source = readFileSync(config, "utf8");
@@ -107,11 +118,14 @@ describe("a copy of the repository with planted imports", () => {
   });
 
   test("reports exactly the planted imports, each with its file, line and the rule it breaks", () => {
-    const found = report.violations.map(
-      (violation) => `${violation.from}:${violation.line} -> ${violation.to}`,
+    const planted = report.violations.filter(
+      (violation) => violation.from.includes("planted") || violation.from === "engine/prompter/index.ts",
     );
+    const found = planted.map((violation) => `${violation.from}:${violation.line} -> ${violation.to}`);
     expect(found.sort()).toEqual(
       [
+        `engine/prompter/index.ts:${doorLine} -> engine/prompter/render-declaration.ts`,
+        "engine/sandbox/planted-peer.ts:1 -> engine/context/index.ts",
         "engine/agent/planted-deep.ts:3 -> engine/runtime/moss-runtime.ts",
         "engine/check/planted-upward.ts:1 -> engine/agent/index.ts",
         "engine/runtime/planted-dynamic.ts:3 -> engine/cli/index.ts",
@@ -126,6 +140,20 @@ describe("a copy of the repository with planted imports", () => {
     expect(problem("engine/agent/planted-deep.ts")).toBe(
       "deep import of engine/runtime/moss-runtime.ts: import engine/runtime/index.ts, the folder's front door",
     );
+    expect(problem("engine/sandbox/planted-peer.ts")).toMatch(
+      /^engine\/sandbox\/ and engine\/context\/ import each other \(also engine\/context\/[a-z-]+\.ts:\d+\)/,
+    );
+    expect(problem("engine/prompter/index.ts")).toBe(
+      'front doors name their exports: replace `export * from "./render-declaration.ts"` with the names',
+    );
+    // The other side of the cycle is named too, and nothing else of the unchanged code is reported.
+    const others = report.violations.filter((violation) => !planted.includes(violation));
+    expect(others.length).toBeGreaterThan(0);
+    for (const other of others) {
+      expect(other.from).toMatch(/^engine\/context\//);
+      expect(other.to).toMatch(/^engine\/sandbox\//);
+      expect(other.problem).toMatch(/^engine\/context\/ and engine\/sandbox\/ import each other/);
+    }
     expect(problem("moss-modules/planted.ts")).toMatch(
       /^moss-modules may import only the public API .*; HostMembrane from engine\/runtime\/host-membrane\.ts is not in it$/,
     );
