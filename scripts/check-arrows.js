@@ -107,6 +107,8 @@ export const ALLOWED = [
       "engine/agent/conversation-store.ts",
       "engine/agent/moss-test-suite.ts",
       "engine/check/render-diagnostics.ts",
+      "engine/compiler/esm-package.ts",
+      "engine/compiler/load-module.ts",
       "engine/runtime/shared-sandbox.ts",
       "engine/server/moss-config.ts",
       "engine/server/tenant-tokens.ts",

@@ -45,6 +45,67 @@ test("npm run check runs check:arrows before the tests", () => {
   expect(check.indexOf("npm run check:arrows")).toBeLessThan(check.indexOf("npm test"));
 });
 
+describe("why cli/ keeps deep imports: a command module loads no heavy package until its command runs", () => {
+  const heavy = /\/node_modules\/(ts-morph|openai|isolated-vm[^/]*)\//;
+  let hooks: string;
+
+  beforeAll(() => {
+    hooks = mkdtempSync(path.join(tmpdir(), "moss-arrows-hooks-"));
+    writeFileSync(
+      path.join(hooks, "hooks.mjs"),
+      `export async function resolve(specifier, context, next) {
+        const result = await next(specifier, context);
+        if (${heavy}.test(result.url)) process.stderr.write("LOADED " + result.url + "\\n");
+        return result;
+      }\n`,
+    );
+    writeFileSync(
+      path.join(hooks, "register.mjs"),
+      `import { register } from "node:module";\nregister(${JSON.stringify(`file://${path.join(hooks, "hooks.mjs")}`)});\n`,
+    );
+  });
+  afterAll(() => {
+    rmSync(hooks, { recursive: true, force: true });
+  });
+
+  /** Imports the given engine files in a fresh Node and returns the heavy packages that loaded. */
+  function heavyPackagesLoaded(files: string[]): string[] {
+    const code = `for (const file of ${JSON.stringify(files)}) await import("./" + file); console.log("imported");`;
+    const result = spawnSync(
+      process.execPath,
+      [
+        "--no-node-snapshot",
+        "--conditions=moss-ts-source",
+        "--import",
+        "tsx",
+        "--import",
+        path.join(hooks, "register.mjs"),
+        "--input-type=module",
+        "-e",
+        code,
+      ],
+      { cwd: root, encoding: "utf8" },
+    );
+    expect(result.stdout).toContain("imported");
+    return [
+      ...new Set(
+        [...result.stderr.matchAll(/^LOADED .*\/node_modules\/([^/]+)\//gm)].map((match) => match[1]!),
+      ),
+    ];
+  }
+
+  test("the harness sees a heavy package load (the compiler's front door loads ts-morph)", () => {
+    expect(heavyPackagesLoaded(["engine/compiler/index.ts"])).toContain("ts-morph");
+  });
+
+  test("importing main and every command module loads neither ts-morph, openai nor isolated-vm", () => {
+    const commands = ["agent", "check", "prompt", "run", "serve", "test"].map(
+      (name) => `engine/cli/${name}-command.ts`,
+    );
+    expect(heavyPackagesLoaded(["engine/cli/main.ts", ...commands])).toEqual([]);
+  });
+});
+
 describe("a copy of the repository with planted imports", () => {
   let copy: string;
   let report: ArrowsReport;
