@@ -177,7 +177,7 @@ const SCANNED = ["engine", "container", "moss-modules"];
 /** Reads every relative (and self-referencing `moss-ts`) import of the scanned folders and returns the rule breaks. */
 export function checkArrows(options = {}) {
   const base = options.root ?? root;
-  const files = (options.files ?? listFiles(base)).map(toPosix);
+  const files = listFiles(base).map(toPosix);
   const sources = new Map(files.map((file) => [file, readFileSync(path.join(base, file), "utf8")]));
   const selfNames = packageSelfNames(base);
   const imports = files.flatMap((file) => readImports(base, file, sources.get(file), selfNames));
@@ -197,7 +197,7 @@ export function checkArrows(options = {}) {
     violations.push({ ...entry, problem });
   }
   violations.push(...peerCycles(imports));
-  const stale = options.files === undefined ? ALLOWED_IMPORTS.filter((rule) => !used.has(rule)) : [];
+  const stale = ALLOWED_IMPORTS.filter((rule) => !used.has(rule));
   return { files: files.length, imports: imports.length, violations, stale };
 }
 
