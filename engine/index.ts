@@ -30,8 +30,12 @@ export {
   renderDiagnostics,
   WorkerModuleChecker,
 } from "./check/index.ts";
-export { MossCompiler, type MossCompilerOptions } from "./compiler/moss-compiler.ts";
-export { type MossVitePlugin, mossVitePlugin } from "./compiler/vite-plugin.ts";
+export {
+  MossCompiler,
+  type MossCompilerOptions,
+  type MossVitePlugin,
+  mossVitePlugin,
+} from "./compiler/index.ts";
 export {
   type ContextStore,
   createContext,
@@ -45,16 +49,19 @@ export {
 } from "./context/index.ts";
 export { codeFrame, MossError, type MossErrorCode } from "./errors.ts";
 export { type Injection, type InjectionRuntime, Moss } from "./moss.ts";
-export { type AttributeEntry, MossPrompter } from "./prompter/moss-prompter.ts";
-export { checkAnswers, missingAnswers } from "./runtime/answers.ts";
-export { imageFromFile, toImageContent } from "./runtime/image-content.ts";
-export { MossRuntime, type MossRuntimeOptions } from "./runtime/moss-runtime.ts";
-export { currentRunSignal } from "./runtime/run-signal.ts";
+export { type AttributeEntry, MossPrompter } from "./prompter/index.ts";
 export {
+  checkAnswers,
   closeSharedSandboxes,
   configureSharedSandboxes,
+  currentRunSignal,
+  imageFromFile,
+  missingAnswers,
+  MossRuntime,
+  type MossRuntimeOptions,
   type SharedSandboxOptions,
-} from "./runtime/shared-sandbox.ts";
+  toImageContent,
+} from "./runtime/index.ts";
 export {
   type Answer,
   type Answers,

@@ -1,7 +1,7 @@
 import type { Container, Token } from "../../container/index.ts";
 import { loadHostSetup } from "../cli/host-setup.ts";
-import { MossCompiler, type MossCompilerOptions } from "../compiler/moss-compiler.ts";
-import type { MossRuntime } from "../runtime/moss-runtime.ts";
+import { MossCompiler, type MossCompilerOptions } from "../compiler/index.ts";
+import type { MossRuntime } from "../runtime/index.ts";
 import type { MossContext } from "../types.ts";
 
 /** How to build runtimes of one context module. */

@@ -1,9 +1,9 @@
 import { readFile } from "node:fs/promises";
 import { ts } from "ts-morph";
 import type { Container, Token } from "../../container/index.ts";
-import type { MossCompilerOptions } from "../compiler/moss-compiler.ts";
+import type { MossCompilerOptions } from "../compiler/index.ts";
 import { locatedMessage, MossError } from "../errors.ts";
-import type { MossRuntime } from "../runtime/moss-runtime.ts";
+import type { MossRuntime } from "../runtime/index.ts";
 import type { Execution, ExecutionErrorKind, MossContext } from "../types.ts";
 import { compileModuleRuntime } from "./module-runtime.ts";
 

@@ -1,6 +1,5 @@
 import { join, resolve } from "node:path";
-import type { LanguageModel } from "../agent/language-model.ts";
-import type { AgentEvent, AgentRunResult } from "../agent/moss-agent.ts";
+import type { AgentEvent, AgentRunResult, LanguageModel } from "../agent/index.ts";
 import { DEFAULT_OBSERVATION_LIMITS, describeRequest, truncateMiddle } from "../agent/observation.ts";
 import {
   DEFAULT_CONTEXT_TOKENS,
@@ -131,7 +130,7 @@ export const agentCommand: CliCommand = async (argv, io) => {
     import("./continuation-key.ts"),
   ]);
   // A module that does not type-check is an unusable input (exit 4), before any model is asked.
-  await (await import("../compiler/moss-compiler.ts")).checkModuleFile(modulePath!);
+  await (await import("../compiler/index.ts")).checkModuleFile(modulePath!);
   const model: LanguageModel = values.replay
     ? await ScriptedLanguageModel.fromFile(resolve(io.cwd, values.replay))
     : new OpenAILanguageModel({

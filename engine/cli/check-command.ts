@@ -27,7 +27,7 @@ export const checkCommand: CliCommand = async (argv, io) => {
   const code = await readCode(values.code as string | undefined, io.stdin, USAGE);
   const terminal = new Terminal(io);
   const runtime = await terminal.step(`loading ${modulePath}`, async () => {
-    const { MossCompiler } = await import("../compiler/moss-compiler.ts");
+    const { MossCompiler } = await import("../compiler/index.ts");
     const compiler = new MossCompiler({ sandbox: "in-process" });
     await loadHostSetup(modulePath, compiler);
     return compiler.compile(modulePath);

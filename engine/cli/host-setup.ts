@@ -2,8 +2,8 @@ import { access, readFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { esmPackageProblem } from "../compiler/esm-package.ts";
+import type { MossCompiler } from "../compiler/index.ts";
 import { ensureModuleLoaders } from "../compiler/load-module.ts";
-import type { MossCompiler } from "../compiler/moss-compiler.ts";
 import { locatedMessage, MossError } from "../errors.ts";
 
 /**

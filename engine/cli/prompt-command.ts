@@ -23,7 +23,7 @@ export const promptCommand: CliCommand = async (argv, io) => {
   }
   const modulePath = requireModulePath(positionals, USAGE);
   const runtime = await new Terminal(io).step(`loading ${modulePath}`, async () => {
-    const { MossCompiler } = await import("../compiler/moss-compiler.ts");
+    const { MossCompiler } = await import("../compiler/index.ts");
     // Only prints the prompt: no run, so no type-check worker is started for it.
     const compiler = new MossCompiler({ sandbox: "in-process", typeCheck: "off" });
     await loadHostSetup(modulePath, compiler);

@@ -130,7 +130,7 @@ export const runCommand: CliCommand = async (argv, io) => {
 
   const terminal = new Terminal(io);
   const runtime = await terminal.step(`loading ${modulePath}`, async () => {
-    const { MossCompiler } = await import("../compiler/moss-compiler.ts");
+    const { MossCompiler } = await import("../compiler/index.ts");
     const compiler = new MossCompiler({ typeCheck, sandbox, continuationKey });
     await loadHostSetup(modulePath, compiler);
     if (saved) compiler.joinContext(saved, { source: contextFile });

@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import type { LanguageModel } from "../agent/language-model.ts";
-import type { DatabaseLocation } from "../server/database.ts";
+import type { LanguageModel } from "../agent/index.ts";
+import type { DatabaseLocation } from "../server/index.ts";
 import { type ConfigValue, loadMossConfig, renderConfig } from "../server/moss-config.ts";
 import { TenantTokens } from "../server/tenant-tokens.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";

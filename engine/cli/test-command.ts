@@ -37,7 +37,7 @@ export const testCommand: CliCommand = async (argv, io) => {
   const { MossTestSuite } = await import("../agent/moss-test-suite.ts");
   const suite = new MossTestSuite({ compiler: { sandbox }, host: values.host === true });
   // A module that does not type-check is an unusable input (exit 4), also when it has no test cases.
-  await (await import("../compiler/moss-compiler.ts")).checkModuleFile(modulePath);
+  await (await import("../compiler/index.ts")).checkModuleFile(modulePath);
   const cases = await suite.testCases(modulePath);
   if (cases.length === 0) {
     io.stdout.write(`${modulePath}: no __moss_test_cases__ to run\n`);

@@ -3,8 +3,7 @@ import path from "node:path";
 import { Container, type Provider, type Token, tokenName } from "../../container/index.ts";
 import { locatedMessage, MossError } from "../errors.ts";
 import { Moss as MossBase } from "../moss.ts";
-import { continuationKey } from "../runtime/continuation.ts";
-import { MossRuntime, type MossRuntimeOptions } from "../runtime/moss-runtime.ts";
+import { continuationKey, MossRuntime, type MossRuntimeOptions } from "../runtime/index.ts";
 import {
   type CallPolicy,
   DEFAULT_LIMITS,

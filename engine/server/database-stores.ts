@@ -1,8 +1,6 @@
-import type { Conversation } from "../agent/conversation.ts";
 import { Conversation as ConversationTree } from "../agent/conversation.ts";
-import type { ConversationStore } from "../agent/conversation-store.ts";
-import type { ContextStore } from "../context/context-store.ts";
-import { validateContext } from "../context/validate-context.ts";
+import type { Conversation, ConversationStore } from "../agent/index.ts";
+import { type ContextStore, validateContext } from "../context/index.ts";
 import type { MossContext } from "../types.ts";
 import type { Database } from "./database.ts";
 

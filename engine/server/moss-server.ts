@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { AddressInfo } from "node:net";
-import type { LanguageModel } from "../agent/language-model.ts";
+import type { LanguageModel } from "../agent/index.ts";
 import { compileModuleRuntime } from "../agent/module-runtime.ts";
 import { MossAgent, type MossAgentOptions } from "../agent/moss-agent.ts";
 import { type Database, type DatabaseLocation, openDatabase } from "./database.ts";

@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import type { ConversationStore } from "../agent/conversation-store.ts";
-import type { AgentEvent, AgentRunResult, MossAgent } from "../agent/moss-agent.ts";
+import type { AgentEvent, AgentRunResult, ConversationStore, MossAgent } from "../agent/index.ts";
 import { CHANNELS, type ClaimedRun, ServerStore } from "./server-store.ts";
 
 /** Builds the agent of one thread session (a fresh one per run: the thread's state lives in the database). */

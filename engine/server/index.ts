@@ -1,0 +1,12 @@
+// The multi-user server: threads, runs, workers and their database. Every export is named here.
+
+export { type Database, type DatabaseLocation, openDatabase } from "./database.ts";
+export { DatabaseContextStore, DatabaseConversationStore } from "./database-stores.ts";
+export { CONFIG_FILE, type ConfigValue, loadMossConfig, MossConfig, renderConfig } from "./moss-config.ts";
+export {
+  type MossServer,
+  type MossServerOptions,
+  type ServerAgentOptions,
+  startMossServer,
+} from "./moss-server.ts";
+export { TenantTokens } from "./tenant-tokens.ts";

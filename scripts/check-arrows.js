@@ -1,0 +1,447 @@
+// `npm run check:arrows`: fails on an import that runs against the layers of moss-ts (ARCHITECTURE.md):
+//   cli → server → agent → compiler → runtime → check/context/prompter/sandbox → membrane → foundation → types/errors
+// An import may point down or sideways within its layer, never up, and two folders of one layer may not import each
+// other; across folders it goes through the folder's front door (`index.ts`, which names its exports: no
+// `export *`); moss-modules/ may use only names the public API (engine/index.ts, container/index.ts) exports.
+// Imports are read by TypeScript's parser (static, type-only, re-exports, `import()` and `require()` calls), not by a
+// regular expression. Usage: node scripts/check-arrows.js [--root <dir>] [--json]
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { ts } from "ts-morph";
+
+/** The layers, lowest first: a file may import from its own layer or a lower one. */
+export const LAYERS = [
+  { name: "types/errors", members: ["engine/types.ts", "engine/errors.ts"] },
+  {
+    name: "foundation",
+    members: ["container/", "engine/moss.ts", "engine/module-surface.ts", "engine/runnable-entry.ts"],
+  },
+  { name: "membrane", members: ["engine/membrane/"] },
+  {
+    name: "check/context/prompter/sandbox",
+    members: ["engine/check/", "engine/context/", "engine/prompter/", "engine/sandbox/"],
+  },
+  { name: "runtime", members: ["engine/runtime/"] },
+  { name: "compiler", members: ["engine/compiler/"] },
+  { name: "agent", members: ["engine/agent/"] },
+  { name: "server", members: ["engine/server/"] },
+  { name: "cli", members: ["engine/cli/"] },
+  { name: "public API", members: ["engine/index.ts"] },
+  { name: "moss-modules", members: ["moss-modules/"] },
+];
+
+/** The files whose exports are the public API; moss-modules/ may import only what these export. */
+export const PUBLIC_DOORS = ["engine/index.ts", "container/index.ts"];
+
+/**
+ * Imports that break a rule today and stay allowed for now, each with its reason. `from` is a file or a folder
+ * (ending in "/"), `to` one file or a list of files. An allowed import that no longer occurs is itself an error, so
+ * the list only shrinks.
+ */
+export const ALLOWED = [
+  // Upward imports: lower layers use the module-analysis half of engine/compiler/ (hidden regions, the visibility
+  // rule, the compiled module's shape, the module program's options). It belongs in a layer under check/ and
+  // prompter/ (issue 17's engine/membrane/visibility.ts takes isPublicMember); moving it now would collide with
+  // the membrane work in progress.
+  {
+    from: "engine/check/",
+    to: ["engine/compiler/hidden-regions.ts", "engine/compiler/module-project.ts"],
+    reason: "module analysis lives in compiler/, above the checker",
+  },
+  {
+    from: "engine/prompter/",
+    to: ["engine/compiler/hidden-regions.ts", "engine/compiler/compiled-module.ts"],
+    reason: "module analysis lives in compiler/, above the prompter",
+  },
+  {
+    from: "engine/runtime/",
+    to: ["engine/compiler/compiled-module.ts", "engine/compiler/module-analysis.ts"],
+    reason: "module analysis and the visibility rule (isPublicMember) live in compiler/, above the runtime",
+  },
+  {
+    from: "engine/agent/module-runtime.ts",
+    to: "engine/cli/host-setup.ts",
+    reason:
+      "`moss agent`/`moss test` and the server share the host setup loader; it belongs beside module-runtime.ts",
+  },
+  {
+    from: "engine/server/moss-config.ts",
+    to: "engine/cli/parse-options.ts",
+    reason: "the 'did you mean' helper `closest` is shared; it belongs in a small text utility below both",
+  },
+  // Deep imports whose front door would load far more than the importer needs, or that sit in files other work
+  // is rewriting this round.
+  {
+    from: "engine/runtime/",
+    to: [
+      "engine/sandbox/sandbox.ts",
+      "engine/sandbox/host-error.ts",
+      "engine/sandbox/wire.ts",
+      "engine/sandbox/in-process-driver.ts",
+      "engine/sandbox/process-driver.ts",
+    ],
+    reason:
+      "the runtime's membrane half uses the sandbox's contract, codec and host errors; issue 17 moves all into membrane/",
+  },
+  {
+    from: "engine/context/",
+    to: "engine/sandbox/wire.ts",
+    reason:
+      "the persisted codec shares the wire's limits; sandbox/index.ts loads both drivers (issue 17: one codec in membrane/wire/)",
+  },
+  {
+    from: "engine/runtime/moss-runtime.ts",
+    to: "engine/prompter/moss-prompter.ts",
+    reason:
+      "runtime.prompter(); moss-runtime.ts is under heavy parallel edits this round (prompter/index.ts is new)",
+  },
+  {
+    from: "engine/cli/",
+    to: [
+      "engine/agent/moss-agent.ts",
+      "engine/agent/observation.ts",
+      "engine/agent/stop-reasons.ts",
+      "engine/agent/openai-language-model.ts",
+      "engine/agent/scripted-language-model.ts",
+      "engine/agent/conversation-store.ts",
+      "engine/agent/moss-test-suite.ts",
+      "engine/check/render-diagnostics.ts",
+      "engine/compiler/esm-package.ts",
+      "engine/compiler/load-module.ts",
+      "engine/runtime/shared-sandbox.ts",
+      "engine/runtime/answers.ts",
+      "engine/runtime/image-content.ts",
+      "engine/server/moss-config.ts",
+      "engine/server/tenant-tokens.ts",
+      "engine/server/moss-server.ts",
+      "engine/server/database.ts",
+    ],
+    reason:
+      "commands load only what they run (CLI start-up time is a measured goal); the front doors load openai, ts-morph or the database",
+  },
+  {
+    from: "engine/server/",
+    to: ["engine/agent/conversation.ts", "engine/agent/module-runtime.ts", "engine/agent/moss-agent.ts"],
+    reason:
+      "the server builds agents without loading the OpenAI client; module-runtime.ts is not part of agent/index.ts",
+  },
+  {
+    from: "engine/agent/",
+    to: ["engine/runtime/fenced-code.ts", "engine/runtime/answers.ts", "engine/runtime/image-content.ts"],
+    reason:
+      "the one fence reader, answers rule and image check are leaves the agent shares with the runtime; runtime/index.ts loads the sandbox",
+  },
+  {
+    from: "engine/cli/agent-command.ts",
+    to: "moss-modules/files/index.ts",
+    reason:
+      "`moss agent --working-directory` binds the Files service (loaded only with that flag); the CLI is the host here",
+  },
+  {
+    from: "engine/agent/conversation-store.ts",
+    to: ["engine/context/context-file.ts", "engine/context/file-context-store.ts"],
+    reason:
+      "the conversation store reuses the atomic file writer and lock owner; a file utility below both would end this",
+  },
+  {
+    from: "engine/agent/observation.ts",
+    to: "engine/check/render-diagnostics.ts",
+    reason: "check/index.ts loads the checker worker pool; the observation needs only the renderer",
+  },
+  {
+    from: "engine/index.ts",
+    to: "engine/agent/moss-test-suite.ts",
+    reason:
+      "the test suite loads the compiler and runtime; agent/index.ts stays light for `moss agent` start-up",
+  },
+  {
+    from: "engine/module-surface.ts",
+    to: "container/token.ts",
+    reason:
+      "the surface every type-check program parses names only Token; container/index.ts pulls inversify's types",
+  },
+  // moss-modules/ reaching past the public API: these names are not exported by engine/index.ts.
+  {
+    from: "moss-modules/mcp/output-validator.ts",
+    to: "engine/runnable-entry.ts",
+    reason: "the MCP output validator runs ajv in a worker built like the engine's own workers",
+  },
+  {
+    from: "moss-modules/openapi/write-if-changed.ts",
+    to: "engine/compiler/module-project.ts",
+    reason: "generated declarations are checked with the same module program options as context modules",
+  },
+  {
+    from: "moss-modules/openapi/plugin-manifest.ts",
+    to: "engine/context/json-error-offset.ts",
+    reason: "manifest JSON errors name line and column with the engine's JSON offset reader",
+  },
+];
+
+/** ALLOWED as one `{ from, to, reason }` per allowed target. */
+const ALLOWED_IMPORTS = ALLOWED.flatMap((rule) =>
+  (Array.isArray(rule.to) ? rule.to : [rule.to]).map((to) => ({ from: rule.from, to, reason: rule.reason })),
+);
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+/** The folders whose code is held to the layers. */
+const SCANNED = ["engine", "container", "moss-modules"];
+
+/** Reads every relative (and self-referencing `moss-ts`) import of the scanned folders and returns the rule breaks. */
+export function checkArrows(options = {}) {
+  const base = options.root ?? root;
+  const files = listFiles(base).map(toPosix);
+  const sources = new Map(files.map((file) => [file, readFileSync(path.join(base, file), "utf8")]));
+  const selfNames = packageSelfNames(base);
+  const imports = files.flatMap((file) => readImports(base, file, sources.get(file), selfNames));
+  const publicNames = collectPublicNames(base, sources, selfNames);
+  const used = new Set();
+  const violations = [];
+  for (const entry of imports) {
+    const problem = ruleBreak(base, entry, publicNames);
+    if (problem === undefined) continue;
+    const allowed = ALLOWED_IMPORTS.find(
+      (rule) => matches(entry.from, rule.from) && matches(entry.to, rule.to),
+    );
+    if (allowed) {
+      used.add(allowed);
+      continue;
+    }
+    violations.push({ ...entry, problem });
+  }
+  violations.push(...peerCycles(imports));
+  const stale = ALLOWED_IMPORTS.filter((rule) => !used.has(rule));
+  return { files: files.length, imports: imports.length, violations, stale };
+}
+
+/** Two folders of one layer that import each other: sideways imports are allowed, a cycle between peers is not. */
+function peerCycles(imports) {
+  const edges = new Map();
+  for (const entry of imports) {
+    const fromUnit = unitOf(entry.from);
+    const toUnit = unitOf(entry.to);
+    if (fromUnit === toUnit || layerOf(entry.from) !== layerOf(entry.to) || layerOf(entry.from) === undefined)
+      continue;
+    const key = `${fromUnit} ${toUnit}`;
+    if (!edges.has(key)) edges.set(key, entry);
+  }
+  const cycles = [];
+  for (const [key, entry] of edges) {
+    const [fromUnit, toUnit] = key.split(" ");
+    const back = edges.get(`${toUnit} ${fromUnit}`);
+    if (back === undefined) continue;
+    cycles.push({
+      ...entry,
+      problem: `${fromUnit} and ${toUnit} import each other (also ${back.from}:${back.line}): peers of one layer may not form a cycle`,
+    });
+  }
+  return cycles;
+}
+
+/** The rule an import breaks, in words, or undefined when it keeps every rule. */
+function ruleBreak(base, entry, publicNames) {
+  const { from, to } = entry;
+  if (!existsSync(path.join(base, to))) return `imports ${to}, which does not exist`;
+  if (entry.reExport && entry.names === undefined && path.posix.basename(from) === "index.ts") {
+    return `front doors name their exports: replace \`export * from "${entry.specifier}"\` with the names`;
+  }
+  const fromUnit = unitOf(from);
+  const toUnit = unitOf(to);
+  if (fromUnit === toUnit) return undefined;
+  const fromLayer = layerOf(from);
+  const toLayer = layerOf(to);
+  if (fromLayer === undefined) return `${from} is in no layer: add it to LAYERS in scripts/check-arrows.js`;
+  if (toLayer === undefined) return `${to} is in no layer: add it to LAYERS in scripts/check-arrows.js`;
+  if (LAYERS[fromLayer].name === "moss-modules") {
+    if (to.startsWith("moss-modules/")) return undefined;
+    if (PUBLIC_DOORS.includes(to)) return undefined;
+    const exported = publicNames.get(to);
+    const outside = entry.names === undefined ? ["*"] : entry.names.filter((name) => !exported?.has(name));
+    if (outside.length === 0) return undefined;
+    return `moss-modules may import only the public API (engine/index.ts, container/index.ts); ${outside.join(", ")} from ${to} is not in it`;
+  }
+  if (toLayer > fromLayer) {
+    return `${LAYERS[fromLayer].name} may not import ${LAYERS[toLayer].name} (${to}): imports point down the layers`;
+  }
+  if (toUnit.endsWith("/") && to !== `${toUnit}index.ts`) {
+    return `deep import of ${to}: import ${toUnit}index.ts, the folder's front door`;
+  }
+  return undefined;
+}
+
+/** The folder a file belongs to for the front-door rule ("engine/check/"), or the file itself at a folder's top. */
+function unitOf(file) {
+  const parts = file.split("/");
+  if (parts[0] === "engine" || parts[0] === "moss-modules")
+    return parts.length > 2 ? `${parts[0]}/${parts[1]}/` : file;
+  return parts.length > 1 ? `${parts[0]}/` : file;
+}
+
+function layerOf(file) {
+  const index = LAYERS.findIndex((layer) => layer.members.some((member) => matches(file, member)));
+  return index === -1 ? undefined : index;
+}
+
+function matches(file, pattern) {
+  return pattern.endsWith("/") ? file.startsWith(pattern) : file === pattern;
+}
+
+function listFiles(base) {
+  const files = [];
+  for (const folder of SCANNED) {
+    const directory = path.join(base, folder);
+    if (!existsSync(directory)) continue;
+    for (const entry of readdirSync(directory, { recursive: true, withFileTypes: true })) {
+      if (entry.isFile() && /\.(ts|js|mjs)$/.test(entry.name) && !entry.parentPath.includes("node_modules")) {
+        files.push(path.relative(base, path.join(entry.parentPath, entry.name)));
+      }
+    }
+  }
+  return files.sort();
+}
+
+function toPosix(file) {
+  return file.split(path.sep).join("/");
+}
+
+/** The package's own subpaths ("moss-ts", "moss-ts/mcp") mapped to their source files, from package.json exports. */
+function packageSelfNames(base) {
+  const manifest = JSON.parse(readFileSync(path.join(base, "package.json"), "utf8"));
+  const names = new Map();
+  for (const [subpath, target] of Object.entries(manifest.exports ?? {})) {
+    const source = typeof target === "object" ? target["moss-ts-source"] : undefined;
+    if (typeof source === "string")
+      names.set(path.posix.join(manifest.name, subpath), path.posix.normalize(source));
+  }
+  return names;
+}
+
+/** Every import of one file: `{ from, to, line, specifier, names, typeOnly, reExport }`, names undefined for `*`. */
+function readImports(base, file, text, selfNames) {
+  const kind = file.endsWith(".ts") ? ts.ScriptKind.TS : ts.ScriptKind.JS;
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, kind);
+  const found = [];
+  const add = (node, specifierNode, names, typeOnly, reExport = false) => {
+    const specifier = specifierNode.text;
+    const to = resolveSpecifier(base, file, specifier, selfNames);
+    if (to === undefined) return;
+    const line = source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1;
+    found.push({ from: file, to, line, specifier, names, typeOnly, reExport });
+  };
+  const visit = (node) => {
+    if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
+      add(
+        node,
+        node.moduleSpecifier,
+        importedNames(node.importClause),
+        node.importClause?.isTypeOnly === true,
+      );
+    } else if (
+      ts.isExportDeclaration(node) &&
+      node.moduleSpecifier &&
+      ts.isStringLiteral(node.moduleSpecifier)
+    ) {
+      const names =
+        node.exportClause && ts.isNamedExports(node.exportClause)
+          ? node.exportClause.elements.map((element) => (element.propertyName ?? element.name).text)
+          : undefined;
+      add(node, node.moduleSpecifier, names, node.isTypeOnly, true);
+    } else if (
+      ts.isCallExpression(node) &&
+      (node.expression.kind === ts.SyntaxKind.ImportKeyword ||
+        (ts.isIdentifier(node.expression) && node.expression.text === "require")) &&
+      node.arguments.length === 1 &&
+      ts.isStringLiteralLike(node.arguments[0])
+    ) {
+      add(node, node.arguments[0], undefined, false);
+    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) {
+      const literal = node.argument.literal;
+      if (ts.isStringLiteral(literal))
+        add(node, literal, node.qualifier ? [leftmost(node.qualifier)] : undefined, true);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+function leftmost(name) {
+  return ts.isIdentifier(name) ? name.text : leftmost(name.left);
+}
+
+function importedNames(clause) {
+  if (clause === undefined) return [];
+  const names = [];
+  if (clause.name) names.push("default");
+  const bindings = clause.namedBindings;
+  if (bindings && ts.isNamespaceImport(bindings)) return undefined;
+  if (bindings && ts.isNamedImports(bindings)) {
+    for (const element of bindings.elements) names.push((element.propertyName ?? element.name).text);
+  }
+  return names;
+}
+
+/** The repository-relative file an import names, or undefined for a package other than moss-ts itself. */
+function resolveSpecifier(base, file, specifier, selfNames) {
+  if (selfNames.has(specifier)) return selfNames.get(specifier);
+  if (!specifier.startsWith(".")) return undefined;
+  const target = path.posix.normalize(path.posix.join(path.posix.dirname(file), specifier));
+  if (!target.endsWith(".js")) return target;
+  // A compiled-style specifier ("./x.js") names the TypeScript source or declaration file beside it.
+  const stem = target.slice(0, -".js".length);
+  return (
+    [`${stem}.ts`, `${stem}.d.ts`, target].find((candidate) => existsSync(path.join(base, candidate))) ??
+    target
+  );
+}
+
+/** For each file the public doors re-export from (following re-export chains), the names it lends the public API. */
+function collectPublicNames(base, sources, selfNames) {
+  const publicNames = new Map();
+  const lend = (file, names) => {
+    const text =
+      sources.get(file) ??
+      (existsSync(path.join(base, file)) ? readFileSync(path.join(base, file), "utf8") : "");
+    for (const entry of readImports(base, file, text, selfNames)) {
+      if (!entry.reExport) continue;
+      const exported = entry.names ?? [];
+      const lent = names === undefined ? exported : exported.filter((name) => names.has(name));
+      if (lent.length === 0) continue;
+      const known = publicNames.get(entry.to) ?? new Set();
+      for (const name of lent) known.add(name);
+      publicNames.set(entry.to, known);
+      lend(entry.to, new Set(lent));
+    }
+  };
+  for (const door of PUBLIC_DOORS) lend(door, undefined);
+  return publicNames;
+}
+
+function main() {
+  const argv = process.argv.slice(2);
+  const rootIndex = argv.indexOf("--root");
+  const base = rootIndex === -1 ? root : path.resolve(argv[rootIndex + 1] ?? ".");
+  const result = checkArrows({ root: base });
+  if (argv.includes("--json")) {
+    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+  } else {
+    for (const violation of result.violations) {
+      process.stderr.write(`${violation.from}:${violation.line}: ${violation.problem}\n`);
+    }
+    for (const rule of result.stale) {
+      process.stderr.write(
+        `scripts/check-arrows.js: the allowed import ${rule.from} → ${rule.to} no longer occurs: delete its entry\n`,
+      );
+    }
+    const failed = result.violations.length + result.stale.length;
+    process.stdout.write(
+      failed === 0
+        ? `check:arrows: ${result.imports} imports in ${result.files} files keep the layers (${ALLOWED_IMPORTS.length} allowed exceptions)\n`
+        : `check:arrows: ${failed} problem(s)\n`,
+    );
+  }
+  process.exitCode = result.violations.length + result.stale.length === 0 ? 0 : 1;
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) main();
