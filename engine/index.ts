@@ -56,9 +56,9 @@ export {
   configureSharedSandboxes,
   currentRunSignal,
   imageFromFile,
-  missingAnswers,
   MossRuntime,
   type MossRuntimeOptions,
+  missingAnswers,
   type SharedSandboxOptions,
   toImageContent,
 } from "./runtime/index.ts";
