@@ -44,6 +44,12 @@ export interface CallTarget {
   sync: boolean;
 }
 
+/**
+ * Where host code's calls of a function or class of model code's reach go (a function handle passed to a host
+ * function, which calls it): the run in progress decides them as it decides the code's own calls.
+ */
+export type CallbackRoute = (operation: "call" | "construct", handle: number, args: string) => HostOutcome;
+
 /** Answers, for an undeclared position, the declared type of the value's nearest declared class. */
 export type NearestDeclaredClass = (value: object) => DeclaredType | undefined;
 
@@ -62,6 +68,15 @@ export class HostMembrane implements HostMembraneContract {
   readonly #labels = new WeakMap<object, HandleLabel>();
   /** The label handles made while encoding a call's result inherit: the service the call reached. */
   #resultLabel: HandleLabel = {};
+  #route: CallbackRoute = () => ({
+    kind: "error",
+    wire: hostErrorWire(new Error("a function of model code can only be called while the code runs")),
+  });
+  /** What host code receives for a function or class handle in a call's arguments (one per handle). */
+  readonly #callbacks = new Map<number, (...args: unknown[]) => unknown>();
+  readonly #callbackHandles = new WeakMap<object, object>();
+  /** Classes model code may never construct (service classes and their subclasses). */
+  #unconstructible: (value: object) => boolean = () => false;
   #nextId = 1;
 
   /**
@@ -73,6 +88,16 @@ export class HostMembrane implements HostMembraneContract {
   ) {
     this.#nearestDeclaredClass = options.nearestDeclaredClass ?? (() => undefined);
     this.#programClass = options.programClass ?? (() => undefined);
+  }
+
+  /** Sends host code's calls of function and class handles it was given through `route` (the run's decisions). */
+  routeCallbacks(route: CallbackRoute): void {
+    this.#route = route;
+  }
+
+  /** Marks classes model code may never construct, whatever position they cross in (service classes). */
+  refuseConstruction(test: (value: object) => boolean): void {
+    this.#unconstructible = test;
   }
 
   /** Names a host value (a service, a visible module value): handles of it say which service a call reaches. */
@@ -90,8 +115,10 @@ export class HostMembrane implements HostMembraneContract {
     const entry = this.#entries.get(handle);
     if (entry === undefined) return undefined;
     const { service, name } = entry.label;
-    if (operation === "construct")
-      return { service, member: `new ${name ?? "(class)"}`, approval: false, sync: true };
+    if (operation === "construct") {
+      const approval = entry.type.kind !== "runtime" && entry.type.constructApproval;
+      return { service, member: `new ${name ?? "(class)"}`, approval, sync: true };
+    }
     if (member === null) {
       const type = entry.type;
       return { service, member: name ?? "(function)", approval: type.callApproval, sync: type.callSync };
@@ -120,7 +147,8 @@ export class HostMembrane implements HostMembraneContract {
     const typed = typeHostObjects(value, type);
     return encodeWire(value, {
       rootPath,
-      onHostObject: (object) => this.#shapeOf(object, typed?.get(object) ?? UNDECLARED),
+      onHostObject: (object) =>
+        this.#shapeOf(this.#callbackHandles.get(object) ?? object, typed?.get(object) ?? UNDECLARED),
     });
   }
 
@@ -155,7 +183,8 @@ export class HostMembrane implements HostMembraneContract {
 
   construct(handle: number, args: string): HostOutcome {
     return this.#invoke(handle, (entry) => {
-      if (entry.shape.kind !== "class") throw new TypeError("value is not a constructor");
+      if (entry.shape.kind !== "class" || this.#unconstructible(entry.value))
+        throw new TypeError("value is not a constructor");
       const result = Reflect.construct(
         entry.value as new (
           ...args: unknown[]
@@ -224,9 +253,54 @@ export class HostMembrane implements HostMembraneContract {
     return (entry.value as Record<string, unknown>)[name];
   }
 
+  /**
+   * A call's arguments for host code. A function or class handle becomes a function whose calls (and `new`) go
+   * through the run's decisions, like the code's own calls: handing `moss.bank.transfer`'s kin to a host function
+   * that calls it must not skip the approval the member demands.
+   */
   #arguments(args: string): unknown[] {
-    const decoded = this.decode(args);
+    const decoded = decodeWire(args, {
+      onHandle: (shape) => {
+        const entry = this.#entries.get(shape.id);
+        if (entry === undefined) return undefined;
+        return typeof entry.value === "function" ? this.#callbackFor(shape.id, entry) : entry.value;
+      },
+    });
     return Array.isArray(decoded) ? decoded : [];
+  }
+
+  #callbackFor(id: number, entry: HandleEntry): (...args: unknown[]) => unknown {
+    let callback = this.#callbacks.get(id);
+    if (callback !== undefined) return callback;
+    const membrane = this;
+    const construct = kindOf(entry.value) === "class";
+    callback = function (this: unknown, ...args: unknown[]): unknown {
+      if (construct !== (new.target !== undefined)) {
+        throw new TypeError(
+          construct ? "this class must be called with new" : "this function is not a constructor",
+        );
+      }
+      return membrane.#settle(membrane.#route(construct ? "construct" : "call", id, membrane.encode(args)));
+    };
+    Object.defineProperty(callback, "name", { value: entry.label.name ?? "" });
+    this.#callbacks.set(id, callback);
+    this.#callbackHandles.set(callback, entry.value);
+    return callback;
+  }
+
+  /** A routed call's outcome as host code sees it: the value, a thrown error, or a promise of either. */
+  #settle(outcome: HostOutcome): unknown {
+    const fromWire = (kind: string, wire: string): unknown => {
+      if (kind === "value") return this.decode(wire);
+      throw errorFromWire(this.decode(wire));
+    };
+    if (outcome.kind === "value" || outcome.kind === "error") return fromWire(outcome.kind, outcome.wire);
+    if (outcome.kind === "promise") {
+      return outcome.settled.then((settled) =>
+        settled.kind === "pending" ? new Promise(() => {}) : fromWire(settled.kind, settled.wire),
+      );
+    }
+    throw new Error(outcome.kind === "refuse" ? outcome.message : "the call waits for a person's decision");
   }
 
   #shapeOf(value: object, position: DeclaredType): HandleShape {
@@ -245,6 +319,7 @@ export class HostMembrane implements HostMembraneContract {
       if (kind === "function" && type.callResult === undefined) kind = "object";
       if (kind === "class" && type.constructResult === undefined) kind = "object";
     }
+    if (kind === "class" && this.#unconstructible(value)) kind = "object";
     const shape: HandleShape = { id, kind, methods: [], properties: [] };
     for (const name of memberNames(value, kindOf(value))) {
       if (type.kind !== "runtime" && !type.members.has(name)) continue;
@@ -259,6 +334,16 @@ export class HostMembrane implements HostMembraneContract {
     this.#entries.set(id, { value, shape, type, label: this.#labels.get(value) ?? this.#resultLabel });
     return shape;
   }
+}
+
+/** An `Error` host code can catch, from the `{ name, message, code, fields }` a routed call failed with. */
+function errorFromWire(decoded: unknown): Error {
+  const record = (decoded ?? {}) as { name?: unknown; message?: unknown; code?: unknown; fields?: unknown };
+  const error = new Error(typeof record.message === "string" ? record.message : "the call failed");
+  if (typeof record.name === "string") error.name = record.name;
+  const fields = typeof record.fields === "object" && record.fields !== null ? record.fields : {};
+  Object.assign(error, fields, record.code === undefined ? {} : { code: record.code });
+  return error;
 }
 
 /** What a call's result inherits: the service of the handle called (or its name, for a module function). */

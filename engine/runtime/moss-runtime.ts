@@ -8,7 +8,7 @@ import { createContext, decodeProperties, encodeProperties } from "../context/in
 import { codeFrame, MossError } from "../errors.ts";
 import type { Injection } from "../moss.ts";
 import { MossPrompter } from "../prompter/moss-prompter.ts";
-import { addHostRoot, redactHostPaths } from "../sandbox/host-error.ts";
+import { addHostRoot, hostErrorWire, redactHostPaths } from "../sandbox/host-error.ts";
 import type {
   HostMembrane as HostMembraneContract,
   Nondeterminism,
@@ -139,6 +139,7 @@ export class MossRuntime {
   #checker: WorkerModuleChecker | undefined;
   readonly #unchecked: string[] = [];
   #membrane: HostMembrane | undefined;
+  #serviceClasses: Set<unknown> | undefined;
   readonly #declaredTypes: DeclaredTypes;
   #session: SandboxSession | undefined;
   #stdout: string[] = [];
@@ -454,7 +455,7 @@ export class MossRuntime {
       membrane: this.#membraneFor(),
       replay: plan.replay,
       answers: plan.answers,
-      policy: this.#policies.length === 0 ? undefined : (call) => strictest(this.#policies, call),
+      policies: this.#policies,
       lineOf: (scriptLine) => mapLineToSnippet(prepared.map, scriptLine),
       frameOf: (line) => codeFrame(code, line, 1, 2),
       origin: this.#origin,
@@ -477,7 +478,7 @@ export class MossRuntime {
     } finally {
       this.#runLog = undefined;
     }
-    warnings.push(...this.#installWarnings.splice(0), ...result.warnings);
+    warnings.push(...this.#installWarnings.splice(0), ...result.warnings, ...runLog.warnings);
     if (!session.alive) this.#session = undefined;
     const calls = runLog.calls;
 
@@ -637,7 +638,50 @@ export class MossRuntime {
       nearestDeclaredClass: declared.nearestDeclaredClass(visibleClasses),
       programClass: (value) => declared.programClass(value),
     });
+    this.#membrane.refuseConstruction((value) => this.#isServiceClass(value));
+    this.#membrane.routeCallbacks(
+      (operation, handle, args) =>
+        this.#runLog?.callback(operation, handle, args) ?? {
+          kind: "error",
+          wire: hostErrorWire(new Error("a function of model code can only be called while the code runs")),
+        },
+    );
     return this.#membrane;
+  }
+
+  /**
+   * Whether a class is a service type or extends one: the declared class of a `moss` service field, a class bound
+   * in the container as a token, or the class of an injected service. Model code never constructs these (the
+   * service would run a second time with arguments of the code's choice, outside what the host set up).
+   */
+  #isServiceClass(value: object): boolean {
+    if (typeof value !== "function") return false;
+    if (this.#serviceClasses === undefined) {
+      this.#serviceClasses = new Set();
+      for (const field of this.#module.analysis.mossClass?.fields ?? []) {
+        if (field.kind !== "service") continue;
+        const token = field.token?.kind === "class" ? this.#module.locals[field.token.name] : undefined;
+        if (typeof token === "function") this.#serviceClasses.add(token);
+      }
+      for (const service of this.#services.values()) {
+        const owner = typeof service === "object" && service !== null ? service.constructor : undefined;
+        if (typeof owner === "function" && owner !== Object) this.#serviceClasses.add(owner);
+      }
+    }
+    for (
+      let current: unknown = value;
+      typeof current === "function";
+      current = Object.getPrototypeOf(current)
+    ) {
+      if (current === Function.prototype) break;
+      if (this.#serviceClasses.has(current)) return true;
+      try {
+        if (this.#container.bound(current as new () => unknown)) return true;
+      } catch {
+        return true;
+      }
+    }
+    return false;
   }
 
   /** What the sandbox calls: the run log of the run in progress (outside a run, the membrane refuses by itself). */
@@ -739,6 +783,10 @@ export class MossRuntime {
       locals: Object.fromEntries(
         Object.entries(this.#locals).map(([name, value]) => [name, typeOfLocal(value)]),
       ),
+      serviceClasses: visibleValueNames(this.#module).filter((name) => {
+        const value = this.#module.locals[name];
+        return typeof value === "function" && this.#isServiceClass(value);
+      }),
     });
     for (const snippet of this.#unchecked.splice(0)) this.#checker.accept(snippet);
     return this.#checker;
@@ -770,17 +818,6 @@ function labelService(membrane: HostMembrane, service: unknown, field: string): 
     if (descriptor && typeof descriptor.value === "function")
       membrane.label(descriptor.value, { service: field, name: key });
   }
-}
-
-/** The strictest verdict of the policies: deny over ask over allow (undefined: no opinion). */
-function strictest(policies: readonly CallPolicy[], call: Parameters<CallPolicy>[0]): ReturnType<CallPolicy> {
-  let verdict: ReturnType<CallPolicy>;
-  for (const policy of policies) {
-    const given = policy(call);
-    if (given === "deny") return "deny";
-    if (given === "ask" || (given === "allow" && verdict === undefined)) verdict = given;
-  }
-  return verdict;
 }
 
 /** The clock and random log a sandbox reported, as plain numbers (a sandbox process is not trusted). */

@@ -1,8 +1,13 @@
 import { type Context, trace as otelTrace, type Span, SpanStatusCode } from "@opentelemetry/api";
 import { hostErrorWire } from "../sandbox/host-error.ts";
-import type { HostMembrane as HostMembraneContract, HostOutcome } from "../sandbox/sandbox.ts";
+import type {
+  HostMembrane as HostMembraneContract,
+  HostOutcome,
+  SettledOutcome,
+} from "../sandbox/sandbox.ts";
 import { decodeWire, encodeWire } from "../sandbox/wire.ts";
 import type { Answers, CallPolicy, HostCallRecord, PendingRequest } from "../types.ts";
+import { decideByPolicies, type PolicyOutcome } from "./call-policy.ts";
 import type { CallTarget, HostMembrane } from "./host-membrane.ts";
 
 /*
@@ -46,7 +51,8 @@ export interface RunLogOptions {
   /** The log of the run being resumed (empty for a new run). */
   replay: readonly LogEntry[];
   answers: Answers;
-  policy: CallPolicy | undefined;
+  /** The host's policies (the compiler's, then the module's `__moss_policy__`): the strictest verdict decides. */
+  policies: readonly CallPolicy[];
   lineOf: LineOf;
   /** The lines of the model's code around a snippet line: made only for a request a person reads. */
   frameOf: (line: number) => string;
@@ -69,6 +75,12 @@ type Decision =
   | { kind: "pending-ask"; question: string; choices: unknown }
   | { kind: "denied"; reason: string };
 
+/** What the policies and the declaration say of a call (a policy may answer later, with a promise). */
+type Verdict =
+  | { kind: "allow" }
+  | { kind: "deny"; reason: string }
+  | { kind: "ask"; reason: "tag" | "policy" };
+
 /** moss-ts's tracer: a no-op unless the host registered an OpenTelemetry tracer provider. */
 export const tracer = () => otelTrace.getTracer("moss-ts");
 
@@ -80,6 +92,12 @@ export class RunLog implements HostMembraneContract {
   readonly calls: HostCallRecord[] = [];
   /** Requests this run waits for. */
   readonly requests: PendingRequest[] = [];
+  /** Warnings for the execution: policies that failed to decide (their calls were denied). */
+  readonly warnings: string[] = [];
+  /** Function and class handles a person approved handing to host code (in the arguments of a call they approved). */
+  readonly #approvedCallbacks = new Set<number>();
+  /** The script line of the code's call in progress: host code's calls of callbacks happen on it. */
+  #line = 0;
   /** The first difference from the replayed log, when the run left it. */
   diverged: string | undefined;
   /** Calls made so far (the index of the next one in the log). */
@@ -169,38 +187,132 @@ export class RunLog implements HostMembraneContract {
     return this.#record(target, key, args, scriptLine, (line) => {
       // Reads are not policy calls, but a read of an `@approval` member (a getter: host code runs) waits for a yes.
       if (operation === "get" && !target.approval) return { kind: "run", run };
-      const decision =
-        operation === "get" ? ({ kind: "ask", reason: "tag" } as const) : this.#decide(target, args, line);
-      if (decision.kind === "ask") return { kind: "pending-approval", reason: decision.reason, run };
-      if (decision.kind === "deny") return { kind: "denied", reason: decision.reason };
-      return { kind: "run", run };
+      const toDecision = (verdict: Verdict): Decision => {
+        if (verdict.kind === "ask") return { kind: "pending-approval", reason: verdict.reason, run };
+        if (verdict.kind === "deny") return { kind: "denied", reason: verdict.reason };
+        return { kind: "run", run };
+      };
+      if (operation === "get") return toDecision({ kind: "ask", reason: "tag" });
+      // Handing host code a function or class whose use needs a person's yes asks for it here, where a run can wait.
+      const carried = this.#carriesApproval(args) ? { ...target, approval: true } : target;
+      const verdict = this.#decide(carried, args, line);
+      return verdict instanceof Promise ? verdict.then(toDecision) : toDecision(verdict);
     });
   }
 
-  #decide(
-    target: CallTarget,
-    args: string,
-    line: number | undefined,
-  ): { kind: "allow" } | { kind: "deny"; reason: string } | { kind: "ask"; reason: "tag" | "policy" } {
-    const policy = this.#options.policy;
-    let verdict: ReturnType<CallPolicy>;
-    if (policy !== undefined) {
-      try {
-        verdict = policy({
-          service: target.service,
-          member: target.member,
-          args: this.#options.membrane.argumentsAsData(args),
-          line,
-        });
-      } catch {
-        return { kind: "deny", reason: "the host's policy failed while deciding this call" };
+  /**
+   * Host code calling (or constructing) a function or class handle it received in a call's arguments: decided here
+   * like a call of the code's own, traced, never logged (its effects replay with the call that received it). It
+   * cannot wait for a person inside another call: it runs on a need for approval only when a person approved the
+   * call that handed it over, and is denied otherwise.
+   */
+  callback(operation: "call" | "construct", handle: number, args: string): HostOutcome {
+    const membrane = this.#options.membrane;
+    const run = () =>
+      operation === "call" ? membrane.call(handle, null, args) : membrane.construct(handle, args);
+    const target = membrane.describe(operation, handle, null);
+    if (target === undefined) return run();
+    const key = `${target.service === undefined ? "" : `${target.service}.`}${target.member} (called by host code)`;
+    const line = this.#line > 0 ? this.#options.lineOf(this.#line) : undefined;
+    const trace: HostCallRecord = {
+      member: key,
+      ...(line === undefined ? {} : { line }),
+      outcome: "value",
+      durationMs: 0,
+      argsBytes: args.length,
+    };
+    this.calls.push(trace);
+    const entry: LogEntry = { key, args };
+    const act = (verdict: Verdict): HostOutcome => {
+      if (verdict.kind === "deny")
+        return this.#deny(entry, trace, target.member, verdict.reason, target.sync);
+      if (verdict.kind === "ask" && !this.#approvedCallbacks.has(handle)) {
+        const reason =
+          "host code called it inside another call, where the run cannot wait for a person (approve the call that hands it over)";
+        return this.#deny(entry, trace, target.member, reason, target.sync);
       }
+      return this.#run(entry, trace, run);
+    };
+    const verdict = this.#decide(target, args, line);
+    if (!(verdict instanceof Promise)) return act(verdict);
+    const toDecision = (decided: Verdict): Decision =>
+      decided.kind === "deny"
+        ? { kind: "denied", reason: decided.reason }
+        : { kind: "run", run: () => act(decided) };
+    return this.#whenDecided(verdict.then(toDecision), target, entry, trace, (decision) =>
+      decision.kind === "run"
+        ? decision.run()
+        : this.#deny(entry, trace, target.member, "denied", target.sync),
+    );
+  }
+
+  /** Whether a call's arguments hand host code a function or class whose call or construction is `@approval`. */
+  #carriesApproval(args: string): boolean {
+    if (!args.includes('["H",')) return false;
+    const membrane = this.#options.membrane;
+    return (handleSkeleton(args)?.ids ?? []).some(
+      (id) =>
+        membrane.describe("call", id, null)?.approval || membrane.describe("construct", id, null)?.approval,
+    );
+  }
+
+  /**
+   * The one place a host call from model code is decided: the policies' strictest verdict (failing closed), then
+   * the declaration's `@approval`. A promise when a policy answers with one.
+   */
+  #decide(target: CallTarget, args: string, line: number | undefined): Verdict | Promise<Verdict> {
+    const finish = (outcome: PolicyOutcome | undefined): Verdict => {
+      if (outcome?.warning !== undefined) this.warnings.push(outcome.warning);
+      if (outcome?.verdict === "deny") {
+        const reason =
+          outcome.warning === undefined
+            ? "denied by the host's policy"
+            : "the host's policy did not decide it";
+        return { kind: "deny", reason };
+      }
+      // `@approval` asks whatever the policy allows: the declaration promises a person sees every call.
+      if (target.approval) return { kind: "ask", reason: "tag" };
+      if (outcome?.verdict === "ask") return { kind: "ask", reason: "policy" };
+      return { kind: "allow" };
+    };
+    const policies = this.#options.policies;
+    if (policies.length === 0) return finish(undefined);
+    const outcome = decideByPolicies(policies, {
+      service: target.service,
+      member: target.member,
+      args: this.#options.membrane.argumentsAsData(args),
+      line,
+    });
+    return outcome instanceof Promise ? outcome.then(finish) : finish(outcome);
+  }
+
+  /**
+   * Acts on a decision; one a policy gives later is awaited when the call answers with a Promise anyway. A call that
+   * answers at once cannot wait for it: it is denied (fail closed), with a warning.
+   */
+  #whenDecided(
+    decision: Decision | Promise<Decision>,
+    target: CallTarget,
+    entry: LogEntry,
+    trace: HostCallRecord,
+    act: (decision: Decision) => HostOutcome,
+  ): HostOutcome {
+    if (!(decision instanceof Promise)) return act(decision);
+    if (target.sync) {
+      void decision.catch(() => {});
+      const reason = "the host's policy answered with a Promise, and this member answers at once";
+      this.warnings.push(
+        `a call policy answered with a Promise for ${entry.key}, which returns a plain value (not a Promise): the call cannot wait for it and was denied`,
+      );
+      return this.#deny(entry, trace, target.member, reason, true);
     }
-    if (verdict === "deny") return { kind: "deny", reason: "denied by the host's policy" };
-    // `@approval` asks whatever the policy allows: the declaration promises a person sees every call.
-    if (target.approval) return { kind: "ask", reason: "tag" };
-    if (verdict === "ask") return { kind: "ask", reason: "policy" };
-    return { kind: "allow" };
+    return {
+      kind: "promise",
+      settled: decision.then(
+        (decided) => settledOf(act(decided)),
+        () => settledOf(this.#deny(entry, trace, target.member, "the host's policy did not decide it", true)),
+      ),
+    };
   }
 
   /**
@@ -212,11 +324,12 @@ export class RunLog implements HostMembraneContract {
     key: string,
     args: string,
     scriptLine: number,
-    decide: (line: number | undefined) => Decision,
+    decide: (line: number | undefined) => Decision | Promise<Decision>,
   ): HostOutcome {
     if (this.diverged !== undefined)
       return { kind: "refuse", failure: "replay-diverged", message: this.diverged };
     const index = this.#count++;
+    this.#line = scriptLine;
     const line = scriptLine > 0 ? this.#options.lineOf(scriptLine) : undefined;
     const trace: HostCallRecord = {
       member: key,
@@ -245,21 +358,37 @@ export class RunLog implements HostMembraneContract {
         return replayedOutcome(logged.result);
       }
       if (logged.request !== undefined && logged.result === undefined) {
-        return this.#answered(logged, key, args, trace, () => decide(line), target.sync);
+        return this.#answered(logged, key, args, trace, () => decide(line), target);
       }
       // A result holding host objects of another runtime: the call runs again here to make them (see README).
     }
     const rerun = logged?.result?.handles ? logged.result : undefined;
-    const decision = decide(line);
     const entry: LogEntry = { key, args, origin: this.#options.origin };
     this.#keep(entry);
-    if (decision.kind === "denied") return this.#deny(entry, trace, target.member, decision.reason);
+    return this.#whenDecided(decide(line), target, entry, trace, (decision) =>
+      this.#act(decision, target, entry, trace, index, line, args, rerun),
+    );
+  }
+
+  /** A new call, decided: it runs, is denied, or waits for a person (a request of this run). */
+  #act(
+    decision: Decision,
+    target: CallTarget,
+    entry: LogEntry,
+    trace: HostCallRecord,
+    index: number,
+    line: number | undefined,
+    args: string,
+    rerun: NonNullable<LogEntry["result"]> | undefined,
+  ): HostOutcome {
+    if (decision.kind === "denied")
+      return this.#deny(entry, trace, target.member, decision.reason, target.sync);
     if (decision.kind === "run") return this.#run(entry, trace, decision.run, rerun);
     if (this.#options.canPause !== true || this.overflowed !== undefined) {
       const reason =
         this.overflowed ??
         (typeof this.#options.canPause === "string" ? this.#options.canPause : "this run cannot pause");
-      return this.#deny(entry, trace, target.member, reason);
+      return this.#deny(entry, trace, target.member, reason, target.sync);
     }
     const site = line === undefined ? {} : { line, code: this.#options.frameOf(line) };
     const request: PendingRequest =
@@ -310,9 +439,10 @@ export class RunLog implements HostMembraneContract {
     key: string,
     args: string,
     trace: HostCallRecord,
-    decide: () => Decision,
-    sync: boolean,
+    decide: () => Decision | Promise<Decision>,
+    target: CallTarget,
   ): HostOutcome {
+    const sync = target.sync;
     const request = logged.request!;
     const entry: LogEntry = { key, args, request, origin: this.#options.origin };
     this.#keep(entry);
@@ -326,15 +456,19 @@ export class RunLog implements HostMembraneContract {
       trace.resultBytes = outcome.wire.length;
       return { kind: "promise", settled: Promise.resolve(outcome) };
     }
+    const member = request.kind === "approval" ? request.member : key;
     if ("approved" in answer && answer.approved) {
-      const decision = decide();
-      if (decision.kind === "pending-approval" || decision.kind === "run") {
-        return this.#run(entry, trace, decision.run);
-      }
+      for (const id of handleSkeleton(args)?.ids ?? []) this.#approvedCallbacks.add(id);
+      // Decided again: a policy that now denies (or fails) still wins over the person's yes.
+      return this.#whenDecided(decide(), target, entry, trace, (decision) =>
+        decision.kind === "pending-approval" || decision.kind === "run"
+          ? this.#run(entry, trace, decision.run)
+          : this.#deny(entry, trace, member, decision.kind === "denied" ? decision.reason : "denied", sync),
+      );
     }
     const reason =
       "approved" in answer && !answer.approved && answer.reason ? answer.reason : "denied by a person";
-    return this.#deny(entry, trace, request.kind === "approval" ? request.member : key, reason);
+    return this.#deny(entry, trace, member, reason, sync);
   }
 
   /**
@@ -385,13 +519,19 @@ export class RunLog implements HostMembraneContract {
     return stop ? { kind: "pause" } : { kind: "pending" };
   }
 
-  #deny(entry: LogEntry, trace: HostCallRecord, member: string, reason: string): HostOutcome {
+  /**
+   * The call is refused: `ApprovalDenied`, thrown where the member answers at once (`sync`), else the rejection of
+   * the Promise it returns, so siblings of a `Promise.allSettled` go on.
+   */
+  #deny(entry: LogEntry, trace: HostCallRecord, member: string, reason: string, sync: boolean): HostOutcome {
     const wire = hostErrorWire(new ApprovalDenied(member, reason));
     this.#grow(wire.length);
-    entry.result = { kind: "error", wire, handles: false };
+    entry.result = { kind: sync ? "error" : "promise-error", wire, handles: false };
     trace.outcome = "denied";
     trace.resultBytes = wire.length;
-    return { kind: "error", wire };
+    return sync
+      ? { kind: "error", wire }
+      : { kind: "promise", settled: Promise.resolve({ kind: "error", wire }) };
   }
 
   /** Runs the call on the host: its outcome is recorded (when a promise settles, then) and traced. */
@@ -436,6 +576,7 @@ export class RunLog implements HostMembraneContract {
     return {
       kind: "promise",
       settled: outcome.settled.then((settled) => {
+        if (settled.kind === "pending") return settled;
         finish(settled.kind, settled.wire, true);
         return settled;
       }),
@@ -451,6 +592,14 @@ function holdsHandles(wire: string): boolean {
   } catch {
     return true;
   }
+}
+
+/** What a host promise settles to for an outcome decided later (a wait becomes `pending`: never delivered). */
+function settledOf(outcome: HostOutcome): SettledOutcome | Promise<SettledOutcome> {
+  if (outcome.kind === "value" || outcome.kind === "error") return outcome;
+  if (outcome.kind === "promise") return outcome.settled;
+  if (outcome.kind === "refuse") return { kind: "error", wire: hostErrorWire(new Error(outcome.message)) };
+  return { kind: "pending" };
 }
 
 function errorOutcome(error: Error): HostOutcome {
