@@ -498,7 +498,10 @@ export class ModuleChecker {
         parent.parent.token === ts.SyntaxKind.ExtendsKeyword &&
         ts.isClassLike(parent.parent.parent));
     if (!constructs) return false;
-    const declarations = checker.getSymbolAtLocation(identifier)?.declarations ?? [];
+    let symbol = checker.getSymbolAtLocation(identifier);
+    // The snippet's prelude imports the module's names: an alias stands for the module's declaration.
+    if (symbol && symbol.flags & ts.SymbolFlags.Alias) symbol = checker.getAliasedSymbol(symbol);
+    const declarations = symbol?.declarations ?? [];
     return !declarations.some((declaration) => declaration.getSourceFile().fileName === this.#snippetPath);
   }
 

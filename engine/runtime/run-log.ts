@@ -235,14 +235,9 @@ export class RunLog implements HostMembraneContract {
     };
     const verdict = this.#decide(target, args, line);
     if (!(verdict instanceof Promise)) return act(verdict);
-    const toDecision = (decided: Verdict): Decision =>
-      decided.kind === "deny"
-        ? { kind: "denied", reason: decided.reason }
-        : { kind: "run", run: () => act(decided) };
-    return this.#whenDecided(verdict.then(toDecision), target, entry, trace, (decision) =>
-      decision.kind === "run"
-        ? decision.run()
-        : this.#deny(entry, trace, target.member, "denied", target.sync),
+    const later = verdict.then((decided): Decision => ({ kind: "run", run: () => act(decided) }));
+    return this.#whenDecided(later, target, entry, trace, (decision) =>
+      decision.kind === "run" ? decision.run() : errorOutcome(new Error("the call was not decided")),
     );
   }
 
