@@ -94,8 +94,11 @@ export class RunLog implements HostMembraneContract {
   readonly requests: PendingRequest[] = [];
   /** Warnings for the execution: policies that failed to decide (their calls were denied). */
   readonly warnings: string[] = [];
-  /** Function and class handles a person approved handing to host code (in the arguments of a call they approved). */
-  readonly #approvedCallbacks = new Set<number>();
+  /**
+   * Function and class handles a person approved handing to host code, while the approved call that received them
+   * runs (until its promise settles): how many such calls hold each.
+   */
+  readonly #approvedCallbacks = new Map<number, number>();
   /** The script line of the code's call in progress: host code's calls of callbacks happen on it. */
   #line = 0;
   /** The first difference from the replayed log, when the run left it. */
@@ -239,6 +242,44 @@ export class RunLog implements HostMembraneContract {
     return this.#whenDecided(later, target, entry, trace, (decision) =>
       decision.kind === "run" ? decision.run() : errorOutcome(new Error("the call was not decided")),
     );
+  }
+
+  /** Runs an approved call; host code may use the functions and classes it was handed while the call runs. */
+  #approvedWhile(handed: readonly number[], run: () => HostOutcome): HostOutcome {
+    if (handed.length === 0) return run();
+    const counts = this.#approvedCallbacks;
+    for (const id of handed) counts.set(id, (counts.get(id) ?? 0) + 1);
+    const release = () => {
+      for (const id of handed) {
+        const left = (counts.get(id) ?? 1) - 1;
+        if (left > 0) counts.set(id, left);
+        else counts.delete(id);
+      }
+    };
+    let outcome: HostOutcome;
+    try {
+      outcome = run();
+    } catch (error) {
+      release();
+      throw error;
+    }
+    if (outcome.kind !== "promise") {
+      release();
+      return outcome;
+    }
+    return {
+      kind: "promise",
+      settled: outcome.settled.then(
+        (settled) => {
+          release();
+          return settled;
+        },
+        (error: unknown) => {
+          release();
+          throw error;
+        },
+      ),
+    };
   }
 
   /** Whether a call's arguments hand host code a function or class whose call or construction is `@approval`. */
@@ -453,11 +494,11 @@ export class RunLog implements HostMembraneContract {
     }
     const member = request.kind === "approval" ? request.member : key;
     if ("approved" in answer && answer.approved) {
-      for (const id of handleSkeleton(args)?.ids ?? []) this.#approvedCallbacks.add(id);
+      const handed = args.includes('["H",') ? (handleSkeleton(args)?.ids ?? []) : [];
       // Decided again: a policy that now denies (or fails) still wins over the person's yes.
       return this.#whenDecided(decide(), target, entry, trace, (decision) =>
         decision.kind === "pending-approval" || decision.kind === "run"
-          ? this.#run(entry, trace, decision.run)
+          ? this.#run(entry, trace, () => this.#approvedWhile(handed, decision.run))
           : this.#deny(entry, trace, member, decision.kind === "denied" ? decision.reason : "denied", sync),
       );
     }

@@ -96,6 +96,26 @@ describe.each(["in-process", "process"] as const)("call-path attacks (%s driver)
     expect(bank.ledger).toEqual(["pay alice 5"]);
   });
 
+  test("a person's yes for handing a function over covers that call only, not host code's later use of it", async () => {
+    const { runtime, bank } = await compile(sandbox);
+    const execution = await run(
+      runtime,
+      `moss.bank.keep(moss.payments.pay);
+try { return await moss.bank.runKept("mallory", 500); } catch (error) { return (error as Error).name; }`,
+    );
+    expect(pendingOf(execution).requests).toEqual([
+      expect.objectContaining({ service: "bank", member: "keep", reason: "tag" }),
+    ]);
+    const resumed = await answerAll(runtime, execution, true);
+    expect(okOf(resumed)).toBe("ApprovalDenied");
+    expect(resumed.calls.map((call) => [call.member, call.outcome])).toEqual([
+      ["bank.keep", "value"],
+      ["bank.runKept", "error"],
+      ["payments.pay (called by host code)", "denied"],
+    ]);
+    expect(bank.ledger).toEqual([]);
+  });
+
   test("a function handed over by other paths (a variable, an array, an object) is still the tagged function", async () => {
     const { runtime, bank } = await compile(sandbox);
     for (const body of [
