@@ -21,17 +21,19 @@ export function decideByPolicies(
 ): PolicyOutcome | Promise<PolicyOutcome> {
   const given: unknown[] = policies.map((policy) => {
     try {
-      return policy(call);
+      const verdict: unknown = policy(call);
+      // A thenable (of any realm) becomes a Promise of this one; a `then` that throws becomes its rejection.
+      return isThenable(verdict) ? Promise.resolve(verdict) : verdict;
     } catch (error) {
       return new PolicyFailure(`threw ${describeThrown(error)}`);
     }
   });
-  if (!given.some(isThenable)) return strictest(given, call);
+  if (!given.some((verdict) => verdict instanceof Promise)) return strictest(given, call);
   return Promise.all(
     given.map((verdict) =>
-      isThenable(verdict)
-        ? Promise.resolve(verdict).then(
-            (settled) => settled,
+      verdict instanceof Promise
+        ? verdict.then(
+            (settled: unknown) => settled,
             (error: unknown) => new PolicyFailure(`rejected with ${describeThrown(error)}`),
           )
         : verdict,
