@@ -131,6 +131,16 @@ export class HostMembrane implements HostMembraneContract {
     return { service: owner, member, approval, sync };
   }
 
+  /**
+   * What host code can do with a handle it is handed in a call's arguments: call a function, construct a class
+   * (named as `describe` names it); undefined for objects and unknown handles.
+   */
+  handedOver(handle: number): CallTarget | undefined {
+    const entry = this.#entries.get(handle);
+    if (entry === undefined || typeof entry.value !== "function") return undefined;
+    return this.describe(kindOf(entry.value) === "class" ? "construct" : "call", handle, null);
+  }
+
   /** Decodes call arguments as data for a person or a policy to read: host objects appear as `[host object]`. */
   argumentsAsData(args: string): unknown[] {
     try {

@@ -197,9 +197,14 @@ export class RunLog implements HostMembraneContract {
       };
       if (operation === "get") return toDecision({ kind: "ask", reason: "tag" });
       // Handing host code a function or class whose use needs a person's yes asks for it here, where a run can wait.
-      const carried = this.#carriesApproval(args) ? { ...target, approval: true } : target;
+      const handed = this.#handedOver(args);
+      const carried = handed.some((callback) => callback.approval) ? { ...target, approval: true } : target;
       const verdict = this.#decide(carried, args, line);
-      return verdict instanceof Promise ? verdict.then(toDecision) : toDecision(verdict);
+      const withHanded = (decided: Verdict) =>
+        decided.kind === "allow" ? this.#policiesAsk(handed, line) : decided;
+      return verdict instanceof Promise
+        ? verdict.then(withHanded).then(toDecision)
+        : thenOrNow(withHanded(verdict), toDecision);
     });
   }
 
@@ -282,14 +287,35 @@ export class RunLog implements HostMembraneContract {
     };
   }
 
-  /** Whether a call's arguments hand host code a function or class whose call or construction is `@approval`. */
-  #carriesApproval(args: string): boolean {
-    if (!args.includes('["H",')) return false;
+  /** The functions and classes a call's arguments hand host code, as calls of them are named. */
+  #handedOver(args: string): CallTarget[] {
+    if (!args.includes('["H",')) return [];
     const membrane = this.#options.membrane;
-    return (handleSkeleton(args)?.ids ?? []).some(
-      (id) =>
-        membrane.describe("call", id, null)?.approval || membrane.describe("construct", id, null)?.approval,
+    const targets: CallTarget[] = [];
+    for (const id of handleSkeleton(args)?.ids ?? []) {
+      const target = membrane.handedOver(id);
+      if (target !== undefined) targets.push(target);
+    }
+    return targets;
+  }
+
+  /**
+   * Whether a policy asks for a function or class handed to host code (its arguments are not known yet: `[]`): the
+   * call that hands it over then asks, since host code's own call of it cannot wait for a person. A policy's deny
+   * or failure is left to the callback's own call, where it is decided with its arguments.
+   */
+  #policiesAsk(handed: readonly CallTarget[], line: number | undefined): Verdict | Promise<Verdict> {
+    const policies = this.#options.policies;
+    if (handed.length === 0 || policies.length === 0) return { kind: "allow" };
+    const outcomes = handed.map((callback) =>
+      decideByPolicies(policies, { service: callback.service, member: callback.member, args: [], line }),
     );
+    const verdict = (settled: readonly PolicyOutcome[]): Verdict =>
+      settled.some((outcome) => outcome.verdict === "ask" && outcome.warning === undefined)
+        ? { kind: "ask", reason: "policy" }
+        : { kind: "allow" };
+    if (!outcomes.some((outcome) => outcome instanceof Promise)) return verdict(outcomes as PolicyOutcome[]);
+    return Promise.all(outcomes).then(verdict, () => ({ kind: "allow" }) as const);
   }
 
   /**
@@ -628,6 +654,11 @@ function holdsHandles(wire: string): boolean {
   } catch {
     return true;
   }
+}
+
+/** Applies `next` to a value now, or once a promise of it settles. */
+function thenOrNow<T, U>(value: T | Promise<T>, next: (value: T) => U): U | Promise<U> {
+  return value instanceof Promise ? value.then(next) : next(value);
 }
 
 /** What a host promise settles to for an outcome decided later (a wait becomes `pending`: never delivered). */

@@ -143,14 +143,19 @@ try { return await moss.bank.runKept("mallory", 500); } catch (error) { return (
     expect(bank.ledger).toEqual([]);
   });
 
-  test("a policy's ask for a callback that no person approved is denied inside host code", async () => {
-    const { runtime, bank } = await compile(sandbox, (call) => (call.member === "fee" ? "ask" : "allow"));
-    const execution = await run(
-      runtime,
-      `try { return await moss.bank.runTask(moss.payments.fee, 250); } catch (error) { return (error as Error).name; }`,
-    );
-    expect(okOf(execution)).toBe("ApprovalDenied");
+  test("a policy's ask for a function handed to host code asks on the call that hands it over", async () => {
+    const { runtime, bank } = await compile(sandbox, (call) => (call.member === "refund" ? "ask" : "allow"));
+    const code = `return await moss.bank.runTask(moss.payments.refund, "carol", 7);`;
+    const execution = await run(runtime, code);
+    expect(pendingOf(execution).requests).toEqual([
+      expect.objectContaining({ service: "bank", member: "runTask", reason: "policy" }),
+    ]);
+    const denied = await answerAll(runtime, execution, false);
+    expect(denied.error?.name).toBe("ApprovalDenied");
     expect(bank.ledger).toEqual([]);
+    const approved = await answerAll(runtime, await run(runtime, code), true);
+    expect(okOf(approved)).toBe("carol:7");
+    expect(bank.ledger).toEqual(["refund carol 7"]);
   });
 
   test("new on a class whose constructor is @approval asks: new, Reflect.construct, a subclass, a host that builds it", async () => {
