@@ -99,6 +99,8 @@ export class RunLog implements HostMembraneContract {
    * runs (until its promise settles): how many such calls hold each.
    */
   readonly #approvedCallbacks = new Map<number, number>();
+  /** Entries of host code's calls of callbacks: traced, never logged (nor counted in the log's size). */
+  readonly #unlogged = new WeakSet<LogEntry>();
   /** The script line of the code's call in progress: host code's calls of callbacks happen on it. */
   #line = 0;
   /** The first difference from the replayed log, when the run left it. */
@@ -231,6 +233,7 @@ export class RunLog implements HostMembraneContract {
     };
     this.calls.push(trace);
     const entry: LogEntry = { key, args };
+    this.#unlogged.add(entry);
     const act = (verdict: Verdict): HostOutcome => {
       if (verdict.kind === "deny")
         return this.#deny(entry, trace, target.member, verdict.reason, target.sync);
@@ -587,7 +590,7 @@ export class RunLog implements HostMembraneContract {
    */
   #deny(entry: LogEntry, trace: HostCallRecord, member: string, reason: string, sync: boolean): HostOutcome {
     const wire = hostErrorWire(new ApprovalDenied(member, reason));
-    this.#grow(wire.length);
+    if (!this.#unlogged.has(entry)) this.#grow(wire.length);
     entry.result = { kind: sync ? "error" : "promise-error", wire, handles: false };
     trace.outcome = "denied";
     trace.resultBytes = wire.length;
@@ -616,7 +619,7 @@ export class RunLog implements HostMembraneContract {
         wire,
         handles: holdsHandles(wire),
       };
-      this.#grow(wire.length);
+      if (!this.#unlogged.has(entry)) this.#grow(wire.length);
       trace.outcome = kind;
       trace.durationMs = performance.now() - started;
       trace.resultBytes = wire.length;
