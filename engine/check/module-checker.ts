@@ -482,10 +482,6 @@ export class ModuleChecker {
     });
   }
 
-  /**
-   * A free name the sandbox does not have: a Node.js or web global (by name, whatever declares it), or a global
-   * that only some package's `.d.ts` declares (the program holds them when the context module imports it).
-   */
   /** `new X(…)` or `extends X` where X is the module's service class (not a name the snippet declared). */
   #isServiceConstruction(checker: ts.TypeChecker, identifier: ts.Identifier): boolean {
     if (!this.#serviceClasses.has(identifier.text)) return false;
@@ -505,6 +501,10 @@ export class ModuleChecker {
     return !declarations.some((declaration) => declaration.getSourceFile().fileName === this.#snippetPath);
   }
 
+  /**
+   * A free name the sandbox does not have: a Node.js or web global (by name, whatever declares it), or a global
+   * that only some package's `.d.ts` declares (the program holds them when the context module imports it).
+   */
   #isHostGlobal(checker: ts.TypeChecker, identifier: ts.Identifier): boolean {
     if (!isFreeName(identifier)) return false;
     const declarations = checker.getSymbolAtLocation(identifier)?.declarations ?? [];

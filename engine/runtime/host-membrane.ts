@@ -45,10 +45,20 @@ export interface CallTarget {
 }
 
 /**
- * Where host code's calls of a function or class of model code's reach go (a function handle passed to a host
+ * Where host code's calls of a function or class model code handed over go (a function handle passed to a host
  * function, which calls it): the run in progress decides them as it decides the code's own calls.
  */
 export type CallbackRoute = (operation: "call" | "construct", handle: number, args: string) => HostOutcome;
+
+/** What host code's call of a function model code handed over gets when no run is in progress. */
+export function outsideRun(): HostOutcome {
+  return {
+    kind: "error",
+    wire: hostErrorWire(
+      new Error("a function model code handed over can only be called while the code runs"),
+    ),
+  };
+}
 
 /** Answers, for an undeclared position, the declared type of the value's nearest declared class. */
 export type NearestDeclaredClass = (value: object) => DeclaredType | undefined;
@@ -68,10 +78,7 @@ export class HostMembrane implements HostMembraneContract {
   readonly #labels = new WeakMap<object, HandleLabel>();
   /** The label handles made while encoding a call's result inherit: the service the call reached. */
   #resultLabel: HandleLabel = {};
-  #route: CallbackRoute = () => ({
-    kind: "error",
-    wire: hostErrorWire(new Error("a function of model code can only be called while the code runs")),
-  });
+  #route: CallbackRoute = outsideRun;
   /** What host code receives for a function or class handle in a call's arguments (one per handle). */
   readonly #callbacks = new Map<number, (...args: unknown[]) => unknown>();
   readonly #callbackHandles = new WeakMap<object, object>();

@@ -8,7 +8,7 @@ import { createContext, decodeProperties, encodeProperties } from "../context/in
 import { codeFrame, MossError } from "../errors.ts";
 import type { Injection } from "../moss.ts";
 import { MossPrompter } from "../prompter/moss-prompter.ts";
-import { addHostRoot, hostErrorWire, redactHostPaths } from "../sandbox/host-error.ts";
+import { addHostRoot, redactHostPaths } from "../sandbox/host-error.ts";
 import type {
   HostMembrane as HostMembraneContract,
   Nondeterminism,
@@ -39,7 +39,7 @@ import {
   signContinuation,
 } from "./continuation.ts";
 import { type DeclaredType, DeclaredTypes, RUNTIME } from "./declared-members.ts";
-import { HostMembrane } from "./host-membrane.ts";
+import { HostMembrane, outsideRun } from "./host-membrane.ts";
 import {
   mapLineToSnippet,
   mapStack,
@@ -640,11 +640,7 @@ export class MossRuntime {
     });
     this.#membrane.refuseConstruction((value) => this.#isServiceClass(value));
     this.#membrane.routeCallbacks(
-      (operation, handle, args) =>
-        this.#runLog?.callback(operation, handle, args) ?? {
-          kind: "error",
-          wire: hostErrorWire(new Error("a function of model code can only be called while the code runs")),
-        },
+      (operation, handle, args) => this.#runLog?.callback(operation, handle, args) ?? outsideRun(),
     );
     return this.#membrane;
   }
