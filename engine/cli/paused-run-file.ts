@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { MossError } from "../errors.ts";
-import type { PendingRequest } from "../types.ts";
+import type { MossContext, PendingRequest } from "../types.ts";
 
 /** A run `moss run` left paused: what it waits for and the continuation that resumes it (never runs it again). */
 export interface PausedRun {
@@ -19,6 +19,11 @@ export interface PausedRun {
   key?: string;
   /** ISO time of the pause. */
   pausedAt: string;
+  /**
+   * The run's session (its MossContext) when no `--context` file keeps it: a continuation resumes only in the session
+   * it was made in, so without it the kept run could never go on.
+   */
+  context?: MossContext;
 }
 
 /**
@@ -60,6 +65,7 @@ export async function readPausedRun(file: string): Promise<PausedRun | undefined
     typeof run.target !== "string" ||
     typeof run.continuation !== "string" ||
     (run.key !== undefined && typeof run.key !== "string") ||
+    (run.context !== undefined && (typeof run.context !== "object" || run.context === null)) ||
     !Array.isArray(run.requests)
   ) {
     throw corrupt(file, "not a paused run written by moss run");

@@ -115,7 +115,7 @@ export const runCommand: CliCommand = async (argv, io) => {
     values.answers === undefined
       ? undefined
       : await readAnswersFile(values.answers as string, io.cwd, io.stdin);
-  const saved = contextFile ? await readContextFile(contextFile) : undefined;
+  const saved = contextFile ? await readContextFile(contextFile) : resume?.context;
   // The key that signs the run's continuation: $MOSS_CONTINUATION_KEY, else a fresh one kept with the paused run
   // (so a run that never pauses writes nothing beside the module or in the working directory).
   // A kept run goes on with the key it was signed with.
@@ -133,7 +133,7 @@ export const runCommand: CliCommand = async (argv, io) => {
     const { MossCompiler } = await import("../compiler/moss-compiler.ts");
     const compiler = new MossCompiler({ typeCheck, sandbox, continuationKey });
     await loadHostSetup(modulePath, compiler);
-    if (saved) compiler.joinContext(saved, { source: contextFile });
+    if (saved) compiler.joinContext(saved, { source: contextFile ?? pausedFile });
     return compiler.compile(modulePath);
   });
   try {
@@ -210,6 +210,7 @@ export const runCommand: CliCommand = async (argv, io) => {
         continuation: pending.continuation,
         ...(ownKey === undefined ? {} : { key: ownKey }),
         pausedAt: new Date().toISOString(),
+        ...(contextFile === undefined && execution !== undefined ? { context: execution.context } : {}),
       });
     }
     const resumeCommand = `moss run ${modulePath}${contextFile === undefined ? "" : ` --context ${contextFile}`} --resume --answers <file.json>`;
