@@ -143,6 +143,27 @@ try { return await moss.bank.runKept("mallory", 500); } catch (error) { return (
     expect(bank.ledger).toEqual([]);
   });
 
+  test("an async policy reads what each call acts on: it denies a callback by the field it came from", async () => {
+    const seen: Array<[string, string | undefined]> = [];
+    const { runtime, bank } = await compile(sandbox, async (call) => {
+      seen.push([call.member, call.target]);
+      return call.member === "refund" && call.target?.startsWith("moss.payments.refund") ? "deny" : "allow";
+    });
+    const execution = await run(
+      runtime,
+      `try { return await moss.bank.runTask(moss.payments.refund, "carol", 7); } catch (error) { return (error as Error).name + ": " + (error as Error).message; }`,
+    );
+    expect(okOf(execution)).toMatch(/^ApprovalDenied: refund was not approved: denied by the host's policy/);
+    expect(execution.calls.map((call) => [call.member, call.outcome])).toEqual([
+      ["bank.runTask", "error"],
+      ["payments.refund (called by host code)", "denied"],
+    ]);
+    expect(seen).toContainEqual(["runTask", expect.stringMatching(/^moss\.bank\b/)]);
+    expect(seen).toContainEqual(["refund", expect.stringMatching(/^moss\.payments\.refund\b/)]);
+    expect(seen.every(([, target]) => target !== undefined && !target.includes("host object"))).toBe(true);
+    expect(bank.ledger).toEqual([]);
+  });
+
   test("a policy's ask for a function handed to host code asks on the call that hands it over", async () => {
     const { runtime, bank } = await compile(sandbox, (call) => (call.member === "refund" ? "ask" : "allow"));
     const code = `return await moss.bank.runTask(moss.payments.refund, "carol", 7);`;
