@@ -82,5 +82,6 @@ export {
   type PendingRequest,
   type PendingRun,
   type PolicyCall,
+  type PolicyVerdict,
   type TypeCheckMode,
 } from "./types.ts";

@@ -198,8 +198,14 @@ export interface PolicyCall {
   line: number | undefined;
 }
 
-/** Decides a host call: run it, refuse it (the code sees an `ApprovalDenied` error), or pause for a person. */
-export type CallPolicy = (call: PolicyCall) => "allow" | "deny" | "ask" | undefined;
+/** A policy's decision on one call. */
+export type PolicyVerdict = "allow" | "deny" | "ask";
+
+/**
+ * Decides a host call: run it, refuse it (the code sees an `ApprovalDenied` error), or pause for a person. A promise
+ * is awaited; anything but a verdict (undefined, another value, a throw, a rejection) denies, with a warning.
+ */
+export type CallPolicy = (call: PolicyCall) => PolicyVerdict | Promise<PolicyVerdict>;
 
 /** One host call of a run, as traced in `execution.calls`. */
 export interface HostCallRecord {

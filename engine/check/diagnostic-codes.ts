@@ -18,4 +18,6 @@ export const MOSS_DIAGNOSTIC_CODES = Object.freeze({
   ambientDeclaration: 90007,
   /** The type-check ran out of its time or memory limit: the code was not checked (an error). */
   checkLimit: 90008,
+  /** `new` on (or `extends` of) a service class of the module: the sandbox refuses it. */
+  serviceConstruction: 90009,
 });

@@ -39,6 +39,8 @@ export interface ModuleCheckerOptions {
   project?: Project;
   /** Names the runtime adds with `withLocals`, and the TypeScript type of each: in scope like the module's own. */
   locals?: Record<string, string>;
+  /** Visible names of service classes: the sandbox refuses `new` on them, and so does the check. */
+  serviceClasses?: string[];
 }
 
 const MOSS_NAME = "Moss";
@@ -132,6 +134,7 @@ export class ModuleChecker {
   readonly #modulePath: string;
   readonly #moduleFileName: string;
   readonly #hiddenNames: Set<string>;
+  readonly #serviceClasses: Set<string>;
   readonly #scopePath: string;
   readonly #previousPath: string;
   readonly #snippetPath: string;
@@ -181,6 +184,7 @@ export class ModuleChecker {
     this.#moduleFileName = path.basename(options.modulePath);
     this.#hiddenNames = new Set((options.hiddenNames ?? []).filter((name) => name !== MOSS_NAME));
     this.#locals = Object.entries(options.locals ?? {});
+    this.#serviceClasses = new Set(options.serviceClasses ?? []);
     const directory = path.dirname(options.modulePath);
     this.#moduleDirectory = directory;
     const stem = this.#moduleFileName.replace(/\.[cm]?tsx?$/, "");
@@ -416,6 +420,14 @@ export class ModuleChecker {
     const toOriginal = (node: ts.Node): number =>
       originalOffset(node.getStart(sourceFile) - offset, analysis.insertions);
     const visit = (node: ts.Node): void => {
+      if (ts.isIdentifier(node) && this.#isServiceConstruction(checker, node)) {
+        push(
+          MOSS_DIAGNOSTIC_CODES.serviceConstruction,
+          `${node.text} is a service class: model code cannot construct it (or extend it); use the instance on moss.`,
+          toOriginal(node),
+          "error",
+        );
+      }
       if (ts.isIdentifier(node) && this.#isHostGlobal(checker, node)) {
         push(MOSS_DIAGNOSTIC_CODES.hostGlobal, hostGlobalMessage(node.text), toOriginal(node), "error");
       } else if (
@@ -491,6 +503,25 @@ export class ModuleChecker {
       hiddenNames: this.#hiddenNames,
       shownNames: new Set([...this.#shownNames, ...(analysis?.referencedNames ?? [])]),
     });
+  }
+
+  /** `new X(…)` or `extends X` where X is the module's service class (not a name the snippet declared). */
+  #isServiceConstruction(checker: ts.TypeChecker, identifier: ts.Identifier): boolean {
+    if (!this.#serviceClasses.has(identifier.text)) return false;
+    const parent = identifier.parent;
+    const constructs =
+      (ts.isNewExpression(parent) && parent.expression === identifier) ||
+      (ts.isExpressionWithTypeArguments(parent) &&
+        parent.expression === identifier &&
+        ts.isHeritageClause(parent.parent) &&
+        parent.parent.token === ts.SyntaxKind.ExtendsKeyword &&
+        ts.isClassLike(parent.parent.parent));
+    if (!constructs) return false;
+    let symbol = checker.getSymbolAtLocation(identifier);
+    // The snippet's prelude imports the module's names: an alias stands for the module's declaration.
+    if (symbol && symbol.flags & ts.SymbolFlags.Alias) symbol = checker.getAliasedSymbol(symbol);
+    const declarations = symbol?.declarations ?? [];
+    return !declarations.some((declaration) => declaration.getSourceFile().fileName === this.#snippetPath);
   }
 
   /**

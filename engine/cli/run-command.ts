@@ -115,7 +115,7 @@ export const runCommand: CliCommand = async (argv, io) => {
     values.answers === undefined
       ? undefined
       : await readAnswersFile(values.answers as string, io.cwd, io.stdin);
-  const saved = contextFile ? await readContextFile(contextFile) : undefined;
+  const saved = contextFile ? await readContextFile(contextFile) : resume?.context;
   // The key that signs the run's continuation: $MOSS_CONTINUATION_KEY, else a fresh one kept with the paused run
   // (so a run that never pauses writes nothing beside the module or in the working directory).
   // A kept run goes on with the key it was signed with.
@@ -133,8 +133,7 @@ export const runCommand: CliCommand = async (argv, io) => {
     const { MossCompiler } = await import("../compiler/index.ts");
     const compiler = new MossCompiler({ typeCheck, sandbox, continuationKey });
     await loadHostSetup(modulePath, compiler);
-    if (saved) compiler.joinContext(saved, { source: contextFile });
-    else if (resume?.context !== undefined) compiler.joinContext(resume.context, { source: pausedFile });
+    if (saved) compiler.joinContext(saved, { source: contextFile ?? pausedFile });
     return compiler.compile(modulePath);
   });
   try {
@@ -211,7 +210,6 @@ export const runCommand: CliCommand = async (argv, io) => {
         continuation: pending.continuation,
         ...(ownKey === undefined ? {} : { key: ownKey }),
         pausedAt: new Date().toISOString(),
-        // Without a context file the session lives only here: the resume must run in it.
         ...(contextFile === undefined && execution !== undefined ? { context: execution.context } : {}),
       });
     }

@@ -148,7 +148,11 @@ export function analyzeModule(project: Project, modulePath: string, code: string
     if (!node) continue;
     const type = node.getType();
     name.members = publicMembers(type);
-    declaredTypes.names.set(name.name, type.compilerType);
+    // A class declaration's own type is its instance type; the value the name holds is the class (`typeof C`).
+    const valueType = Node.isClassDeclaration(node)
+      ? (node.getSymbol()?.getTypeAtLocation(node) ?? type)
+      : type;
+    declaredTypes.names.set(name.name, valueType.compilerType);
   }
 
   const mossDeclaration = sourceFile.getClass(MOSS_CLASS_NAME);

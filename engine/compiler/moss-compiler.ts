@@ -445,7 +445,7 @@ function fieldToken(field: MossField, locals: Record<string, unknown>): Token {
 function missingBinding(module: CompiledModule, field: MossField, token: Token): MossError {
   const typeOnly =
     field.token?.kind === "class" && typeof token === "string"
-      ? ` (class ${field.token.name} has no run-time value here — it is imported with \`import type\` — so its token is the string "${token}"; import it as a value to use the class as the token)`
+      ? ` (class ${field.token.name} has no run-time value here — it is imported with \`import type\` — so its token is the string "${token}"; import it as a value to use the class as the token: model code still cannot construct a service class)`
       : "";
   const message =
     `Moss.${field.name} needs a service for token ${tokenName(token)} but none is bound${typeOnly}: ` +

@@ -29,6 +29,8 @@ export interface DeclaredType {
   readonly approvals: ReadonlySet<string>;
   /** Whether calling a handle here needs approval (a function declared with `@approval`). */
   readonly callApproval: boolean;
+  /** Whether `new` on a handle here needs approval (a class whose constructor is declared with `@approval`). */
+  readonly constructApproval: boolean;
   /**
    * Whether a call here may answer with a plain value rather than a Promise (a declared non-Promise return, or no
    * declaration at all): a call that waits for a person then stops the run at once, since no placeholder fits.
@@ -47,6 +49,7 @@ function fixedType(kind: DeclaredType["kind"], callable: boolean): DeclaredType 
     members: EMPTY,
     approvals: NO_APPROVALS,
     callApproval: false,
+    constructApproval: false,
     callSync: kind !== "declared",
     data: kind === "declared",
     get rest() {
@@ -81,6 +84,7 @@ interface Parts {
   data?: boolean;
   approvals?: ReadonlySet<string>;
   callApproval?: boolean;
+  constructApproval?: boolean;
   callSync?: boolean;
 }
 
@@ -123,6 +127,9 @@ class LazyType implements DeclaredType {
   }
   get callApproval(): boolean {
     return this.#get().callApproval ?? false;
+  }
+  get constructApproval(): boolean {
+    return this.#get().constructApproval ?? false;
   }
   get callSync(): boolean {
     return this.#get().callSync ?? true;
@@ -317,13 +324,15 @@ export class DeclaredTypes {
     const callApproval = signatures.some((signature) =>
       signature.getJsDocTags().some((tag) => tag.name === APPROVAL_TAG),
     );
-    const constructs = isAbstractClass(type)
-      ? []
-      : type.getConstructSignatures().map((signature) => this.of(signature.getReturnType()));
+    const constructSignatures = isAbstractClass(type) ? [] : type.getConstructSignatures();
+    const constructs = constructSignatures.map((signature) => this.of(signature.getReturnType()));
     return {
       members,
       approvals,
       callApproval,
+      constructApproval: constructSignatures.some((signature) =>
+        signature.getJsDocTags().some((tag) => tag.name === APPROVAL_TAG),
+      ),
       // A signature returning a non-Promise (or `any`) may answer at once: no Promise placeholder can stand for it.
       callSync: signatures.some((signature) => {
         const returned = signature.getReturnType();
@@ -440,6 +449,9 @@ function lazyOf(resolve: () => DeclaredType, approval = false): DeclaredType {
     get callApproval() {
       return approval || get().callApproval;
     },
+    get constructApproval() {
+      return get().constructApproval;
+    },
     get callSync() {
       return get().callSync;
     },
@@ -481,6 +493,7 @@ export function combine(types: readonly DeclaredType[]): DeclaredType {
       members,
       approvals,
       callApproval: objects.some((type) => type.callApproval),
+      constructApproval: objects.some((type) => type.constructApproval),
       callSync: objects.length === 0 || objects.some((type) => type.callSync),
       data: objects.length === 0,
       rest:

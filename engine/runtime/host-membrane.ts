@@ -55,6 +55,22 @@ export interface CallTarget {
   sync: boolean;
 }
 
+/**
+ * Where host code's calls of a function or class model code handed over go (a function handle passed to a host
+ * function, which calls it): the run in progress decides them as it decides the code's own calls.
+ */
+export type CallbackRoute = (operation: "call" | "construct", handle: number, args: string) => HostOutcome;
+
+/** What host code's call of a function model code handed over gets when no run is in progress. */
+export function outsideRun(): HostOutcome {
+  return {
+    kind: "error",
+    wire: hostErrorWire(
+      new Error("a function model code handed over can only be called while the code runs"),
+    ),
+  };
+}
+
 /** Answers, for an undeclared position, the declared type of the value's nearest declared class. */
 export type NearestDeclaredClass = (value: object) => DeclaredType | undefined;
 
@@ -75,6 +91,12 @@ export class HostMembrane implements HostMembraneContract {
   readonly #roots = new WeakMap<object, HandleLabel[]>();
   /** How handles made by the encode in progress are labelled. */
   #labelling: Labelling = { kind: "result", caller: {} };
+  #route: CallbackRoute = outsideRun;
+  /** What host code receives for a function or class handle in a call's arguments (one per handle). */
+  readonly #callbacks = new Map<number, (...args: unknown[]) => unknown>();
+  readonly #callbackHandles = new WeakMap<object, object>();
+  /** Classes model code may never construct (service classes and their subclasses). */
+  #unconstructible: (value: object) => boolean = () => false;
   #nextId = 1;
   /** The signal of the run whose calls this membrane makes (`currentRunSignal()` in the host methods it calls). */
   runSignal: AbortSignal | undefined;
@@ -88,6 +110,16 @@ export class HostMembrane implements HostMembraneContract {
   ) {
     this.#nearestDeclaredClass = options.nearestDeclaredClass ?? (() => undefined);
     this.#programClass = options.programClass ?? (() => undefined);
+  }
+
+  /** Sends host code's calls of function and class handles it was given through `route` (the run's decisions). */
+  routeCallbacks(route: CallbackRoute): void {
+    this.#route = route;
+  }
+
+  /** Marks classes model code may never construct, whatever position they cross in (service classes). */
+  refuseConstruction(test: (value: object) => boolean): void {
+    this.#unconstructible = test;
   }
 
   /**
@@ -124,8 +156,10 @@ export class HostMembrane implements HostMembraneContract {
     const entry = this.#entries.get(handle);
     if (entry === undefined) return undefined;
     const { service, name } = entry.label;
-    if (operation === "construct")
-      return { service, member: `new ${name ?? "(class)"}`, approval: false, sync: true };
+    if (operation === "construct") {
+      const approval = entry.type.kind !== "runtime" && entry.type.constructApproval;
+      return { service, member: `new ${name ?? "(class)"}`, approval, sync: true };
+    }
     if (member === null) {
       const type = entry.type;
       return { service, member: name ?? "(function)", approval: type.callApproval, sync: type.callSync };
@@ -136,6 +170,16 @@ export class HostMembrane implements HostMembraneContract {
     if (operation === "get") return { service: owner, member, approval, sync: true };
     const sync = entry.type.kind === "runtime" || (entry.type.members.get(member)?.callSync ?? true);
     return { service: owner, member, approval, sync };
+  }
+
+  /**
+   * What host code can do with a handle it is handed in a call's arguments: call a function, construct a class
+   * (named as `describe` names it); undefined for objects and unknown handles.
+   */
+  handedOver(handle: number): CallTarget | undefined {
+    const entry = this.#entries.get(handle);
+    if (entry === undefined || typeof entry.value !== "function") return undefined;
+    return this.describe(kindOf(entry.value) === "class" ? "construct" : "call", handle, null);
   }
 
   /** Decodes call arguments as data for a person or a policy to read: host objects appear as `describe` says. */
@@ -154,7 +198,8 @@ export class HostMembrane implements HostMembraneContract {
     const typed = typeHostObjects(value, type);
     return encodeWire(value, {
       rootPath,
-      onHostObject: (object, path) => this.#shapeOf(object, typed?.get(object) ?? UNDECLARED, path),
+      onHostObject: (object, path) =>
+        this.#shapeOf(this.#callbackHandles.get(object) ?? object, typed?.get(object) ?? UNDECLARED, path),
     });
   }
 
@@ -189,7 +234,8 @@ export class HostMembrane implements HostMembraneContract {
 
   construct(handle: number, args: string): HostOutcome {
     return this.#invoke(handle, (entry) => {
-      if (entry.shape.kind !== "class") throw new TypeError("value is not a constructor");
+      if (entry.shape.kind !== "class" || this.#unconstructible(entry.value))
+        throw new TypeError("value is not a constructor");
       const result = Reflect.construct(
         entry.value as new (
           ...args: unknown[]
@@ -258,9 +304,54 @@ export class HostMembrane implements HostMembraneContract {
     return (entry.value as Record<string, unknown>)[name];
   }
 
+  /**
+   * A call's arguments for host code. A function or class handle becomes a function whose calls (and `new`) go
+   * through the run's decisions, like the code's own calls: handing `moss.bank.transfer`'s kin to a host function
+   * that calls it must not skip the approval the member demands.
+   */
   #arguments(args: string): unknown[] {
-    const decoded = this.decode(args);
+    const decoded = decodeWire(args, {
+      onHandle: (shape) => {
+        const entry = this.#entries.get(shape.id);
+        if (entry === undefined) return undefined;
+        return typeof entry.value === "function" ? this.#callbackFor(shape.id, entry) : entry.value;
+      },
+    });
     return Array.isArray(decoded) ? decoded : [];
+  }
+
+  #callbackFor(id: number, entry: HandleEntry): (...args: unknown[]) => unknown {
+    let callback = this.#callbacks.get(id);
+    if (callback !== undefined) return callback;
+    const membrane = this;
+    const construct = kindOf(entry.value) === "class";
+    callback = function (this: unknown, ...args: unknown[]): unknown {
+      if (construct !== (new.target !== undefined)) {
+        throw new TypeError(
+          construct ? "this class must be called with new" : "this function is not a constructor",
+        );
+      }
+      return membrane.#settle(membrane.#route(construct ? "construct" : "call", id, membrane.encode(args)));
+    };
+    Object.defineProperty(callback, "name", { value: entry.label.name ?? "" });
+    this.#callbacks.set(id, callback);
+    this.#callbackHandles.set(callback, entry.value);
+    return callback;
+  }
+
+  /** A routed call's outcome as host code sees it: the value, a thrown error, or a promise of either. */
+  #settle(outcome: HostOutcome): unknown {
+    const fromWire = (kind: string, wire: string): unknown => {
+      if (kind === "value") return this.decode(wire);
+      throw errorFromWire(this.decode(wire));
+    };
+    if (outcome.kind === "value" || outcome.kind === "error") return fromWire(outcome.kind, outcome.wire);
+    if (outcome.kind === "promise") {
+      return outcome.settled.then((settled) =>
+        settled.kind === "pending" ? new Promise(() => {}) : fromWire(settled.kind, settled.wire),
+      );
+    }
+    throw new Error(outcome.kind === "refuse" ? outcome.message : "the call waits for a person's decision");
   }
 
   #shapeOf(value: object, position: DeclaredType, path: string): HandleShape {
@@ -282,6 +373,7 @@ export class HostMembrane implements HostMembraneContract {
       if (kind === "function" && type.callResult === undefined) kind = "object";
       if (kind === "class" && type.constructResult === undefined) kind = "object";
     }
+    if (kind === "class" && this.#unconstructible(value)) kind = "object";
     const shape: HandleShape = { id, kind, methods: [], properties: [] };
     for (const name of memberNames(value, kindOf(value))) {
       if (type.kind !== "runtime" && !type.members.has(name)) continue;
@@ -329,6 +421,16 @@ type Labelling =
 
 function sameLabel(a: HandleLabel, b: HandleLabel): boolean {
   return a.service === b.service && a.name === b.name;
+}
+
+/** An `Error` host code can catch, from the `{ name, message, code, fields }` a routed call failed with. */
+function errorFromWire(decoded: unknown): Error {
+  const record = (decoded ?? {}) as { name?: unknown; message?: unknown; code?: unknown; fields?: unknown };
+  const error = new Error(typeof record.message === "string" ? record.message : "the call failed");
+  if (typeof record.name === "string") error.name = record.name;
+  const fields = typeof record.fields === "object" && record.fields !== null ? record.fields : {};
+  Object.assign(error, fields, record.code === undefined ? {} : { code: record.code });
+  return error;
 }
 
 /** What a call's result inherits: the service of the handle called (or its name, for a module function). */

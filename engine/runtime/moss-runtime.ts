@@ -41,7 +41,7 @@ import {
 } from "./continuation.ts";
 import { type DeclaredType, DeclaredTypes, NOTHING, RUNTIME } from "./declared-members.ts";
 import { stripFences } from "./fenced-code.ts";
-import { HostMembrane } from "./host-membrane.ts";
+import { HostMembrane, outsideRun } from "./host-membrane.ts";
 import { MAX_IMAGE_BYTES, ShownImages } from "./image-content.ts";
 import {
   mapCallSiteToSnippet,
@@ -143,6 +143,7 @@ export class MossRuntime {
   #checker: WorkerModuleChecker | undefined;
   readonly #unchecked: string[] = [];
   #membrane: HostMembrane | undefined;
+  #serviceClasses: Set<unknown> | undefined;
   readonly #declaredTypes: DeclaredTypes;
   #session: SandboxSession | undefined;
   #stdout: string[] = [];
@@ -508,7 +509,7 @@ export class MossRuntime {
       membrane: this.#membraneFor(),
       replay: plan.replay,
       answers: plan.answers,
-      policy: this.#policies.length === 0 ? undefined : (call) => strictest(this.#policies, call),
+      policies: this.#policies,
       lineOf: (site) => mapCallSiteToSnippet(prepared.map, site),
       frameOf: (line) => codeFrame(code, line, 1, 2),
       origin: this.#origin,
@@ -549,7 +550,7 @@ export class MossRuntime {
       runEnded.abort(new Error("the run ended"));
       this.#shownImages = undefined;
     }
-    warnings.push(...this.#installWarnings.splice(0), ...result.warnings);
+    warnings.push(...this.#installWarnings.splice(0), ...result.warnings, ...runLog.warnings);
     if (!session.alive) this.#session = undefined;
     const calls = runLog.calls;
 
@@ -746,7 +747,46 @@ export class MossRuntime {
       nearestDeclaredClass: declared.nearestDeclaredClass(visibleClasses),
       programClass: (value) => declared.programClass(value),
     });
+    this.#membrane.refuseConstruction((value) => this.#isServiceClass(value));
+    this.#membrane.routeCallbacks(
+      (operation, handle, args) => this.#runLog?.callback(operation, handle, args) ?? outsideRun(),
+    );
     return this.#membrane;
+  }
+
+  /**
+   * Whether a class is a service type or extends one: the declared class of a `moss` service field, a class bound
+   * in the container as a token, or the class of an injected service. Model code never constructs these (the
+   * service would run a second time with arguments of the code's choice, outside what the host set up).
+   */
+  #isServiceClass(value: object): boolean {
+    if (typeof value !== "function") return false;
+    if (this.#serviceClasses === undefined) {
+      this.#serviceClasses = new Set();
+      for (const field of this.#module.analysis.mossClass?.fields ?? []) {
+        if (field.kind !== "service") continue;
+        const token = field.token?.kind === "class" ? this.#module.locals[field.token.name] : undefined;
+        if (typeof token === "function") this.#serviceClasses.add(token);
+      }
+      for (const service of this.#services.values()) {
+        const owner = typeof service === "object" && service !== null ? service.constructor : undefined;
+        if (typeof owner === "function" && owner !== Object) this.#serviceClasses.add(owner);
+      }
+    }
+    for (
+      let current: unknown = value;
+      typeof current === "function";
+      current = Object.getPrototypeOf(current)
+    ) {
+      if (current === Function.prototype) break;
+      if (this.#serviceClasses.has(current)) return true;
+      try {
+        if (this.#container.bound(current as new () => unknown)) return true;
+      } catch {
+        return true;
+      }
+    }
+    return false;
   }
 
   /** What the sandbox calls: the run log of the run in progress (outside a run, the membrane refuses by itself). */
@@ -861,6 +901,10 @@ export class MossRuntime {
       locals: Object.fromEntries(
         Object.entries(this.#locals).map(([name, value]) => [name, typeOfLocal(value)]),
       ),
+      serviceClasses: visibleValueNames(this.#module).filter((name) => {
+        const value = this.#module.locals[name];
+        return typeof value === "function" && this.#isServiceClass(value);
+      }),
     });
     for (const snippet of this.#unchecked.splice(0)) this.#checker.accept(snippet);
     return this.#checker;
@@ -876,17 +920,6 @@ export class MossRuntime {
     if (this.#closed)
       throw new MossError("runtime-closed", `this MossRuntime (${this.modulePath}) is closed`, {});
   }
-}
-
-/** The strictest verdict of the policies: deny over ask over allow (undefined: no opinion). */
-function strictest(policies: readonly CallPolicy[], call: Parameters<CallPolicy>[0]): ReturnType<CallPolicy> {
-  let verdict: ReturnType<CallPolicy>;
-  for (const policy of policies) {
-    const given = policy(call);
-    if (given === "deny") return "deny";
-    if (given === "ask" || (given === "allow" && verdict === undefined)) verdict = given;
-  }
-  return verdict;
 }
 
 /** The clock and random log a sandbox reported, as plain numbers (a sandbox process is not trusted). */

@@ -1,8 +1,13 @@
 import { type Context, trace as otelTrace, type Span, SpanStatusCode } from "@opentelemetry/api";
 import { hostErrorWire } from "../sandbox/host-error.ts";
-import type { HostMembrane as HostMembraneContract, HostOutcome } from "../sandbox/sandbox.ts";
+import type {
+  HostMembrane as HostMembraneContract,
+  HostOutcome,
+  SettledOutcome,
+} from "../sandbox/sandbox.ts";
 import { decodeWire, encodeWire } from "../sandbox/wire.ts";
 import type { Answers, CallPolicy, HostCallRecord, PendingRequest } from "../types.ts";
+import { decideByPolicies, type PolicyOutcome } from "./call-policy.ts";
 import type { CallTarget, HostMembrane } from "./host-membrane.ts";
 
 /*
@@ -50,7 +55,8 @@ export interface RunLogOptions {
   /** The log of the run being resumed (empty for a new run). */
   replay: readonly LogEntry[];
   answers: Answers;
-  policy: CallPolicy | undefined;
+  /** The host's policies (the compiler's, then the module's `__moss_policy__`): the strictest verdict decides. */
+  policies: readonly CallPolicy[];
   lineOf: LineOf;
   /** The lines of the model's code around a snippet line: made only for a request a person reads. */
   frameOf: (line: number) => string;
@@ -80,6 +86,12 @@ interface Denotation {
   description: string;
 }
 
+/** What the policies and the declaration say of a call (a policy may answer later, with a promise). */
+type Verdict =
+  | { kind: "allow" }
+  | { kind: "deny"; reason: string }
+  | { kind: "ask"; reason: "tag" | "policy" };
+
 /** moss-ts's tracer: a no-op unless the host registered an OpenTelemetry tracer provider. */
 export const tracer = () => otelTrace.getTracer("moss-ts");
 
@@ -91,6 +103,17 @@ export class RunLog implements HostMembraneContract {
   readonly calls: HostCallRecord[] = [];
   /** Requests this run waits for. */
   readonly requests: PendingRequest[] = [];
+  /** Warnings for the execution: policies that failed to decide (their calls were denied). */
+  readonly warnings: string[] = [];
+  /**
+   * Function and class handles a person approved handing to host code, while the approved call that received them
+   * runs (until its promise settles): how many such calls hold each.
+   */
+  readonly #approvedCallbacks = new Map<number, number>();
+  /** Entries of host code's calls of callbacks: traced, never logged (nor counted in the log's size). */
+  readonly #unlogged = new WeakSet<LogEntry>();
+  /** The call site (see `callSiteOf`) of the code's call in progress: host code's calls of callbacks happen on it. */
+  #site = 0;
   /** The first difference from the replayed log, when the run left it. */
   diverged: string | undefined;
   /** Calls made so far (the index of the next one in the log). */
@@ -187,42 +210,210 @@ export class RunLog implements HostMembraneContract {
     return this.#record(target, handle, key, args, scriptLine, (line) => {
       // Reads are not policy calls, but a read of an `@approval` member (a getter: host code runs) waits for a yes.
       if (operation === "get" && !target.approval) return { kind: "run", run };
-      const decision =
-        operation === "get"
-          ? ({ kind: "ask", reason: "tag" } as const)
-          : this.#decide(target, args, line, handle);
-      if (decision.kind === "ask") return { kind: "pending-approval", reason: decision.reason, run };
-      if (decision.kind === "deny") return { kind: "denied", reason: decision.reason };
-      return { kind: "run", run };
+      const toDecision = (verdict: Verdict): Decision => {
+        if (verdict.kind === "ask") return { kind: "pending-approval", reason: verdict.reason, run };
+        if (verdict.kind === "deny") return { kind: "denied", reason: verdict.reason };
+        return { kind: "run", run };
+      };
+      if (operation === "get") return toDecision({ kind: "ask", reason: "tag" });
+      // Handing host code a function or class whose use needs a person's yes asks for it here, where a run can wait.
+      const handed = this.#handedOver(args);
+      const carried = handed.some(({ callback }) => callback.approval)
+        ? { ...target, approval: true }
+        : target;
+      const verdict = this.#decide(carried, args, line, handle);
+      const withHanded = (decided: Verdict) =>
+        decided.kind === "allow" ? this.#policiesAsk(handed, line) : decided;
+      return verdict instanceof Promise
+        ? verdict.then(withHanded).then(toDecision)
+        : thenOrNow(withHanded(verdict), toDecision);
     });
   }
 
+  /**
+   * Host code calling (or constructing) a function or class handle it received in a call's arguments: decided here
+   * like a call of the code's own, traced, never logged (its effects replay with the call that received it). It
+   * cannot wait for a person inside another call: it runs on a need for approval only when a person approved the
+   * call that handed it over, and is denied otherwise.
+   */
+  callback(operation: "call" | "construct", handle: number, args: string): HostOutcome {
+    const membrane = this.#options.membrane;
+    const run = () =>
+      operation === "call" ? membrane.call(handle, null, args) : membrane.construct(handle, args);
+    const target = membrane.describe(operation, handle, null);
+    if (target === undefined) return run();
+    const key = `${target.service === undefined ? "" : `${target.service}.`}${target.member} (called by host code)`;
+    const line = this.#site > 0 ? this.#options.lineOf(this.#site) : undefined;
+    const trace: HostCallRecord = {
+      member: key,
+      ...(line === undefined ? {} : { line }),
+      outcome: "value",
+      durationMs: 0,
+      argsBytes: args.length,
+    };
+    this.calls.push(trace);
+    const entry: LogEntry = { key, args };
+    this.#unlogged.add(entry);
+    const act = (verdict: Verdict): HostOutcome => {
+      if (verdict.kind === "deny")
+        return this.#deny(entry, trace, target.member, verdict.reason, target.sync);
+      if (verdict.kind === "ask" && !this.#approvedCallbacks.has(handle)) {
+        const reason =
+          "host code called it inside another call, where the run cannot wait for a person (approve the call that hands it over)";
+        return this.#deny(entry, trace, target.member, reason, target.sync);
+      }
+      return this.#run(entry, this.#count - 1, line, trace, run);
+    };
+    const verdict = this.#decide(target, args, line, handle);
+    if (!(verdict instanceof Promise)) return act(verdict);
+    const later = verdict.then((decided): Decision => ({ kind: "run", run: () => act(decided) }));
+    return this.#whenDecided(later, target, entry, trace, (decision) =>
+      decision.kind === "run" ? decision.run() : errorOutcome(new Error("the call was not decided")),
+    );
+  }
+
+  /** Runs an approved call; host code may use the functions and classes it was handed while the call runs. */
+  #approvedWhile(handed: readonly number[], run: () => HostOutcome): HostOutcome {
+    if (handed.length === 0) return run();
+    const counts = this.#approvedCallbacks;
+    for (const id of handed) counts.set(id, (counts.get(id) ?? 0) + 1);
+    const release = () => {
+      for (const id of handed) {
+        const left = (counts.get(id) ?? 1) - 1;
+        if (left > 0) counts.set(id, left);
+        else counts.delete(id);
+      }
+    };
+    let outcome: HostOutcome;
+    try {
+      outcome = run();
+    } catch (error) {
+      release();
+      throw error;
+    }
+    if (outcome.kind !== "promise") {
+      release();
+      return outcome;
+    }
+    return {
+      kind: "promise",
+      settled: outcome.settled.then(
+        (settled) => {
+          release();
+          return settled;
+        },
+        (error: unknown) => {
+          release();
+          throw error;
+        },
+      ),
+    };
+  }
+
+  /** The functions and classes a call's arguments hand host code (their handles), as calls of them are named. */
+  #handedOver(args: string): { handle: number; callback: CallTarget }[] {
+    if (!args.includes('["H",')) return [];
+    const membrane = this.#options.membrane;
+    const handed: { handle: number; callback: CallTarget }[] = [];
+    for (const handle of handleSkeleton(args)?.ids ?? []) {
+      const callback = membrane.handedOver(handle);
+      if (callback !== undefined) handed.push({ handle, callback });
+    }
+    return handed;
+  }
+
+  /**
+   * Whether a policy asks for a function or class handed to host code (its arguments are not known yet: `[]`): the
+   * call that hands it over then asks, since host code's own call of it cannot wait for a person. A policy's deny
+   * or failure is left to the callback's own call, where it is decided with its arguments.
+   */
+  #policiesAsk(
+    handed: readonly { handle: number; callback: CallTarget }[],
+    line: number | undefined,
+  ): Verdict | Promise<Verdict> {
+    const policies = this.#options.policies;
+    if (handed.length === 0 || policies.length === 0) return { kind: "allow" };
+    const outcomes = handed.map(({ handle, callback }) =>
+      decideByPolicies(policies, {
+        service: callback.service,
+        member: callback.member,
+        args: [],
+        target: this.#describe(handle),
+        line,
+      }),
+    );
+    const verdict = (settled: readonly PolicyOutcome[]): Verdict =>
+      settled.some((outcome) => outcome.verdict === "ask" && outcome.warning === undefined)
+        ? { kind: "ask", reason: "policy" }
+        : { kind: "allow" };
+    if (!outcomes.some((outcome) => outcome instanceof Promise)) return verdict(outcomes as PolicyOutcome[]);
+    return Promise.all(outcomes).then(verdict, () => ({ kind: "allow" }) as const);
+  }
+
+  /**
+   * The one place a host call from model code is decided: the policies' strictest verdict (failing closed), then
+   * the declaration's `@approval`. A promise when a policy answers with one. `handle` is the handle called: the
+   * policy reads what it denotes (`target`), and host objects in the arguments as their descriptions.
+   */
   #decide(
     target: CallTarget,
     args: string,
     line: number | undefined,
-    handle?: number,
-  ): { kind: "allow" } | { kind: "deny"; reason: string } | { kind: "ask"; reason: "tag" | "policy" } {
-    const policy = this.#options.policy;
-    let verdict: ReturnType<CallPolicy>;
-    if (policy !== undefined) {
-      try {
-        verdict = policy({
-          service: target.service,
-          member: target.member,
-          args: this.#argumentsAsData(args),
-          ...(handle === undefined ? {} : { target: this.#describe(handle) }),
-          line,
-        });
-      } catch {
-        return { kind: "deny", reason: "the host's policy failed while deciding this call" };
+    handle: number | undefined,
+  ): Verdict | Promise<Verdict> {
+    const finish = (outcome: PolicyOutcome | undefined): Verdict => {
+      if (outcome?.warning !== undefined) this.warnings.push(outcome.warning);
+      if (outcome?.verdict === "deny") {
+        const reason =
+          outcome.warning === undefined
+            ? "denied by the host's policy"
+            : "the host's policy did not decide it";
+        return { kind: "deny", reason };
       }
+      // `@approval` asks whatever the policy allows: the declaration promises a person sees every call.
+      if (target.approval) return { kind: "ask", reason: "tag" };
+      if (outcome?.verdict === "ask") return { kind: "ask", reason: "policy" };
+      return { kind: "allow" };
+    };
+    const policies = this.#options.policies;
+    if (policies.length === 0) return finish(undefined);
+    const outcome = decideByPolicies(policies, {
+      service: target.service,
+      member: target.member,
+      args: this.#argumentsAsData(args),
+      ...(handle === undefined ? {} : { target: this.#describe(handle) }),
+      line,
+    });
+    return outcome instanceof Promise ? outcome.then(finish) : finish(outcome);
+  }
+
+  /**
+   * Acts on a decision; one a policy gives later is awaited when the call answers with a Promise anyway. A call that
+   * answers at once cannot wait for it: it is denied (fail closed), with a warning.
+   */
+  #whenDecided(
+    decision: Decision | Promise<Decision>,
+    target: CallTarget,
+    entry: LogEntry,
+    trace: HostCallRecord,
+    act: (decision: Decision) => HostOutcome,
+  ): HostOutcome {
+    if (!(decision instanceof Promise)) return act(decision);
+    if (target.sync) {
+      void decision.catch(() => {});
+      const reason = "the host's policy answered with a Promise, and this member answers at once";
+      this.warnings.push(
+        `a call policy answered with a Promise for ${entry.key}, which returns a plain value (not a Promise): the call cannot wait for it and was denied`,
+      );
+      return this.#deny(entry, trace, target.member, reason, true);
     }
-    if (verdict === "deny") return { kind: "deny", reason: "denied by the host's policy" };
-    // `@approval` asks whatever the policy allows: the declaration promises a person sees every call.
-    if (target.approval) return { kind: "ask", reason: "tag" };
-    if (verdict === "ask") return { kind: "ask", reason: "policy" };
-    return { kind: "allow" };
+    return {
+      kind: "promise",
+      settled: decision.then(
+        (decided) => settledOf(act(decided)),
+        () => settledOf(this.#deny(entry, trace, target.member, "the host's policy did not decide it", true)),
+      ),
+    };
   }
 
   /**
@@ -235,11 +426,12 @@ export class RunLog implements HostMembraneContract {
     key: string,
     args: string,
     scriptLine: number,
-    decide: (line: number | undefined) => Decision,
+    decide: (line: number | undefined) => Decision | Promise<Decision>,
   ): HostOutcome {
     if (this.diverged !== undefined)
       return { kind: "refuse", failure: "replay-diverged", message: this.diverged };
     const index = this.#count++;
+    this.#site = scriptLine;
     const line = scriptLine > 0 ? this.#options.lineOf(scriptLine) : undefined;
     const trace: HostCallRecord = {
       member: key,
@@ -280,21 +472,38 @@ export class RunLog implements HostMembraneContract {
         return replayedOutcome(logged.result);
       }
       if (logged.request !== undefined && logged.result === undefined) {
-        return this.#answered(logged, index, key, args, denoted, trace, () => decide(line), target.sync);
+        return this.#answered(logged, index, key, args, denoted, trace, () => decide(line), target);
       }
       // A result holding host objects of another runtime: the call runs again here to make them (see README).
     }
     const rerun = logged?.result?.handles ? logged.result : undefined;
-    const decision = decide(line);
     const entry: LogEntry = { key, args, ...denoted, origin: this.#options.origin };
     this.#keep(entry);
-    if (decision.kind === "denied") return this.#deny(entry, trace, target.member, decision.reason);
+    return this.#whenDecided(decide(line), target, entry, trace, (decision) =>
+      this.#act(decision, target, handle, entry, trace, index, line, args, rerun),
+    );
+  }
+
+  /** A new call, decided: it runs, is denied, or waits for a person (a request of this run). */
+  #act(
+    decision: Decision,
+    target: CallTarget,
+    handle: number | undefined,
+    entry: LogEntry,
+    trace: HostCallRecord,
+    index: number,
+    line: number | undefined,
+    args: string,
+    rerun: NonNullable<LogEntry["result"]> | undefined,
+  ): HostOutcome {
+    if (decision.kind === "denied")
+      return this.#deny(entry, trace, target.member, decision.reason, target.sync);
     if (decision.kind === "run") return this.#run(entry, index, line, trace, decision.run, rerun);
     if (this.#options.canPause !== true || this.overflowed !== undefined) {
       const reason =
         this.overflowed ??
         (typeof this.#options.canPause === "string" ? this.#options.canPause : "this run cannot pause");
-      return this.#deny(entry, trace, target.member, reason);
+      return this.#deny(entry, trace, target.member, reason, target.sync);
     }
     const site = line === undefined ? {} : { line, code: this.#options.frameOf(line) };
     const request: PendingRequest =
@@ -408,9 +617,10 @@ export class RunLog implements HostMembraneContract {
     args: string,
     denoted: { on?: string; handles?: string[] },
     trace: HostCallRecord,
-    decide: () => Decision,
-    sync: boolean,
+    decide: () => Decision | Promise<Decision>,
+    target: CallTarget,
   ): HostOutcome {
+    const sync = target.sync;
     const request = logged.request!;
     const entry: LogEntry = { key, args, ...denoted, request, origin: this.#options.origin };
     this.#keep(entry);
@@ -424,15 +634,19 @@ export class RunLog implements HostMembraneContract {
       trace.resultBytes = outcome.wire.length;
       return { kind: "promise", settled: Promise.resolve(outcome) };
     }
+    const member = request.kind === "approval" ? request.member : key;
     if ("approved" in answer && answer.approved) {
-      const decision = decide();
-      if (decision.kind === "pending-approval" || decision.kind === "run") {
-        return this.#run(entry, index, undefined, trace, decision.run);
-      }
+      const handed = args.includes('["H",') ? (handleSkeleton(args)?.ids ?? []) : [];
+      // Decided again: a policy that now denies (or fails) still wins over the person's yes.
+      return this.#whenDecided(decide(), target, entry, trace, (decision) =>
+        decision.kind === "pending-approval" || decision.kind === "run"
+          ? this.#run(entry, index, undefined, trace, () => this.#approvedWhile(handed, decision.run))
+          : this.#deny(entry, trace, member, decision.kind === "denied" ? decision.reason : "denied", sync),
+      );
     }
     const reason =
       "approved" in answer && !answer.approved && answer.reason ? answer.reason : "denied by a person";
-    return this.#deny(entry, trace, request.kind === "approval" ? request.member : key, reason);
+    return this.#deny(entry, trace, member, reason, sync);
   }
 
   /**
@@ -447,13 +661,19 @@ export class RunLog implements HostMembraneContract {
     return stop ? { kind: "pause" } : { kind: "pending" };
   }
 
-  #deny(entry: LogEntry, trace: HostCallRecord, member: string, reason: string): HostOutcome {
+  /**
+   * The call is refused: `ApprovalDenied`, thrown where the member answers at once (`sync`), else the rejection of
+   * the Promise it returns, so siblings of a `Promise.allSettled` go on.
+   */
+  #deny(entry: LogEntry, trace: HostCallRecord, member: string, reason: string, sync: boolean): HostOutcome {
     const wire = hostErrorWire(new ApprovalDenied(member, reason));
-    this.#grow(wire.length);
-    entry.result = { kind: "error", wire, handles: false };
+    if (!this.#unlogged.has(entry)) this.#grow(wire.length);
+    entry.result = { kind: sync ? "error" : "promise-error", wire, handles: false };
     trace.outcome = "denied";
     trace.resultBytes = wire.length;
-    return { kind: "error", wire };
+    return sync
+      ? { kind: "error", wire }
+      : { kind: "promise", settled: Promise.resolve({ kind: "error", wire }) };
   }
 
   /** Runs the call on the host: its outcome is recorded (when a promise settles, then) and traced. */
@@ -478,7 +698,7 @@ export class RunLog implements HostMembraneContract {
         wire,
         handles: holdsHandles(wire),
       };
-      this.#grow(wire.length);
+      if (!this.#unlogged.has(entry)) this.#grow(wire.length);
       trace.outcome = kind;
       trace.durationMs = performance.now() - started;
       trace.resultBytes = wire.length;
@@ -487,7 +707,8 @@ export class RunLog implements HostMembraneContract {
       if (rerun !== undefined && (rerun.kind !== entry.result.kind || !sameData(rerun.wire, wire))) {
         this.#divergeAt(index, line, `${entry.key}, run again, answered otherwise than it did before`);
       }
-      this.#learn(index, entry.key, wire);
+      // Host code's calls of callbacks answer host code: what they return is no result of model code's call `index`.
+      if (!this.#unlogged.has(entry)) this.#learn(index, entry.key, wire);
       span.setAttribute("moss.result_bytes", wire.length);
       if (kind === "error") span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();
@@ -504,6 +725,7 @@ export class RunLog implements HostMembraneContract {
     return {
       kind: "promise",
       settled: outcome.settled.then((settled) => {
+        if (settled.kind === "pending") return settled;
         finish(settled.kind, settled.wire, true);
         return settled;
       }),
@@ -519,6 +741,19 @@ function holdsHandles(wire: string): boolean {
   } catch {
     return true;
   }
+}
+
+/** Applies `next` to a value now, or once a promise of it settles. */
+function thenOrNow<T, U>(value: T | Promise<T>, next: (value: T) => U): U | Promise<U> {
+  return value instanceof Promise ? value.then(next) : next(value);
+}
+
+/** What a host promise settles to for an outcome decided later (a wait becomes `pending`: never delivered). */
+function settledOf(outcome: HostOutcome): SettledOutcome | Promise<SettledOutcome> {
+  if (outcome.kind === "value" || outcome.kind === "error") return outcome;
+  if (outcome.kind === "promise") return outcome.settled;
+  if (outcome.kind === "refuse") return { kind: "error", wire: hostErrorWire(new Error(outcome.message)) };
+  return { kind: "pending" };
 }
 
 function errorOutcome(error: Error): HostOutcome {

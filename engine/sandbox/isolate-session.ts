@@ -557,8 +557,7 @@ export class IsolateSession {
       return `e${errorWire(new Error("host objects can only be used while the code runs"))}`;
     }
     run.hostCalls++;
-    if (run.hostCalls > run.limits.maxHostCalls)
-      return `l${callLimitMessage(run.limits)}`;
+    if (run.hostCalls > run.limits.maxHostCalls) return `l${callLimitMessage(run.limits)}`;
     return run;
   }
 
@@ -577,10 +576,21 @@ export class IsolateSession {
     run.outstanding++;
     const promiseId = this.#nextPromiseId++;
     outcome.settled.then(
-      (settled) => this.#deliver(run, promiseId, settled.kind === "value" ? "v" : "e", settled.wire),
+      (settled) =>
+        settled.kind === "pending"
+          ? this.#waitInstead(run)
+          : this.#deliver(run, promiseId, settled.kind === "value" ? "v" : "e", settled.wire),
       (error: unknown) => this.#deliver(run, promiseId, "e", errorWire(error)),
     );
     return `p${promiseId}`;
+  }
+
+  /** A host promise that became a wait for a person: it is never delivered, and the run may pause. */
+  #waitInstead(run: ActiveRun): void {
+    if (run.ended || run.failure !== undefined || !this.alive) return;
+    run.outstanding--;
+    run.waiting++;
+    this.#finishWhenIdle(run);
   }
 
   #deliver(run: ActiveRun, promiseId: number, tag: "v" | "e", wire: string): void {

@@ -31,7 +31,8 @@ export type ParentMessage =
   | { type: "open"; session: number; setup: SessionSetup; memoryLimitBytes: number }
   | { type: "run"; session: number; request: SandboxRunRequest }
   | { type: "dispose"; session: number }
-  | { type: "settle"; promiseId: number; kind: "value" | "error"; wire: string };
+  | { type: "settle"; promiseId: number; kind: "value" | "error"; wire: string }
+  | { type: "settle"; promiseId: number; kind: "pending" };
 
 /** Messages a sandbox process sends to the parent. */
 export type ChildMessage =

@@ -434,7 +434,12 @@ class SandboxChild {
     const promiseId = this.#nextPromiseId++;
     this.#reply({ kind: "promise", promiseId });
     outcome.settled.then(
-      (settled) => this.#send({ type: "settle", promiseId, kind: settled.kind, wire: settled.wire }),
+      (settled) =>
+        this.#send(
+          settled.kind === "pending"
+            ? { type: "settle", promiseId, kind: "pending" }
+            : { type: "settle", promiseId, kind: settled.kind, wire: settled.wire },
+        ),
       (error: unknown) => this.#send({ type: "settle", promiseId, kind: "error", wire: errorWire(error) }),
     );
   }

@@ -4,7 +4,7 @@ import { crashResult } from "./crash-result.ts";
 import { type IsolateSession, memoryLimitMebibytes } from "./isolate-session.ts";
 import { type CallReply, type ChildMessage, LineChannel, type ParentMessage } from "./line-channel.ts";
 import type { HostOperation } from "./membrane-call.ts";
-import type { HostOutcome } from "./sandbox.ts";
+import type { HostOutcome, SettledOutcome } from "./sandbox.ts";
 import { WarmIsolates } from "./warm-isolates.ts";
 
 /*
@@ -19,7 +19,7 @@ const CALL_FD = 4;
 
 const warm = new WarmIsolates("caller-thread");
 const sessions = new Map<number, IsolateSession>();
-const promises = new Map<number, (settled: { kind: "value" | "error"; wire: string }) => void>();
+const promises = new Map<number, (settled: SettledOutcome) => void>();
 const replyBuffer = Buffer.allocUnsafe(64 * 1024);
 
 const socket = new Socket({ fd: 3, readable: true, writable: true });
@@ -30,7 +30,9 @@ function handle(message: ParentMessage): void {
     case "settle": {
       const resolve = promises.get(message.promiseId);
       promises.delete(message.promiseId);
-      resolve?.({ kind: message.kind, wire: message.wire });
+      resolve?.(
+        message.kind === "pending" ? { kind: "pending" } : { kind: message.kind, wire: message.wire },
+      );
       return;
     }
     case "open":
@@ -72,9 +74,7 @@ function callParent(
   const reply = JSON.parse(Buffer.concat(chunks).toString("utf8")) as CallReply;
   if (reply.kind !== "promise") return reply;
   // Registered before this thread returns to its event loop, where the matching settle is read.
-  const settled = new Promise<{ kind: "value" | "error"; wire: string }>((resolve) =>
-    promises.set(reply.promiseId, resolve),
-  );
+  const settled = new Promise<SettledOutcome>((resolve) => promises.set(reply.promiseId, resolve));
   return { kind: "promise", settled };
 }
 

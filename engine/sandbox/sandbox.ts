@@ -22,13 +22,19 @@ export interface HandleShape {
 }
 
 /** The outcome of one host call, as the membrane reports it to the driver. */
+/**
+ * How a host promise ends: a value or an error, or `pending` when what it waited for turned into a wait for a
+ * person's decision (a policy that answered later with "ask"): the isolate's promise then never settles.
+ */
+export type SettledOutcome = { kind: "value" | "error"; wire: string } | { kind: "pending" };
+
 export type HostOutcome =
   /** The host function returned synchronously: `wire` is the encoded value. */
   | { kind: "value"; wire: string }
   /** The host function threw synchronously: `wire` encodes `{ name, message }`. */
   | { kind: "error"; wire: string }
   /** The host function returned a Promise; it settles to a `value` or `error` outcome. */
-  | { kind: "promise"; settled: Promise<{ kind: "value" | "error"; wire: string }> }
+  | { kind: "promise"; settled: Promise<SettledOutcome> }
   /**
    * The call waits for a decision the run does not have (an approval, an answer): the isolate gets a promise that
    * never settles, and the run pauses as soon as nothing else can happen.

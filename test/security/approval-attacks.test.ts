@@ -185,7 +185,7 @@ describe.each(["in-process", "process"] as const)("approval attacks (%s driver)"
       const { runtime, bank } = await compile(sandbox, {
         policy: (call) => {
           seen.push(call);
-          return call.service === "bank" && call.member === "wipe" ? "deny" : undefined;
+          return call.service === "bank" && call.member === "wipe" ? "deny" : "allow";
         },
       });
       const execution = await runtime.execute({
@@ -276,7 +276,7 @@ describe.each(["in-process", "process"] as const)("approval attacks (%s driver)"
     test("a policy reads the same descriptions: it can deny closing one account and allow another", async () => {
       const { runtime, bank } = await compile(sandbox, {
         policy: (call) =>
-          call.member === "close" && call.target?.startsWith("moss.checking") ? "deny" : undefined,
+          call.member === "close" && call.target?.startsWith("moss.checking") ? "deny" : "allow",
       });
       const execution = await runtime.execute({
         code: `async function main(moss: Moss) {
@@ -401,7 +401,7 @@ describe.each(["in-process", "process"] as const)("approval attacks (%s driver)"
       const { runtime } = await compile(sandbox, {
         policy: (call) => {
           if (call.member === "note") lines.push(call.line);
-          return undefined;
+          return "allow";
         },
       });
       const execution = await runtime.execute({

@@ -291,20 +291,30 @@ function main(moss: Moss) {
       await rig.expectHostUnchanged();
     });
 
-    test("an instance of a visible host class built with new shows only the public members", async () => {
+    test("a visible service class cannot be built with new; the injected instance shows only the public members", async () => {
+      // Vault is the service's class (issue 15: model code never constructs a service class), so the code works
+      // with the instance the host injected.
       const execution = await rig.run(`
-function main() {
-  const vault: any = new Vault();
+function main(moss: any) {
+  let built: string;
+  try {
+    new (Vault as any)();
+    built = "constructed";
+  } catch (error) {
+    built = (error as Error).name;
+  }
+  const vault = moss.vault;
   let internal: string;
   try {
     internal = vault._internal();
   } catch (error) {
     internal = (error as Error).name;
   }
-  return { token: typeof vault.token, internal, read: vault.read("k"), keys: Reflect.ownKeys(vault).map(String) };
+  return { built, token: typeof vault.token, internal, read: vault.read("k"), keys: Reflect.ownKeys(vault).map(String) };
 }`);
       expect(execution.error).toBeUndefined();
       expect(execution.returns).toMatchObject({
+        built: "TypeError",
         token: "undefined",
         internal: "TypeError",
         read: "value of k",
