@@ -197,6 +197,8 @@ export class ServerStore {
     options: { images?: unknown[]; maxActiveRuns: number },
   ): Promise<Run> {
     const run = await this.database.transaction(async (executor) => {
+      // One run creation per tenant at a time (held to the commit), so its active-run count stays exact.
+      await executor.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`moss-tenant-runs\n${tenant}`]);
       const thread = await executor.query(
         "SELECT 1 FROM moss_threads WHERE tenant = $1 AND id = $2 FOR UPDATE",
         [tenant, threadId],

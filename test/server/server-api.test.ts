@@ -34,7 +34,9 @@ function suite(name: string, locate: () => Promise<{ location: DatabaseLocation;
       process.env.MOSS_VAULT_LOG = join(directory, "vault.log");
       place = await locate();
       model = await startFakeOpenAIServer(replies);
-      server = await startTestServer(place.location, model.baseUrl);
+      server = await startTestServer(place.location, model.baseUrl, {
+        tenantLimits: { bob: { maxActiveRuns: 1 } },
+      });
     }, 60_000);
     afterAll(async () => {
       await server?.close(1_000);
@@ -257,6 +259,30 @@ function suite(name: string, locate: () => Promise<{ location: DatabaseLocation;
         pending: [],
       });
       expect((await transfers()).length).toBe(before);
+    });
+
+    it("limits a tenant's active runs (429 too-many-runs) without touching other tenants", async () => {
+      replies.push(code(TRANSFER));
+      const first = await newThread("bob");
+      const second = await newThread("bob");
+      const { body } = await call(server, "POST", `/v1/threads/${first}/runs`, {
+        tenant: "bob",
+        body: { message: "Send bob 5." },
+      });
+      await readEvents(server, first, runSettles, { tenant: "bob" });
+      const refused = await call(server, "POST", `/v1/threads/${second}/runs`, {
+        tenant: "bob",
+        body: { message: "More." },
+      });
+      expect(refused).toMatchObject({ status: 429, body: { error: { code: "too-many-runs" } } });
+      expect(refused.body.error.message).toContain("maxActiveRuns 1");
+      expect((await call(server, "GET", `/v1/threads/${second}`, { tenant: "bob" })).body.lastEventId).toBe(
+        0,
+      );
+      expect(
+        (await call(server, "POST", `/v1/threads/${first}/runs/${body.run.id}/cancel`, { tenant: "bob" }))
+          .status,
+      ).toBe(202);
     });
 
     it("refuses bad input with a clear 4xx and loses nothing", async () => {
