@@ -29,6 +29,7 @@ export {
   renderDiagnostics,
   WorkerModuleChecker,
 } from "./check/index.ts";
+export { ModuleCache, type ModuleCacheOptions } from "./compiler/module-cache.ts";
 export { MossCompiler, type MossCompilerOptions } from "./compiler/moss-compiler.ts";
 export { type MossVitePlugin, mossVitePlugin } from "./compiler/vite-plugin.ts";
 export {

@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import type { LanguageModel } from "../agent/language-model.ts";
 import { compileModuleRuntime } from "../agent/module-runtime.ts";
 import { MossAgent, type MossAgentOptions } from "../agent/moss-agent.ts";
+import { ModuleCache } from "../compiler/module-cache.ts";
 import { type Database, type DatabaseLocation, openDatabase } from "./database.ts";
 import { DatabaseContextStore, DatabaseConversationStore } from "./database-stores.ts";
 import { EventHub } from "./event-hub.ts";
@@ -63,7 +64,8 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
     env.MOSS_CONTINUATION_KEY !== undefined && env.MOSS_CONTINUATION_KEY.trim() !== ""
       ? env.MOSS_CONTINUATION_KEY
       : await store.continuationKey(randomBytes(32).toString("base64url"));
-  const compiler = { ...options.agent?.compiler, continuationKey };
+  // Every thread's runtime is compiled from one analysis and one loaded instance of the module (see ModuleCache).
+  const compiler = { ...options.agent?.compiler, continuationKey, moduleCache: new ModuleCache() };
   const moduleConfig = options.moduleConfig ?? {};
   const createAgent = (sessionId: string) =>
     new MossAgent({
