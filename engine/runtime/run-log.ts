@@ -62,6 +62,8 @@ export interface RunLogOptions {
   traceContext?: Context;
   /** How many bytes (arguments, results, requests) the kept log may hold; past it the run can no longer pause. */
   maxLogBytes: number;
+  /** Called each time a new call of the kept log gets its result (or its denial): a journal may store the log. */
+  onSettled?: () => void;
 }
 
 type Operation = "call" | "construct" | "get";
@@ -422,6 +424,7 @@ export class RunLog implements HostMembraneContract {
       entry.result = { kind: "promise-value", wire: outcome.wire, handles: false };
       this.#grow(outcome.wire.length);
       trace.resultBytes = outcome.wire.length;
+      this.#options.onSettled?.();
       return { kind: "promise", settled: Promise.resolve(outcome) };
     }
     if ("approved" in answer && answer.approved) {
@@ -453,6 +456,7 @@ export class RunLog implements HostMembraneContract {
     entry.result = { kind: "error", wire, handles: false };
     trace.outcome = "denied";
     trace.resultBytes = wire.length;
+    this.#options.onSettled?.();
     return { kind: "error", wire };
   }
 
@@ -488,6 +492,7 @@ export class RunLog implements HostMembraneContract {
         this.#divergeAt(index, line, `${entry.key}, run again, answered otherwise than it did before`);
       }
       this.#learn(index, entry.key, wire);
+      this.#options.onSettled?.();
       span.setAttribute("moss.result_bytes", wire.length);
       if (kind === "error") span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();
