@@ -7,7 +7,7 @@ import { ModuleCache } from "../compiler/module-cache.ts";
 import { type Database, type DatabaseLocation, openDatabase } from "./database.ts";
 import { DatabaseContextStore, DatabaseConversationStore } from "./database-stores.ts";
 import { EventHub } from "./event-hub.ts";
-import { RunWorker, type RunWorkerOptions } from "./run-worker.ts";
+import { type CreateThreadAgent, RunWorker, type RunWorkerOptions } from "./run-worker.ts";
 import { createServerApp, type TenantLimits } from "./server-app.ts";
 import { ServerStore } from "./server-store.ts";
 import type { TenantTokens } from "./tenant-tokens.ts";
@@ -67,13 +67,13 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
   // Every thread's runtime is compiled from one analysis and one loaded instance of the module (see ModuleCache).
   const compiler = { ...options.agent?.compiler, continuationKey, moduleCache: new ModuleCache() };
   const moduleConfig = options.moduleConfig ?? {};
-  const createAgent = (sessionId: string) =>
+  const createAgent: CreateThreadAgent = (sessionId, hooks) =>
     new MossAgent({
       ...options.agent,
       compiler,
       model: options.model,
-      createRuntime: (context) =>
-        compileModuleRuntime(
+      createRuntime: async (context) => {
+        const runtime = await compileModuleRuntime(
           {
             modulePath: options.modulePath,
             compiler,
@@ -82,7 +82,10 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
             inject: [["moss.config", moduleConfig]],
           },
           context,
-        ),
+        );
+        if (hooks?.onCheckpoint !== undefined) runtime.onCheckpoint(hooks.onCheckpoint);
+        return runtime;
+      },
       sessionId,
       store: contexts,
       conversationStore: conversations,
