@@ -103,6 +103,35 @@ function suite(name: string, locate: () => Promise<{ location: DatabaseLocation;
       expect((await call(server, "POST", "/v1/threads", { tenant: "bob", body: { id } })).status).toBe(201);
     });
 
+    it("threads share the module compiled once, never their data: one thread's notes are not another's", async () => {
+      const completed = (event: { event: string; data: Record<string, any> }) =>
+        event.event === "run-status" && event.data.status === "completed";
+      const stdout = (events: Array<{ event: string; data: Record<string, any> }>) =>
+        events
+          .filter((event) => event.event === "execution")
+          .map((event) => String(event.data.execution.stdout))
+          .join("");
+      replies.push(
+        code('  moss.notes.push("secret of A");\n  console.log("notes", JSON.stringify(moss.notes));'),
+        {
+          content: "Kept.",
+        },
+      );
+      const first = await newThread();
+      expect(
+        (await call(server, "POST", `/v1/threads/${first}/runs`, { body: { message: "Keep it." } })).status,
+      ).toBe(202);
+      const firstEvents = await readEvents(server, first, completed);
+      replies.push(code('  console.log("notes", JSON.stringify(moss.notes));'), { content: "Read." });
+      const second = await newThread();
+      expect(
+        (await call(server, "POST", `/v1/threads/${second}/runs`, { body: { message: "Read it." } })).status,
+      ).toBe(202);
+      const secondEvents = await readEvents(server, second, completed);
+      expect(stdout(firstEvents)).toContain('notes ["secret of A"]');
+      expect(stdout(secondEvents)).toContain("notes []");
+    });
+
     it("runs a message and streams its stored AgentEvents with ids 1, 2, 3…; a reconnect with Last-Event-ID or ?after= gets exactly the rest", async () => {
       replies.push(code('  console.log("balance", await moss.vault.balance());'), {
         content: "You have 100 euros.",
