@@ -198,7 +198,7 @@ describe.runIf(POSTGRES_TESTS)("two moss serve instances on one PostgreSQL", () 
     // The first call completed and its checkpoint is stored; the second call is out (held) when the owner dies.
     let owner: ServeProcess | undefined;
     let row: Record<string, unknown> | undefined;
-    for (let attempt = 0; attempt < 600 && owner === undefined; attempt++) {
+    for (let attempt = 0; attempt < 1_500 && owner === undefined; attempt++) {
       const { rows } = await client.query("SELECT lease_owner, checkpoint FROM moss_runs WHERE id = $1", [
         runId,
       ]);
@@ -230,5 +230,5 @@ describe.runIf(POSTGRES_TESTS)("two moss serve instances on one PostgreSQL", () 
     expect(events.filter((event) => event.event === "run-end")).toHaveLength(1);
     survivor.child.kill("SIGTERM");
     expect(await survivor.exited).toBe(0);
-  }, 180_000);
+  }, 300_000);
 });
