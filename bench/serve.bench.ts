@@ -4,6 +4,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { OpenAILanguageModel } from "../engine/agent/openai-language-model.ts";
 import { startMossServer } from "../engine/server/moss-server.ts";
 import { TenantTokens } from "../engine/server/tenant-tokens.ts";
@@ -124,6 +125,9 @@ export async function run(): Promise<void> {
       }
     });
     await new Promise((resolve) => setTimeout(resolve, 500));
+    // How long the event loop serving HTTP (and the worker, and these clients) was blocked while the runs worked.
+    const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+    loopDelay.enable();
     const started = performance.now();
     await Promise.all(
       threads.map(async (thread) => {
@@ -135,6 +139,7 @@ export async function run(): Promise<void> {
     );
     await Promise.all(clients);
     const wall = performance.now() - started;
+    loopDelay.disable();
     // Events lost: what each live client got against what the database holds, id for id.
     let lost = 0;
     let duplicated = 0;
@@ -164,6 +169,10 @@ export async function run(): Promise<void> {
     console.log(
       `all ${THREADS} runs done in ${(wall / 1000).toFixed(1)} s; events lost: ${lost}; duplicated: ${duplicated}; ` +
         `${DROPPERS} clients dropped mid-run and reconnected ${reconnects} times with Last-Event-ID, missing ${lost} events`,
+    );
+    console.log(
+      `event-loop delay while the runs worked (the loop serving HTTP): p50 ${(loopDelay.percentile(50) / 1e6).toFixed(0)} ms, ` +
+        `p99 ${(loopDelay.percentile(99) / 1e6).toFixed(0)} ms, max ${(loopDelay.max / 1e6).toFixed(0)} ms`,
     );
     // Bad input: each must be a clear 4xx.
     const bad: Array<[string, Promise<Response>]> = [

@@ -36,6 +36,7 @@ export {
   type MossVitePlugin,
   mossVitePlugin,
 } from "./compiler/index.ts";
+export { ModuleCache, type ModuleCacheOptions } from "./compiler/module-cache.ts";
 export {
   type ContextStore,
   createContext,

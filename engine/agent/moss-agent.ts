@@ -336,6 +336,8 @@ export class MossAgent {
           await this.#persist(runtime);
           continue;
         }
+        // The answer is stored before its code runs: a run taken over mid-step resumes it, not asks again.
+        await this.#persist(runtime);
         const outcome = await this.#runActions(runtime, actions, {
           assistantId: assistant.id,
           from: 0,

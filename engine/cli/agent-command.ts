@@ -64,6 +64,8 @@ asked (approve or deny with a reason; pick a choice or type an answer) and the r
   --answers <file|->      answers by request id: {"<id>": {"approved": true} | {"approved": false, "reason": "…"}
                           | {"answer": "…"}}; consulted at every pause
   --resume                continue the session's paused run (needs --session; takes no task)
+  --config <file>         settings file (default ./moss.config.yaml when it exists): model and agent keys; flags
+                          and environment variables win over it
 A question no one answers leaves the run paused (exit ${EXIT.paused}); the session keeps it for --resume. Paused runs are
 signed with $MOSS_CONTINUATION_KEY, else a key kept in <sessions-dir>/continuation.key.
 The run stops for one of these reasons, printed on its last line (exit code in parentheses):
@@ -89,6 +91,7 @@ export const agentCommand: CliCommand = async (argv, io) => {
       answers: { type: "string" },
       resume: { type: "boolean" },
       "working-directory": { type: "string" },
+      config: { type: "string" },
     },
     USAGE,
   );
@@ -131,12 +134,23 @@ export const agentCommand: CliCommand = async (argv, io) => {
   ]);
   // A module that does not type-check is an unusable input (exit 4), before any model is asked.
   await (await import("../compiler/index.ts")).checkModuleFile(modulePath!);
+  // moss.config.yaml (the same file `moss serve` reads): a setting's flag wins, then its environment variable.
+  const config = await (await import("../server/moss-config.ts")).loadMossConfig({
+    cwd: io.cwd,
+    modulePath: modulePath!,
+    ...(values.config === undefined ? {} : { file: values.config }),
+  });
+  const configured = <T>(path: string, flag: T | undefined, envName?: string): T | string | undefined =>
+    flag ?? (envName === undefined ? undefined : nonEmpty(io.env[envName])) ?? config.get<T>(path);
+  const asText = (value: unknown) => (value === undefined ? undefined : String(value));
+  const modelName = configured("model.name", values.model, "MOSS_MODEL");
+  const baseUrl = configured("model.baseUrl", values["base-url"], "OPENAI_BASE_URL");
   const model: LanguageModel = values.replay
     ? await ScriptedLanguageModel.fromFile(resolve(io.cwd, values.replay))
     : new OpenAILanguageModel({
         env: io.env,
-        ...(values.model === undefined ? {} : { model: values.model }),
-        ...(values["base-url"] === undefined ? {} : { baseUrl: values["base-url"] }),
+        ...(modelName === undefined ? {} : { model: String(modelName) }),
+        ...(baseUrl === undefined ? {} : { baseUrl: String(baseUrl) }),
       });
   const sessionsDirectory = resolve(io.cwd, values["sessions-dir"] ?? join(".moss", "sessions"));
   const store = values.session === undefined ? undefined : new FileContextStore(sessionsDirectory);
@@ -151,12 +165,20 @@ export const agentCommand: CliCommand = async (argv, io) => {
     modulePath: resolve(io.cwd, modulePath!),
     ...(container === undefined ? {} : { container }),
     ...(continuationKey === undefined ? {} : { compiler: { continuationKey } }),
-    tools: !values["no-tools"],
-    maxSteps: positiveInteger(values["max-steps"], "--max-steps", 10),
-    maxConsecutiveErrors: positiveInteger(values["max-errors"], "--max-errors", 3),
-    ...optionalInteger(values["max-tokens"] ?? nonEmpty(io.env.MOSS_MAX_TOKENS), "--max-tokens", "maxTokens"),
+    tools: values["no-tools"] === true ? false : (config.get<boolean>("agent.tools") ?? true),
+    maxSteps: positiveInteger(asText(configured("agent.maxSteps", values["max-steps"])), "--max-steps", 10),
+    maxConsecutiveErrors: positiveInteger(
+      asText(configured("agent.maxErrors", values["max-errors"])),
+      "--max-errors",
+      3,
+    ),
     ...optionalInteger(
-      values["context-tokens"] ?? nonEmpty(io.env.MOSS_CONTEXT_TOKENS),
+      asText(configured("model.maxTokens", values["max-tokens"], "MOSS_MAX_TOKENS")),
+      "--max-tokens",
+      "maxTokens",
+    ),
+    ...optionalInteger(
+      asText(configured("model.contextTokens", values["context-tokens"], "MOSS_CONTEXT_TOKENS")),
       "--context-tokens",
       "contextTokens",
     ),

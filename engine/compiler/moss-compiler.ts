@@ -14,6 +14,7 @@ import {
 import type { CompiledModule } from "./compiled-module.ts";
 import { loadModule } from "./load-module.ts";
 import { HOOK_NAMES, type HookName, type ModuleAnalysis, type MossField } from "./module-analysis.ts";
+import type { ModuleCache } from "./module-cache.ts";
 import { readCheckedModule } from "./module-type-check.ts";
 import { restoreContext } from "./restore-context.ts";
 
@@ -41,6 +42,11 @@ export interface MossCompilerOptions {
    * of the production host setup (`moss test`, `MossTestSuite`). Default false.
    */
   testSetup?: boolean;
+  /**
+   * Shares the module's analysis, type-check, loaded instance and reflected prompt with every compiler given the
+   * same cache (see `ModuleCache` for what sessions then share). Default: this compile reads and loads its own.
+   */
+  moduleCache?: ModuleCache;
 }
 
 const NON_FUNCTION_HOOKS: readonly HookName[] = ["__moss_test_cases__"];
@@ -196,7 +202,13 @@ export class MossCompiler {
     this.#modulePath = modulePath;
     const absolute = path.resolve(modulePath);
     const source = this.#context?.code ?? (await readModuleFile(absolute, modulePath));
-    const { project, analysis } = readCheckedModule(absolute, source, modulePath);
+    const sourceOverridden = this.#context?.code !== undefined;
+    const build = () => buildModule(absolute, modulePath, source, sourceOverridden);
+    const module = await (this.#options.moduleCache?.compiled(
+      { path: absolute, displayPath: modulePath, source, sourceOverridden },
+      build,
+    ) ?? build());
+    const { analysis } = module;
     // Bounded by the larger of the default and the configured result limit: a field saved under a larger limit
     // still loads, and the runtime then refuses it by name if it is over the limit in force.
     const maxBytes = Math.max(DEFAULT_LIMITS.maxResultBytes, this.#options.limits?.maxResultBytes ?? 0);
@@ -207,20 +219,6 @@ export class MossCompiler {
       this.#warnings.push(warning);
       process.emitWarning(warning, { code: "MOSS_CONTEXT_UNDECLARED" });
     }
-    const valueNames = [...new Set(analysis.names.filter((name) => name.value).map((name) => name.name))];
-    const loaded = await loadModule(absolute, source, valueNames, {
-      sourceOverridden: this.#context?.code !== undefined,
-    });
-    const module: CompiledModule = {
-      path: absolute,
-      displayPath: modulePath,
-      analysis,
-      project,
-      namespace: loaded.namespace,
-      locals: loaded.locals,
-      hooks: collectHooks(analysis, loaded.namespace, modulePath),
-      mossClass: resolveMossClass(analysis, loaded.locals, modulePath),
-    };
     if (this.#options.testSetup === true) {
       this.#bindingTestFakes = true;
       try {
@@ -345,6 +343,28 @@ export class MossCompiler {
 export async function checkModuleFile(modulePath: string): Promise<void> {
   const absolute = path.resolve(modulePath);
   readCheckedModule(absolute, await readModuleFile(absolute, modulePath), modulePath);
+}
+
+/** Reads, type-checks and loads a context module: the part of a compile that does not depend on the session. */
+async function buildModule(
+  absolute: string,
+  displayPath: string,
+  source: string,
+  sourceOverridden: boolean,
+): Promise<CompiledModule> {
+  const { project, analysis } = readCheckedModule(absolute, source, displayPath);
+  const valueNames = [...new Set(analysis.names.filter((name) => name.value).map((name) => name.name))];
+  const loaded = await loadModule(absolute, source, valueNames, { sourceOverridden });
+  return {
+    path: absolute,
+    displayPath,
+    analysis,
+    project,
+    namespace: loaded.namespace,
+    locals: loaded.locals,
+    hooks: collectHooks(analysis, loaded.namespace, displayPath),
+    mossClass: resolveMossClass(analysis, loaded.locals, displayPath),
+  };
 }
 
 async function readModuleFile(absolute: string, given: string): Promise<string> {

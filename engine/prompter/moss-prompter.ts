@@ -5,6 +5,8 @@ import { isLineHidden, visibleSource } from "../compiler/hidden-regions.ts";
 import { MossError } from "../errors.ts";
 import { isNonPublicMember, renderDeclaration } from "./render-declaration.ts";
 
+/** Reflected imports by module (see `ModuleCache`: several runtimes may share one module). */
+const reflections = new WeakMap<CompiledModule, AttributeEntry[]>();
 /** One entry of the attribute section. */
 export interface AttributeEntry {
   name: string;
@@ -41,7 +43,7 @@ export class MossPrompter {
    * the reflection and only re-run `__moss_attr_prompts__`.
    */
   async prepare(): Promise<void> {
-    this.#reflected ??= this.#reflectImports();
+    this.#reflected ??= this.#reflection();
   }
 
   /** The module source; by default without hidden regions and marker lines. */
@@ -62,7 +64,7 @@ export class MossPrompter {
     const entries: AttributeEntry[] = overrides
       .filter(([, prompt]) => prompt !== "")
       .map(([name, prompt]) => ({ name, prompt: prompt as string, origin: "override" as const }));
-    this.#reflected ??= this.#reflectImports();
+    this.#reflected ??= this.#reflection();
     for (const entry of this.#reflected) if (!decided.has(entry.name)) entries.push(entry);
     return entries;
   }
@@ -124,6 +126,16 @@ export class MossPrompter {
       file: this.#module.displayPath,
       hook,
     });
+  }
+
+  /** The imports' reflection depends on the module alone: runtimes sharing a cached module share it. */
+  #reflection(): AttributeEntry[] {
+    let entries = reflections.get(this.#module);
+    if (entries === undefined) {
+      entries = this.#reflectImports();
+      reflections.set(this.#module, entries);
+    }
+    return entries;
   }
 
   #reflectImports(): AttributeEntry[] {

@@ -107,6 +107,21 @@ function wireOf(embedded: unknown): string {
 }
 
 /**
+ * The code a continuation runs, read without checking its signature (the payload is readable by design; the runtime
+ * that resumes it checks everything): undefined when the text is not a continuation.
+ */
+export function continuationCode(text: string): string | undefined {
+  const body = text.split(".")[1];
+  if (body === undefined) return undefined;
+  try {
+    const payload = JSON.parse(Buffer.from(body, "base64url").toString("utf8")) as { code?: unknown };
+    return typeof payload.code === "string" ? payload.code : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * Verifies and decodes a continuation. A malformed, tampered, foreign (signed with another key) or expired one is
  * refused with `continuation-invalid`; so is one made for another module or another version of it, or in another
  * session (another context: one user's paused run must not act on another user's data).

@@ -136,6 +136,7 @@ export class MossRuntime {
   #runLog: RunLog | undefined;
   /** Images the run in progress showed with `moss.show`. */
   #shownImages: ShownImages | undefined;
+  readonly #checkpointListeners = new Set<(checkpoint: string) => void>();
   #data: Record<string, unknown> = {};
   #context: MossContext;
   #hostMoss: Record<string, unknown> | undefined;
@@ -306,6 +307,18 @@ export class MossRuntime {
   }
 
   /**
+   * Calls `listener` after each host call a run of this runtime completes, with a signed continuation of the run so
+   * far that waits for nothing: if this process dies mid-run, a runtime of the same session (and continuation key)
+   * elsewhere continues it with `resume(checkpoint, {})`. The calls it holds (the completed prefix of the run's log)
+   * replay instead of running again; a call still in flight at the checkpoint, or whose result held host objects,
+   * runs again, and the clock and random values are read afresh. Returns the function that removes the listener.
+   */
+  onCheckpoint(listener: (checkpoint: string) => void): () => void {
+    this.#checkpointListeners.add(listener);
+    return () => this.#checkpointListeners.delete(listener);
+  }
+
+  /**
    * Resumes a paused run: the same code runs again from the start against its log. Calls that completed return
    * their logged results without running again, the clock and random values replay, the answered requests proceed
    * (or fail with `ApprovalDenied`), new calls run for real. It may pause again. Faults of the code come back in
@@ -401,6 +414,41 @@ export class MossRuntime {
       [],
       started,
     );
+  }
+
+  /** Tells the checkpoint listeners the run so far (see `onCheckpoint`): its log up to the first unsettled call. */
+  #checkpoint(plan: RunPlan, runLog: RunLog): void {
+    const settled = runLog.entries.findIndex((entry) => entry.result === undefined);
+    const now = Date.now();
+    const payload: ContinuationPayload = {
+      v: 1,
+      module: this.#module.displayPath,
+      moduleHash: this.#hash(),
+      session: this.#sessionId(),
+      code: plan.code,
+      target: plan.target,
+      args: plan.args,
+      localArgs: plan.localArgs,
+      log: settled < 0 ? [...runLog.entries] : runLog.entries.slice(0, settled),
+      nondeterminism: { clock: [], random: [] },
+      data: plan.dataBefore,
+      requests: [],
+      issuedAt: now,
+      expiresAt: now + this.#continuationTtlMs,
+    };
+    const signed = signContinuation(
+      payload,
+      this.#continuationKey,
+      MAX_CONTINUATION_RESULTS * plan.limits.maxResultBytes,
+    );
+    if ("tooLarge" in signed) return;
+    for (const listener of this.#checkpointListeners) {
+      try {
+        listener(signed.text);
+      } catch (error) {
+        process.emitWarning(`a checkpoint listener threw: ${(error as Error).message}`);
+      }
+    }
   }
 
   /** The limits of a run: the runtime's, then the request's `limits`, then its `timeoutMs`. */
@@ -517,6 +565,7 @@ export class MossRuntime {
       traceContext,
       // A paused run's log travels in its continuation: a few results' worth, never the host's memory.
       maxLogBytes: MAX_LOG_RESULTS * limits.maxResultBytes,
+      ...(this.#checkpointListeners.size === 0 ? {} : { onSettled: () => this.#checkpoint(plan, runLog) }),
     });
     this.#runLog = runLog;
     const runEnded = new AbortController();

@@ -68,6 +68,8 @@ export interface RunLogOptions {
   traceContext?: Context;
   /** How many bytes (arguments, results, requests) the kept log may hold; past it the run can no longer pause. */
   maxLogBytes: number;
+  /** Called each time a new call of the kept log gets its result (or its denial): a journal may store the log. */
+  onSettled?: () => void;
 }
 
 type Operation = "call" | "construct" | "get";
@@ -632,6 +634,7 @@ export class RunLog implements HostMembraneContract {
       entry.result = { kind: "promise-value", wire: outcome.wire, handles: false };
       this.#grow(outcome.wire.length);
       trace.resultBytes = outcome.wire.length;
+      this.#options.onSettled?.();
       return { kind: "promise", settled: Promise.resolve(outcome) };
     }
     const member = request.kind === "approval" ? request.member : key;
@@ -671,6 +674,7 @@ export class RunLog implements HostMembraneContract {
     entry.result = { kind: sync ? "error" : "promise-error", wire, handles: false };
     trace.outcome = "denied";
     trace.resultBytes = wire.length;
+    this.#options.onSettled?.();
     return sync
       ? { kind: "error", wire }
       : { kind: "promise", settled: Promise.resolve({ kind: "error", wire }) };
@@ -709,6 +713,7 @@ export class RunLog implements HostMembraneContract {
       }
       // Host code's calls of callbacks answer host code: what they return is no result of model code's call `index`.
       if (!this.#unlogged.has(entry)) this.#learn(index, entry.key, wire);
+      this.#options.onSettled?.();
       span.setAttribute("moss.result_bytes", wire.length);
       if (kind === "error") span.setStatus({ code: SpanStatusCode.ERROR });
       span.end();

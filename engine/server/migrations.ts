@@ -92,6 +92,13 @@ CREATE TABLE moss_idempotency_keys (
 );
 `,
   },
+  {
+    version: 2,
+    name: "run checkpoints: a taken-over run resumes by replay",
+    sql: `
+ALTER TABLE moss_runs ADD COLUMN checkpoint text;
+`,
+  },
 ];
 
 /** The schema version this code expects. */

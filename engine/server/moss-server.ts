@@ -3,10 +3,11 @@ import type { AddressInfo } from "node:net";
 import type { LanguageModel } from "../agent/index.ts";
 import { compileModuleRuntime } from "../agent/module-runtime.ts";
 import { MossAgent, type MossAgentOptions } from "../agent/moss-agent.ts";
+import { ModuleCache } from "../compiler/module-cache.ts";
 import { type Database, type DatabaseLocation, openDatabase } from "./database.ts";
 import { DatabaseContextStore, DatabaseConversationStore } from "./database-stores.ts";
 import { EventHub } from "./event-hub.ts";
-import { RunWorker, type RunWorkerOptions } from "./run-worker.ts";
+import { type CreateThreadAgent, RunWorker, type RunWorkerOptions } from "./run-worker.ts";
 import { createServerApp, type TenantLimits } from "./server-app.ts";
 import { ServerStore } from "./server-store.ts";
 import type { TenantTokens } from "./tenant-tokens.ts";
@@ -63,15 +64,16 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
     env.MOSS_CONTINUATION_KEY !== undefined && env.MOSS_CONTINUATION_KEY.trim() !== ""
       ? env.MOSS_CONTINUATION_KEY
       : await store.continuationKey(randomBytes(32).toString("base64url"));
-  const compiler = { ...options.agent?.compiler, continuationKey };
+  // Every thread's runtime is compiled from one analysis and one loaded instance of the module (see ModuleCache).
+  const compiler = { ...options.agent?.compiler, continuationKey, moduleCache: new ModuleCache() };
   const moduleConfig = options.moduleConfig ?? {};
-  const createAgent = (sessionId: string) =>
+  const createAgent: CreateThreadAgent = (sessionId, hooks) =>
     new MossAgent({
       ...options.agent,
       compiler,
       model: options.model,
-      createRuntime: (context) =>
-        compileModuleRuntime(
+      createRuntime: async (context) => {
+        const runtime = await compileModuleRuntime(
           {
             modulePath: options.modulePath,
             compiler,
@@ -80,7 +82,10 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
             inject: [["moss.config", moduleConfig]],
           },
           context,
-        ),
+        );
+        if (hooks?.onCheckpoint !== undefined) runtime.onCheckpoint(hooks.onCheckpoint);
+        return runtime;
+      },
       sessionId,
       store: contexts,
       conversationStore: conversations,

@@ -1,10 +1,17 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { AgentEvent, AgentRunResult, ConversationStore, MossAgent } from "../agent/index.ts";
+import { continuationCode } from "../runtime/continuation.ts";
 import { CHANNELS, type ClaimedRun, ServerStore } from "./server-store.ts";
 
-/** Builds the agent of one thread session (a fresh one per run: the thread's state lives in the database). */
-export type CreateThreadAgent = (sessionId: string) => MossAgent;
+/**
+ * Builds the agent of one thread session (a fresh one per run: the thread's state lives in the database); its
+ * runtime reports each checkpoint of a run to `onCheckpoint` (see `MossRuntime.onCheckpoint`).
+ */
+export type CreateThreadAgent = (
+  sessionId: string,
+  hooks?: { onCheckpoint?: (checkpoint: string) => void },
+) => MossAgent;
 
 /** Options of {@link RunWorker}. */
 export interface RunWorkerOptions {
@@ -183,18 +190,35 @@ export class RunWorker {
                 storeFailure ??= error;
               }),
       );
+      // The step's code ended: its checkpoint must not be replayed by a later takeover.
+      if (event.type === "execution")
+        stored = stored.then(() => store.clearCheckpoint(run.id, this.workerId).catch(() => {}));
     };
-    if (claimed.recovered && claimed.answers === undefined)
-      await this.#branchBeforeTask(sessionId, run.message);
-    const agent = this.#createAgent(sessionId);
+    // Checkpoints are kept in order with the events; one that cannot be stored only costs replay on a takeover.
+    const onCheckpoint = (checkpoint: string) => {
+      stored = stored.then(() =>
+        active.stop === "lost"
+          ? undefined
+          : store.saveCheckpoint(run.id, this.workerId, checkpoint).catch(() => {}),
+      );
+    };
+    let resumeCheckpoint = false;
+    if (claimed.recovered && claimed.answers === undefined) {
+      resumeCheckpoint =
+        claimed.checkpoint !== undefined && (await this.#pendFromCheckpoint(sessionId, claimed.checkpoint));
+      if (!resumeCheckpoint) await this.#branchBeforeTask(sessionId, run.message);
+    }
+    const agent = this.#createAgent(sessionId, { onCheckpoint });
     let result: AgentRunResult | undefined;
     let failure: unknown;
     try {
       const options = { signal: active.abort.signal, onEvent };
       result =
-        claimed.answers === undefined
-          ? await agent.run(run.message, options)
-          : await agent.resume(claimed.answers, options);
+        claimed.answers !== undefined
+          ? await agent.resume(claimed.answers, options)
+          : resumeCheckpoint
+            ? await agent.resume({}, options)
+            : await agent.run(run.message, options);
     } catch (error) {
       failure = error;
     } finally {
@@ -227,6 +251,38 @@ export class RunWorker {
         ...(failed ? { error: result.reason } : {}),
       });
     }
+  }
+
+  /**
+   * A run taken over from a dead worker whose step was running code (its model answer is stored, the step's code
+   * left a checkpoint) continues that step: the checkpoint becomes the paused step of the conversation's head, which
+   * the agent resumes with no answers, replaying the host calls the dead worker completed and not asking the model
+   * again. Only a step of one action qualifies (the observations of a step's earlier actions were not stored yet).
+   * Resolves false when the conversation is not at such a step.
+   */
+  async #pendFromCheckpoint(sessionId: string, checkpoint: string): Promise<boolean> {
+    const conversation = await this.#conversations.load(sessionId);
+    const head = conversation?.head;
+    const code = continuationCode(checkpoint);
+    if (conversation === undefined || head === undefined || code === undefined) return false;
+    const toolCalls = (head.metadata.toolCalls as Array<{ id: string }> | undefined) ?? [];
+    if (head.role !== "assistant" || head.metadata.pending !== undefined || toolCalls.length > 1)
+      return false;
+    conversation.update(head.id, {
+      // The agent's paused-step record (MossAgent's PendingStep): a checkpoint waits for no answer.
+      pending: {
+        continuation: checkpoint,
+        requests: [],
+        assistantId: head.id,
+        actionIndex: 0,
+        step: typeof head.metadata.step === "number" ? head.metadata.step : 1,
+        code,
+        ...(toolCalls[0] === undefined ? {} : { toolCallId: toolCalls[0].id }),
+        failedBefore: false,
+      },
+    });
+    await this.#conversations.save(sessionId, conversation);
+    return true;
   }
 
   /**

@@ -52,6 +52,8 @@ export interface ClaimedRun {
   answers: Answers | undefined;
   /** The worker that held it before lost its lease (it died or stalled). */
   recovered: boolean;
+  /** The last checkpoint (see `MossRuntime.onCheckpoint`) the worker that held it stored; a takeover resumes it. */
+  checkpoint: string | undefined;
 }
 
 /** A response the answers endpoint gives (stored under its Idempotency-Key). */
@@ -76,6 +78,7 @@ interface RunRow {
   status: RunStatus;
   message: string;
   answers: Answers | null;
+  checkpoint?: string | null;
   attempts: number;
   stop_reason: string | null;
   answer: string | null;
@@ -197,6 +200,8 @@ export class ServerStore {
     options: { images?: unknown[]; maxActiveRuns: number },
   ): Promise<Run> {
     const run = await this.database.transaction(async (executor) => {
+      // One run creation per tenant at a time (held to the commit), so its active-run count stays exact.
+      await executor.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`moss-tenant-runs\n${tenant}`]);
       const thread = await executor.query(
         "SELECT 1 FROM moss_threads WHERE tenant = $1 AND id = $2 FOR UPDATE",
         [tenant, threadId],
@@ -311,7 +316,28 @@ export class ServerStore {
       tenant: row.tenant,
       answers: row.answers ?? undefined,
       recovered: row.recovered,
+      checkpoint: row.checkpoint ?? undefined,
     };
+  }
+
+  /**
+   * Keeps the latest checkpoint of a run `owner` holds (a signed continuation of the run so far): the worker that
+   * takes the run over if this one dies resumes from it. Resolves whether the owner still held the run.
+   */
+  async saveCheckpoint(runId: string, owner: string, checkpoint: string): Promise<boolean> {
+    const rows = await this.database.query(
+      "UPDATE moss_runs SET checkpoint = $3 WHERE id = $1 AND lease_owner = $2 AND status = 'running' RETURNING id",
+      [runId, owner, checkpoint],
+    );
+    return rows.length > 0;
+  }
+
+  /** Forgets a run's checkpoint once its step is over (a later takeover must not replay a finished step). */
+  async clearCheckpoint(runId: string, owner: string): Promise<void> {
+    await this.database.query(
+      "UPDATE moss_runs SET checkpoint = NULL WHERE id = $1 AND lease_owner = $2 AND checkpoint IS NOT NULL",
+      [runId, owner],
+    );
   }
 
   /**

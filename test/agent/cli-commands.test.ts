@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
@@ -109,6 +109,58 @@ describe("moss agent", () => {
     expect(
       JSON.parse(await readFile(join(sessions, "cli1.conversation.json"), "utf8")).messages,
     ).toHaveLength(4);
+  });
+
+  it("reads the model and agent settings from moss.config.yaml (--config); a flag wins over the file", async () => {
+    const step = {
+      content: "",
+      toolCalls: [
+        { name: "moss", arguments: JSON.stringify({ code: "async function main(moss: Moss) {}" }) },
+      ],
+    };
+    server = await startFakeOpenAIServer([step, step, { content: "Done." }]);
+    const file = join(directory, "moss.config.yaml");
+    await writeFile(
+      file,
+      `model: { name: model-from-config, baseUrl: ${server.baseUrl} }\nagent: { maxSteps: 1 }\n`,
+      "utf8",
+    );
+    process.env.MOSS_TODO_FILE = join(directory, "todo.json");
+    const limited = io({ OPENAI_API_KEY: "k" });
+    const stopped = await main(["agent", "examples/todo/context.ts", "Look", "--config", file], limited);
+    expect(stopped).toBe(EXIT_CODES["max-steps"]);
+    expect(server.requests).toHaveLength(1);
+    expect(server.requests[0]!.body.model).toBe("model-from-config");
+    const flagged = io({ OPENAI_API_KEY: "k" });
+    const done = await main(
+      [
+        "agent",
+        "examples/todo/context.ts",
+        "Look",
+        "--config",
+        file,
+        "--max-steps",
+        "2",
+        "--model",
+        "flag-model",
+      ],
+      flagged,
+    );
+    delete process.env.MOSS_TODO_FILE;
+    expect(done).toBe(0);
+    expect(server.requests.slice(1).map((request) => request.body.model)).toEqual([
+      "flag-model",
+      "flag-model",
+    ]);
+  });
+
+  it("names the place of a bad moss.config.yaml setting", async () => {
+    const file = join(directory, "moss.config.yaml");
+    await writeFile(file, "agent:\n  maxSteps: many\n", "utf8");
+    const cli = io({ OPENAI_API_KEY: "k" });
+    const code = await main(["agent", "examples/todo/context.ts", "Look", "--config", file], cli);
+    expect(code).not.toBe(0);
+    expect(cli.err()).toMatch(/moss\.config\.yaml:2:\d+/);
   });
 
   it("reports a refused connection as an error naming the URL, exit code 1", async () => {

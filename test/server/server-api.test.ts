@@ -34,7 +34,9 @@ function suite(name: string, locate: () => Promise<{ location: DatabaseLocation;
       process.env.MOSS_VAULT_LOG = join(directory, "vault.log");
       place = await locate();
       model = await startFakeOpenAIServer(replies);
-      server = await startTestServer(place.location, model.baseUrl);
+      server = await startTestServer(place.location, model.baseUrl, {
+        tenantLimits: { bob: { maxActiveRuns: 1 } },
+      });
     }, 60_000);
     afterAll(async () => {
       await server?.close(1_000);
@@ -99,6 +101,35 @@ function suite(name: string, locate: () => Promise<{ location: DatabaseLocation;
       expect(bobs.body.threads.map((thread: { id: string }) => thread.id)).not.toContain(id);
       // Bob may use the same id: it is his own thread.
       expect((await call(server, "POST", "/v1/threads", { tenant: "bob", body: { id } })).status).toBe(201);
+    });
+
+    it("threads share the module compiled once, never their data: one thread's notes are not another's", async () => {
+      const completed = (event: { event: string; data: Record<string, any> }) =>
+        event.event === "run-status" && event.data.status === "completed";
+      const stdout = (events: Array<{ event: string; data: Record<string, any> }>) =>
+        events
+          .filter((event) => event.event === "execution")
+          .map((event) => String(event.data.execution.stdout))
+          .join("");
+      replies.push(
+        code('  moss.notes.push("secret of A");\n  console.log("notes", JSON.stringify(moss.notes));'),
+        {
+          content: "Kept.",
+        },
+      );
+      const first = await newThread();
+      expect(
+        (await call(server, "POST", `/v1/threads/${first}/runs`, { body: { message: "Keep it." } })).status,
+      ).toBe(202);
+      const firstEvents = await readEvents(server, first, completed);
+      replies.push(code('  console.log("notes", JSON.stringify(moss.notes));'), { content: "Read." });
+      const second = await newThread();
+      expect(
+        (await call(server, "POST", `/v1/threads/${second}/runs`, { body: { message: "Read it." } })).status,
+      ).toBe(202);
+      const secondEvents = await readEvents(server, second, completed);
+      expect(stdout(firstEvents)).toContain('notes ["secret of A"]');
+      expect(stdout(secondEvents)).toContain("notes []");
     });
 
     it("runs a message and streams its stored AgentEvents with ids 1, 2, 3…; a reconnect with Last-Event-ID or ?after= gets exactly the rest", async () => {
@@ -257,6 +288,30 @@ function suite(name: string, locate: () => Promise<{ location: DatabaseLocation;
         pending: [],
       });
       expect((await transfers()).length).toBe(before);
+    });
+
+    it("limits a tenant's active runs (429 too-many-runs) without touching other tenants", async () => {
+      replies.push(code(TRANSFER));
+      const first = await newThread("bob");
+      const second = await newThread("bob");
+      const { body } = await call(server, "POST", `/v1/threads/${first}/runs`, {
+        tenant: "bob",
+        body: { message: "Send bob 5." },
+      });
+      await readEvents(server, first, runSettles, { tenant: "bob" });
+      const refused = await call(server, "POST", `/v1/threads/${second}/runs`, {
+        tenant: "bob",
+        body: { message: "More." },
+      });
+      expect(refused).toMatchObject({ status: 429, body: { error: { code: "too-many-runs" } } });
+      expect(refused.body.error.message).toContain("maxActiveRuns 1");
+      expect((await call(server, "GET", `/v1/threads/${second}`, { tenant: "bob" })).body.lastEventId).toBe(
+        0,
+      );
+      expect(
+        (await call(server, "POST", `/v1/threads/${first}/runs/${body.run.id}/cancel`, { tenant: "bob" }))
+          .status,
+      ).toBe(202);
     });
 
     it("refuses bad input with a clear 4xx and loses nothing", async () => {

@@ -2,7 +2,7 @@
 // SIGKILL in the middle of it; its lease expires and the other instance takes the run over and completes it once.
 // The model is the fake OpenAI server behind a gate that can hold requests (so the kill lands mid-run).
 import { randomUUID } from "node:crypto";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer, request, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -152,4 +152,83 @@ describe.runIf(POSTGRES_TESTS)("two moss serve instances on one PostgreSQL", () 
     expect(await survivor.exited).toBe(0);
     await gate.close();
   }, 180_000);
+
+  it("a run killed AFTER a host call completed resumes by replay on the other: the call is not made again, the model not asked again", async () => {
+    const log = join(directory, "replay-ledger.log");
+    const env = { MOSS_LEDGER_LOG: log, OPENAI_API_KEY: "test", MOSS_SERVE_TOKENS: "alice:alice-secret" };
+    const args = [
+      "serve",
+      MODULE,
+      "--port",
+      "0",
+      "--database-url",
+      postgres.url,
+      "--base-url",
+      model.baseUrl,
+    ];
+    const pair: [ServeProcess, ServeProcess] = [
+      await spawnServe([...args, "--lease-ms", "2000"], env),
+      await spawnServe([...args, "--lease-ms", "2000"], env),
+    ];
+    instances.push(...pair);
+    const asked = model.requests.length;
+    replies.push(
+      {
+        content: "",
+        toolCalls: [
+          {
+            name: "moss",
+            arguments: JSON.stringify({
+              code: 'async function main(moss: Moss) {\n  await moss.ledger.record("once");\n  console.log(await moss.ledger.record("hold then twice"));\n}',
+            }),
+          },
+        ],
+      },
+      { content: "Noted." },
+    );
+    const thread = `replay-${randomUUID()}`;
+    expect((await call(pair[0], "POST", "/v1/threads", { body: { id: thread } })).status).toBe(201);
+    const started = await call(pair[1], "POST", `/v1/threads/${thread}/runs`, {
+      body: { message: "Note twice." },
+    });
+    expect(started.status).toBe(202);
+    const runId = started.body.run.id;
+    const client = new pg.Client({ connectionString: postgres.url });
+    await client.connect();
+    // The first call completed and its checkpoint is stored; the second call is out (held) when the owner dies.
+    let owner: ServeProcess | undefined;
+    let row: Record<string, unknown> | undefined;
+    for (let attempt = 0; attempt < 1_500 && owner === undefined; attempt++) {
+      const { rows } = await client.query("SELECT lease_owner, checkpoint FROM moss_runs WHERE id = $1", [
+        runId,
+      ]);
+      row = rows[0];
+      if (rows[0]?.checkpoint) {
+        owner = pair.find(
+          (instance) => String(rows[0].lease_owner).split(":")[1] === String(instance.child.pid),
+        );
+      } else await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    await client.end();
+    expect(owner, `the run never stored a checkpoint: ${JSON.stringify(row)}`).toBeDefined();
+    expect((await readFile(log, "utf8")).split("\n").filter(Boolean)).toEqual(["once"]);
+    const survivor = owner === pair[0] ? pair[1] : pair[0];
+    owner!.child.kill("SIGKILL");
+    await owner!.exited;
+    await writeFile(`${log}.release`, "");
+    const events = await readEvents(
+      survivor,
+      thread,
+      (event) => event.event === "run-status" && event.data.status === "completed",
+    );
+    const run = await call(survivor, "GET", `/v1/threads/${thread}/runs/${runId}`);
+    expect(run.body.run).toMatchObject({ status: "completed", answer: "Noted.", attempts: 2 });
+    // "once" ran on the dead instance only; the survivor replayed it and made the held call.
+    expect((await readFile(log, "utf8")).split("\n").filter(Boolean)).toEqual(["once", "hold then twice"]);
+    // The model answered the interrupted step once (before the kill) and the next step once: two requests.
+    expect(model.requests.length - asked).toBe(2);
+    expect(events.filter((event) => event.event === "run-end")).toHaveLength(1);
+    survivor.child.kill("SIGTERM");
+    expect(await survivor.exited).toBe(0);
+  }, 300_000);
 });
