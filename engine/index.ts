@@ -31,12 +31,13 @@ export {
   WorkerModuleChecker,
 } from "./check/index.ts";
 export {
+  ModuleCache,
+  type ModuleCacheOptions,
   MossCompiler,
   type MossCompilerOptions,
   type MossVitePlugin,
   mossVitePlugin,
 } from "./compiler/index.ts";
-export { ModuleCache, type ModuleCacheOptions } from "./compiler/module-cache.ts";
 export {
   type ContextStore,
   createContext,

@@ -22,6 +22,7 @@ export {
   type TokenSpec,
   type TopLevelName,
 } from "./module-analysis.ts";
+export { ModuleCache, type ModuleCacheOptions } from "./module-cache.ts";
 export {
   createModuleProject,
   hasNodeTypes,

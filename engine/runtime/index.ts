@@ -3,6 +3,7 @@
 export { answerShapeProblem, checkAnswers, missingAnswers } from "./answers.ts";
 export {
   type ContinuationPayload,
+  continuationCode,
   continuationKey,
   DEFAULT_CONTINUATION_TTL_MS,
   MAX_CONTINUATION_RESULTS,

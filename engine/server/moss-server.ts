@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import type { LanguageModel } from "../agent/index.ts";
 import { compileModuleRuntime } from "../agent/module-runtime.ts";
 import { MossAgent, type MossAgentOptions } from "../agent/moss-agent.ts";
-import { ModuleCache } from "../compiler/module-cache.ts";
+import { ModuleCache } from "../compiler/index.ts";
 import { type Database, type DatabaseLocation, openDatabase } from "./database.ts";
 import { DatabaseContextStore, DatabaseConversationStore } from "./database-stores.ts";
 import { EventHub } from "./event-hub.ts";

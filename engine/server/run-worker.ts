@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { AgentEvent, AgentRunResult, ConversationStore, MossAgent } from "../agent/index.ts";
-import { continuationCode } from "../runtime/continuation.ts";
+import { continuationCode } from "../runtime/index.ts";
 import { CHANNELS, type ClaimedRun, ServerStore } from "./server-store.ts";
 
 /**
