@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Project, ts } from "ts-morph";
-import { importsNodeBuiltin, MODULE_COMPILER_OPTIONS } from "../compiler/module-project.ts";
+import { importsNodeBuiltin, MODULE_COMPILER_OPTIONS, nodeTypeOptions } from "../compiler/module-project.ts";
 import { codeFrame, MossError } from "../errors.ts";
 import type { Diagnostic } from "../types.ts";
 import { CheckHost } from "./check-host.ts";
@@ -174,7 +174,7 @@ export class ModuleChecker {
           // The context module is host code: a module that imports Node builtins keeps Node's types for them.
           compilerOptions: {
             ...CHECK_COMPILER_OPTIONS,
-            types: importsNodeBuiltin(options.source) ? ["node"] : [],
+            ...nodeTypeOptions(importsNodeBuiltin(options.source)),
           },
           skipAddingFilesFromTsConfig: true,
         }),

@@ -1,6 +1,6 @@
 import nodeModule from "node:module";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { MossError } from "../errors.ts";
 import { esmPackageProblem } from "./esm-package.ts";
 import { compileUrl, LOCALS_EXPORT } from "./module-url.ts";
@@ -68,7 +68,10 @@ async function loadError(
 ): Promise<MossError> {
   const cause = error instanceof Error ? error : new Error(String(error));
   const bare = url.slice(0, url.indexOf("?"));
-  const clean = (text: string) => text.replaceAll(url, modulePath).replaceAll(bare, modulePath);
+  // Node 24's CommonJS loader names the file by its path with the query (`/dir/context.ts?moss-compile=1&…`).
+  const pathWithQuery = new RegExp(`${escapeRegExp(fileURLToPath(bare))}\\?[^'"\\s]*`, "g");
+  const clean = (text: string) =>
+    text.replaceAll(url, modulePath).replaceAll(pathWithQuery, modulePath).replaceAll(bare, modulePath);
   const stack = clean(cause.stack ?? "");
   const frame = stack.match(new RegExp(`${escapeRegExp(modulePath)}:(\\d+):(\\d+)`));
   // A link error (an import naming an export its module lacks) has no line:column frame: find the import.
@@ -89,9 +92,11 @@ async function loadError(
     .filter((text) => text !== undefined)
     .map((text) => `\n\n${text}`)
     .join("");
+  // In a CommonJS package Node's own error is a consequence ("does not provide an export", ENOENT): the cause first.
+  const lead = packageProblem === undefined ? "" : "it is not in an ES module package (below); Node said: ";
   return new MossError(
     "module-load",
-    `${where} - loading the context module failed: ${cause.name}: ${clean(cause.message)}${sourceLine}${hint}`,
+    `${where} - loading the context module failed: ${lead}${cause.name}: ${clean(cause.message)}${sourceLine}${hint}`,
     { file: modulePath, line, column },
     { cause },
   );

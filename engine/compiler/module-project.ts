@@ -1,4 +1,5 @@
-import { builtinModules } from "node:module";
+import { builtinModules, createRequire } from "node:module";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Project, ts } from "ts-morph";
 
@@ -37,6 +38,24 @@ export const MODULE_COMPILER_OPTIONS: ts.CompilerOptions = {
   paths: { "moss-ts": [MODULE_SURFACE_PATH], "moss-ts/files": [FILES_SURFACE_PATH] },
 };
 
+/**
+ * Where Node's types are read from: moss-ts's own `@types/node` (a dependency), so a module that uses Node checks in
+ * a project that never installed `@types/node`, whatever the working directory.
+ */
+const NODE_TYPE_ROOTS = [
+  path.dirname(path.dirname(createRequire(import.meta.url).resolve("@types/node/package.json"))),
+];
+
+/** The compiler options that load Node's types (from moss-ts's own `@types/node`) or none. */
+export function nodeTypeOptions(node: boolean): Pick<ts.CompilerOptions, "types" | "typeRoots"> {
+  return node ? { types: ["node"], typeRoots: NODE_TYPE_ROOTS } : { types: [] };
+}
+
+/** The options of a module project, with or without Node's types. */
+function projectCompilerOptions(node: boolean): ts.CompilerOptions {
+  return { ...MODULE_COMPILER_OPTIONS, ...nodeTypeOptions(node) };
+}
+
 const projects = new Map<string, Project>();
 
 /**
@@ -50,7 +69,7 @@ export function moduleProject(source: string, options: { node?: boolean } = {}):
   let project = projects.get(key);
   if (!project) {
     project = new Project({
-      compilerOptions: { ...MODULE_COMPILER_OPTIONS, types: key === "node" ? ["node"] : [] },
+      compilerOptions: projectCompilerOptions(key === "node"),
       skipAddingFilesFromTsConfig: true,
     });
     projects.set(key, project);
@@ -67,7 +86,7 @@ export function moduleProject(source: string, options: { node?: boolean } = {}):
 /** A fresh project with the same options, for work that must not share state (the type-checker's virtual files). */
 export function createModuleProject(options: { node?: boolean } = {}): Project {
   return new Project({
-    compilerOptions: { ...MODULE_COMPILER_OPTIONS, types: options.node ? ["node"] : [] },
+    compilerOptions: projectCompilerOptions(options.node === true),
     skipAddingFilesFromTsConfig: true,
   });
 }

@@ -135,3 +135,24 @@ describe("moss run --context: the context file is checked against the module", (
     expect(after.properties.turns).toEqual({ json: 2 });
   });
 });
+
+describe("a module that uses Node checks without the user's @types/node", () => {
+  test("moss prompt from a working directory with no node_modules above it: Node's types come with moss-ts", async () => {
+    const file = await module(
+      [
+        MODULE,
+        "// <moss-hide>",
+        'import { readFileSync } from "node:fs";',
+        "export function stock(file: string): number {",
+        '  return JSON.parse(readFileSync(file, "utf8")).length;',
+        "}",
+        "// </moss-hide>",
+      ].join("\n"),
+    );
+    const result = await runMoss(["prompt", path.resolve(file)], { cwd: await folder() });
+    expect(result.stderr).not.toContain("error[module-type-error]");
+    expect(result.code).toBe(EXIT.ok);
+    expect(result.stdout).toContain("notes: string[] = [];");
+    expect(result.stdout).not.toContain("readFileSync");
+  });
+});

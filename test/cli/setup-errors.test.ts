@@ -76,3 +76,27 @@ describe("a host setup in a CommonJS package", () => {
     expect(result.stderr).not.toMatch(/in a cycle/);
   });
 });
+
+describe('a context module in a package with "type": "commonjs" (what npm init -y writes)', () => {
+  test("is told the cause first, then what to do, with no loader query in the path", async () => {
+    await writeFile(path.join(directory, "package.json"), '{ "name": "cjs-project", "type": "commonjs" }\n');
+    await mkdir(path.join(directory, "node_modules"));
+    await symlink(path.resolve("."), path.join(directory, "node_modules", "moss-ts"));
+    await writeFile(
+      path.join(directory, "services.ts"),
+      'export class Greeter {\n  hello(name: string): string {\n    return "hi " + name;\n  }\n}\n',
+    );
+    const module = path.join(directory, "context.ts");
+    await writeFile(
+      module,
+      'import { Moss as Parent } from "moss-ts";\nimport { Greeter } from "./services.ts";\nexport class Moss extends Parent {\n  greeter!: Greeter;\n}\n',
+    );
+    const result = await runMoss(["prompt", module]);
+    expect(result.code).toBe(EXIT.input);
+    expect(result.stderr).toMatch(
+      /^error\[module-load\]: \S*context\.ts\S* - loading the context module failed: it is not in an ES module package \(below\); Node said: /,
+    );
+    expect(result.stderr).toContain(`add "type": "module" to ${path.join(directory, "package.json")}`);
+    expect(result.stderr).not.toContain("moss-compile");
+  });
+});
