@@ -58,6 +58,12 @@ const INPUT_ERROR_CODES: ReadonlySet<string> = new Set([
   "context-invalid",
   "context-read",
   "context-write",
+  "context-mismatch",
+  "context-wrong-module",
+  "module-type-error",
+  "credential-missing",
+  "schema-too-large",
+  "config-invalid",
 ]);
 
 /** Whether `error` says the module, its host setup or a context file could not be used (exit {@link EXIT.input}). */

@@ -136,6 +136,28 @@ describe("moss run --context: the context file is checked against the module", (
   });
 });
 
+describe("moss agent --session: the session's stored context is checked against the module", () => {
+  test("a stored value of the wrong type: exit 4 naming the field, the session file left byte for byte", async () => {
+    const file = await module(MODULE);
+    const sessions = await folder();
+    const replay = path.join(await folder(), "replay.json");
+    await writeFile(replay, JSON.stringify([{ content: "done" }]), "utf8");
+    const agent = () =>
+      runMoss(["agent", file, "count", "--replay", replay, "--session", "s1", "--sessions-dir", sessions]);
+    expect((await agent()).code).toBe(EXIT.ok);
+    const sessionFile = path.join(sessions, "s1.json");
+    const stored = JSON.parse(await readFile(sessionFile, "utf8"));
+    stored.properties.turns = { json: "zero" };
+    const text = `${JSON.stringify(stored, null, 2)}\n`;
+    await writeFile(sessionFile, text, "utf8");
+    const result = await agent();
+    expect(result.code).toBe(EXIT.input);
+    expect(result.stderr).toContain("error[context-mismatch]");
+    expect(result.stderr).toContain('properties.turns: expected number, got string "zero"');
+    expect(await readFile(sessionFile, "utf8")).toBe(text);
+  });
+});
+
 describe("a module that uses Node checks without the user's @types/node", () => {
   test("moss prompt from a working directory with no node_modules above it: Node's types come with moss-ts", async () => {
     const file = await module(
