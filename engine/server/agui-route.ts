@@ -2,6 +2,7 @@ import { type BaseEvent, EventType, type Interrupt, type RunAgentInput } from "@
 import type { Context, Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import type { EventHub } from "./event-hub.ts";
+import { followThreadEvents } from "./follow-thread-events.ts";
 import { ServerError } from "./server-error.ts";
 import type { ServerStore, StoredEvent } from "./server-store.ts";
 
@@ -82,23 +83,6 @@ export function registerAguiRoute(
       }
     }
     return streamSSE(c, async (stream) => {
-      let closed = false;
-      let dirty = true;
-      let wake: (() => void) | undefined;
-      const poke = () => {
-        dirty = true;
-        wake?.();
-      };
-      const close = () => {
-        closed = true;
-        poke();
-      };
-      const unsubscribe = events.subscribe(tenant, input.threadId, poke);
-      options.streams.add(close);
-      stream.onAbort(close);
-      const heartbeat = setInterval(() => {
-        stream.write(": heartbeat\n\n").catch(close);
-      }, options.heartbeatMs);
       const translator = new AguiTranslator(input, serverRunId);
       const send = async ({ event, cursor }: Emitted) => {
         if (cursor[0] < skipThrough[0] || (cursor[0] === skipThrough[0] && cursor[1] <= skipThrough[1]))
@@ -109,35 +93,23 @@ export function registerAguiRoute(
           data: JSON.stringify(event),
         });
       };
-      try {
-        await send(translator.started(after));
-        let cursor = after;
-        while (!closed && !translator.finished) {
-          if (!dirty) {
-            await new Promise<void>((resolve) => {
-              wake = resolve;
-            });
-            wake = undefined;
-            continue;
-          }
-          dirty = false;
-          const page = await store.eventsAfter(tenant, input.threadId, cursor, 500);
-          for (const stored of page) {
-            cursor = stored.id;
-            for (const emitted of translator.translate(stored)) {
-              if (closed) break;
-              await send(emitted);
-            }
-            if (translator.finished || closed) break;
-          }
-          if (page.length === 500) dirty = true;
-        }
-      } finally {
-        clearInterval(heartbeat);
-        unsubscribe();
-        options.streams.delete(close);
-        await stream.close().catch(() => {});
-      }
+      await send(translator.started(after));
+      await followThreadEvents(
+        stream,
+        {
+          store,
+          events,
+          tenant,
+          threadId: input.threadId,
+          after,
+          streams: options.streams,
+          heartbeatMs: options.heartbeatMs,
+        },
+        async (stored) => {
+          for (const emitted of translator.translate(stored)) await send(emitted);
+          return translator.finished;
+        },
+      );
     });
   });
 }

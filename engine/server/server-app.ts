@@ -2,6 +2,7 @@ import { type Context, Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import { registerAguiRoute } from "./agui-route.ts";
 import type { EventHub } from "./event-hub.ts";
+import { followThreadEvents } from "./follow-thread-events.ts";
 import { registerPlayground } from "./playground-route.ts";
 import { ServerError } from "./server-error.ts";
 import { type ServerStore, threadNotFound } from "./server-store.ts";
@@ -41,7 +42,6 @@ export interface ServerApp {
 }
 
 const THREAD_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
-const EVENT_PAGE = 500;
 
 /** The native HTTP API v1 (see the README): threads, runs, answers, cancel and the stored event stream. */
 export function createServerApp(options: ServerAppOptions): ServerApp {
@@ -193,54 +193,20 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
         `Event ${after} does not exist yet: the last event of thread "${id}" is ${last}.`,
       );
     }
-    return streamSSE(c, async (stream) => {
-      let cursor = after;
-      let closed = false;
-      let dirty = true;
-      let wake: (() => void) | undefined;
-      const poke = () => {
-        dirty = true;
-        wake?.();
-      };
-      const close = () => {
-        closed = true;
-        poke();
-      };
-      const unsubscribe = events.subscribe(tenant, id, poke);
-      openStreams.add(close);
-      stream.onAbort(close);
-      const heartbeat = setInterval(() => {
-        stream.write(": heartbeat\n\n").catch(close);
-      }, heartbeatMs);
-      try {
-        while (!closed) {
-          if (!dirty) {
-            await new Promise<void>((resolve) => {
-              wake = resolve;
-            });
-            wake = undefined;
-            continue;
-          }
-          dirty = false;
-          const page = await store.eventsAfter(tenant, id, cursor, EVENT_PAGE);
-          for (const event of page) {
-            if (closed) break;
-            await stream.writeSSE({
-              id: String(event.id),
-              event: event.type,
-              data: JSON.stringify(event.data),
-            });
-            cursor = event.id;
-          }
-          if (page.length === EVENT_PAGE) dirty = true;
-        }
-      } finally {
-        clearInterval(heartbeat);
-        unsubscribe();
-        openStreams.delete(close);
-        await stream.close().catch(() => {});
-      }
-    });
+    return streamSSE(c, (stream) =>
+      followThreadEvents(
+        stream,
+        { store, events, tenant, threadId: id, after, streams: openStreams, heartbeatMs },
+        async (event) => {
+          await stream.writeSSE({
+            id: String(event.id),
+            event: event.type,
+            data: JSON.stringify(event.data),
+          });
+          return false;
+        },
+      ),
+    );
   });
 
   registerAguiRoute(app, {
