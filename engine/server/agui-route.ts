@@ -3,6 +3,7 @@ import type { Context, Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import type { EventHub } from "./event-hub.ts";
 import { followThreadEvents } from "./follow-thread-events.ts";
+import { readJson } from "./read-json-body.ts";
 import { ServerError } from "./server-error.ts";
 import type { ServerStore, StoredEvent } from "./server-store.ts";
 
@@ -324,31 +325,7 @@ function textOf(content: unknown): string {
 
 /** Reads and checks the fields of a `RunAgentInput` this endpoint uses; a bad one is a 400 naming the field. */
 async function readInput(c: Context, maxBytes: number): Promise<RunAgentInput> {
-  if (Number(c.req.header("content-length") ?? 0) > maxBytes) {
-    throw new ServerError(
-      413,
-      "body-too-large",
-      `The request body is over this tenant's limit of ${maxBytes} bytes.`,
-    );
-  }
-  const text = await c.req.text();
-  if (Buffer.byteLength(text) > maxBytes) {
-    throw new ServerError(
-      413,
-      "body-too-large",
-      `The request body is over this tenant's limit of ${maxBytes} bytes.`,
-    );
-  }
-  let value: any;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    throw new ServerError(
-      400,
-      "json-invalid",
-      `The request body is not valid JSON: ${(error as Error).message}.`,
-    );
-  }
+  const value: any = await readJson(c, maxBytes, false);
   const invalid = (message: string) =>
     new ServerError(400, "agui-input-invalid", `RunAgentInput: ${message}`);
   if (typeof value !== "object" || value === null || Array.isArray(value))

@@ -1,9 +1,10 @@
-import { type Context, Hono } from "hono";
+import { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import { registerAguiRoute } from "./agui-route.ts";
 import type { EventHub } from "./event-hub.ts";
 import { followThreadEvents } from "./follow-thread-events.ts";
 import { registerPlayground } from "./playground-route.ts";
+import { readJson } from "./read-json-body.ts";
 import { ServerError } from "./server-error.ts";
 import { type ServerStore, threadNotFound } from "./server-store.ts";
 import type { TenantTokens } from "./tenant-tokens.ts";
@@ -224,56 +225,6 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
       for (const close of [...openStreams]) close();
     },
   };
-}
-
-/** Reads a JSON object body: 413 over `maxBytes`, 400 naming the cause when it is not JSON or not an object. */
-async function readJson(
-  c: Context,
-  maxBytes: number,
-  emptyAllowed: boolean,
-): Promise<Record<string, unknown>> {
-  const declared = Number(c.req.header("content-length") ?? Number.NaN);
-  if (declared > maxBytes) throw tooLarge(maxBytes);
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  const reader = c.req.raw.body?.getReader();
-  while (reader !== undefined) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel().catch(() => {});
-      throw tooLarge(maxBytes);
-    }
-    chunks.push(value);
-  }
-  const text = Buffer.concat(chunks).toString("utf8");
-  if (text.trim() === "") {
-    if (emptyAllowed) return {};
-    throw new ServerError(400, "json-invalid", "The request body is empty; it must be a JSON object.");
-  }
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    throw new ServerError(
-      400,
-      "json-invalid",
-      `The request body is not valid JSON: ${(error as Error).message}.`,
-    );
-  }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new ServerError(400, "json-invalid", "The request body must be a JSON object.");
-  }
-  return value as Record<string, unknown>;
-}
-
-function tooLarge(maxBytes: number): ServerError {
-  return new ServerError(
-    413,
-    "body-too-large",
-    `The request body is over this tenant's limit of ${maxBytes} bytes.`,
-  );
 }
 
 function optionalField(body: Record<string, unknown>, name: string, type: "string" | "object"): unknown {
