@@ -235,6 +235,24 @@ describe("the AG-UI endpoint on PGlite", () => {
         body,
       }).then(async (response) => ({ status: response.status, body: await response.json() }));
     expect(await post("{")).toMatchObject({ status: 400, body: { error: { code: "json-invalid" } } });
+    // A chunked upload (no Content-Length) over the tenant's limit is refused while it streams in.
+    const chunk = new TextEncoder().encode(`{"threadId":"t","pad":"${"x".repeat(64 * 1024)}`);
+    let sent = 0;
+    const endless = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        sent += chunk.byteLength;
+        if (sent > 64 * 1024 * 1024) controller.close();
+        else controller.enqueue(chunk);
+      },
+    });
+    const chunked = await fetch(`${server.url}/v1/agui`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKENS.alice}`, "content-type": "application/json" },
+      body: endless,
+      duplex: "half",
+    } as RequestInit).then(async (response) => ({ status: response.status, body: await response.json() }));
+    expect(chunked).toMatchObject({ status: 413, body: { error: { code: "body-too-large" } } });
+    expect(sent).toBeLessThan(64 * 1024 * 1024);
     expect(await post(JSON.stringify({ runId: "r", messages: [] }))).toMatchObject({
       status: 400,
       body: { error: { code: "agui-input-invalid", message: expect.stringContaining("threadId") } },
