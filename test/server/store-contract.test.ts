@@ -148,18 +148,22 @@ function databaseBackend(
   locate: () => Promise<{ url: string } | { dataDirectory: string }>,
   end: () => Promise<void>,
 ) {
-  const location = locate();
-  return (): StoreBackend => ({
-    async open() {
-      const database: Database = await openDatabase(await location);
-      return {
-        contexts: new DatabaseContextStore(database),
-        conversations: new DatabaseConversationStore(database),
-        close: () => database.close(),
-      };
-    },
-    close: end,
-  });
+  // Located when the suite starts (its beforeAll), never while tests are collected: a skipped PostgreSQL suite
+  // must not start a server.
+  return (): StoreBackend => {
+    const location = locate();
+    return {
+      async open() {
+        const database: Database = await openDatabase(await location);
+        return {
+          contexts: new DatabaseContextStore(database),
+          conversations: new DatabaseConversationStore(database),
+          close: () => database.close(),
+        };
+      },
+      close: end,
+    };
+  };
 }
 
 let pgliteDirectory: string | undefined;
