@@ -15,7 +15,13 @@ export const LAYERS = [
   { name: "types/errors", members: ["engine/types.ts", "engine/errors.ts"] },
   {
     name: "foundation",
-    members: ["container/", "engine/moss.ts", "engine/module-surface.ts", "engine/runnable-entry.ts"],
+    members: [
+      "container/",
+      "engine/moss.ts",
+      "engine/module-surface.ts",
+      "engine/runnable-entry.ts",
+      "engine/closest.ts",
+    ],
   },
   { name: "membrane", members: ["engine/membrane/"] },
   {
@@ -64,11 +70,6 @@ export const ALLOWED = [
     to: "engine/cli/host-setup.ts",
     reason:
       "`moss agent`/`moss test` and the server share the host setup loader; it belongs beside module-runtime.ts",
-  },
-  {
-    from: "engine/server/moss-config.ts",
-    to: "engine/cli/parse-options.ts",
-    reason: "the 'did you mean' helper `closest` is shared; it belongs in a small text utility below both",
   },
   // Deep imports whose front door would load far more than the importer needs, or that sit in files other work
   // is rewriting this round.

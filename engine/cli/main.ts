@@ -1,9 +1,9 @@
+import { closest } from "../closest.ts";
 import { MossError } from "../errors.ts";
 import { closeSharedSandboxes } from "../runtime/shared-sandbox.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { escapeControlCharacters } from "./escape-control-characters.ts";
 import { EXIT, EXIT_CODES_HELP, exitCodeOf } from "./exit-codes.ts";
-import { closest } from "./parse-options.ts";
 
 const USAGE = `moss — code as prompt, code as action
 

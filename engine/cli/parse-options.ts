@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { closest } from "../closest.ts";
 import { usageError } from "./exit-codes.ts";
 
 type OptionSpec = Record<string, { type: "string" | "boolean"; short?: string; multiple?: boolean }>;
@@ -47,23 +48,4 @@ export function requireModulePath(positionals: string[], usage: string): string 
   const [modulePath] = positionals;
   if (!modulePath) throw usageError("missing <module.ts>", usage);
   return modulePath;
-}
-
-/** The candidate within two edits of `word`, if any: for "did you mean" hints. */
-export function closest(word: string, candidates: string[]): string | undefined {
-  return candidates.find((candidate) => editDistance(candidate, word) <= 2);
-}
-
-function editDistance(a: string, b: string): number {
-  const row = Array.from({ length: b.length + 1 }, (_, index) => index);
-  for (let i = 1; i <= a.length; i++) {
-    let previous = row[0]!;
-    row[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const current = row[j]!;
-      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, previous + (a[i - 1] === b[j - 1] ? 0 : 1));
-      previous = current;
-    }
-  }
-  return row[b.length]!;
 }

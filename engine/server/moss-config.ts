@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { basename, dirname, join, relative, resolve } from "node:path";
 import { isMap, isScalar, isSeq, LineCounter, type Node, parseDocument, type YAMLMap } from "yaml";
-import { closest } from "../cli/parse-options.ts";
+import { closest } from "../closest.ts";
 import { MossError } from "../errors.ts";
 
 /** The file `moss serve`, `moss worker` (and `--print-config`) read from the working directory when it exists. */

@@ -162,14 +162,14 @@ describe("a copy of the repository with planted imports", () => {
     writeFileSync(door, `${doorText}export * from "./render-declaration.ts";\n`);
     // An allowed exception that no longer occurs must be deleted from the list (when this one is fixed for real,
     // plant the same with another entry of ALLOWED).
-    const config = path.join(copy, "engine/server/moss-config.ts");
-    const source = readFileSync(config, "utf8");
-    expect(source).toContain('import { closest } from "../cli/parse-options.ts";');
+    const moduleRuntime = path.join(copy, "engine/agent/module-runtime.ts");
+    const source = readFileSync(moduleRuntime, "utf8");
+    expect(source).toContain('import { loadHostSetup } from "../cli/host-setup.ts";');
     writeFileSync(
-      config,
+      moduleRuntime,
       source.replace(
-        'import { closest } from "../cli/parse-options.ts";',
-        "const closest = (_word: string, _candidates: string[]): string | undefined => undefined;",
+        'import { loadHostSetup } from "../cli/host-setup.ts";',
+        "const loadHostSetup = async (..._args: unknown[]): Promise<undefined> => undefined;",
       ),
     );
     report = JSON.parse(runArrows(["--root", copy, "--json"]).stdout) as ArrowsReport;
@@ -223,7 +223,7 @@ describe("a copy of the repository with planted imports", () => {
 
   test("an allowed exception that no longer occurs is reported", () => {
     expect(report.stale).toEqual([
-      expect.objectContaining({ from: "engine/server/moss-config.ts", to: "engine/cli/parse-options.ts" }),
+      expect.objectContaining({ from: "engine/agent/module-runtime.ts", to: "engine/cli/host-setup.ts" }),
     ]);
   });
 
@@ -235,7 +235,7 @@ describe("a copy of the repository with planted imports", () => {
     );
     expect(run.stderr).toContain("moss-modules/planted.ts:2: moss-modules may import only the public API");
     expect(run.stderr).toContain(
-      "the allowed import engine/server/moss-config.ts → engine/cli/parse-options.ts",
+      "the allowed import engine/agent/module-runtime.ts → engine/cli/host-setup.ts",
     );
   });
 });
