@@ -106,9 +106,8 @@ export class MessageTranslator {
                 type: "clarification",
                 requestId: String(request.id),
                 kind: "approval",
-                question: `Approve ${name}(${args.map((arg) => JSON.stringify(arg)).join(", ")})${
-                  request.target === undefined ? "" : ` on ${request.target}`
-                }?`,
+                // The engine's words for the call (its one describer, stored with the event).
+                question: String(data.description ?? name),
                 choices: [...APPROVAL_CHOICES],
                 ...(request.service === undefined ? {} : { service: String(request.service) }),
                 member: String(request.member),

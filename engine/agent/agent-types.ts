@@ -114,12 +114,16 @@ export type AgentEvent =
       type: "approval-request";
       step: number;
       request: Extract<PendingRequest, { kind: "approval" }>;
+      /** The request in one line, by the engine's one describer (`describeRequest`): what a person is asked. */
+      description: string;
     }
   | {
       /** The code paused: it asked a question with `moss.ask` (one event per request; the run ends `pending`). */
       type: "clarification-request";
       step: number;
       request: Extract<PendingRequest, { kind: "clarification" }>;
+      /** The request in one line, by the engine's one describer (`describeRequest`). */
+      description: string;
     }
   | {
       /** What was sent to the model was shortened to fit its context (the conversation itself keeps everything). */

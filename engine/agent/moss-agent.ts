@@ -76,6 +76,17 @@ export class MossAgent {
     this.#createRuntime = this.#options.createRuntime ?? moduleRuntimeFactory(this.#options);
   }
 
+  /**
+   * Turns a checkpoint of a step whose code was running when its process died (`onCheckpoint` of the runtime)
+   * into the paused step of `conversation`'s head, so {@link resume} with no answers continues that step: the
+   * runtime replays the host calls the checkpoint recorded instead of repeating them, and the model is not asked
+   * again. Only a head that is a model answer of one action qualifies; resolves false (nothing changed) otherwise.
+   * The caller saves the conversation to the session's store.
+   */
+  static pendFromCheckpoint(conversation: Conversation, checkpoint: string): boolean {
+    return pendingSteps.fromCheckpoint(conversation, checkpoint);
+  }
+
   /** The conversation tree (loaded from the session's store on the first run). */
   get conversation(): Conversation {
     return this.#conversation;

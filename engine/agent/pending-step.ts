@@ -1,8 +1,9 @@
+import { continuationCode } from "../runtime/index.ts";
 import type { MossContext, PendingRequest } from "../types.ts";
 import type { AgentEvent } from "./agent-types.ts";
 import type { Conversation, ConversationMessage } from "./conversation.ts";
 import type { ToolCall } from "./language-model.ts";
-import { notResumedObservation } from "./observation.ts";
+import { describeRequest, notResumedObservation } from "./observation.ts";
 
 /**
  * A paused step, kept in the metadata (`pending`) of the conversation's head while it waits, so it is saved with
@@ -46,9 +47,37 @@ export const pendingSteps = {
   record(conversation: Conversation, pending: PendingStep, emit: (event: AgentEvent) => void): void {
     conversation.update(conversation.head!.id, { pending });
     for (const request of pending.requests) {
-      if (request.kind === "approval") emit({ type: "approval-request", step: pending.step, request });
-      else emit({ type: "clarification-request", step: pending.step, request });
+      const description = describeRequest(request);
+      if (request.kind === "approval")
+        emit({ type: "approval-request", step: pending.step, request, description });
+      else emit({ type: "clarification-request", step: pending.step, request, description });
     }
+  },
+
+  /**
+   * Makes a checkpoint of the head's running code the paused step of the conversation (it waits for no answer),
+   * when the head is a model answer of one action that is not paused already. False otherwise: the observations of
+   * a step's earlier actions would be missing, or the checkpoint is not a continuation.
+   */
+  fromCheckpoint(conversation: Conversation, checkpoint: string): boolean {
+    const head = conversation.head;
+    const code = continuationCode(checkpoint);
+    if (head === undefined || code === undefined) return false;
+    const toolCalls = (head.metadata.toolCalls as ToolCall[] | undefined) ?? [];
+    if (head.role !== "assistant" || head.metadata.pending !== undefined || toolCalls.length > 1)
+      return false;
+    const pending: PendingStep = {
+      continuation: checkpoint,
+      requests: [],
+      assistantId: head.id,
+      actionIndex: 0,
+      step: typeof head.metadata.step === "number" ? head.metadata.step : 1,
+      code,
+      ...(toolCalls[0] === undefined ? {} : { toolCallId: toolCalls[0].id }),
+      failedBefore: false,
+    };
+    conversation.update(head.id, { pending });
+    return true;
   },
 
   /** Marks the head as no longer waiting (the paused step resumed or was closed). */

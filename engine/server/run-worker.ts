@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import type { AgentEvent, AgentRunResult, ConversationStore, MossAgent } from "../agent/index.ts";
-import { continuationCode } from "../runtime/index.ts";
+import { type AgentEvent, type AgentRunResult, type ConversationStore, MossAgent } from "../agent/index.ts";
 import { CHANNELS, type ClaimedRun, ServerStore } from "./server-store.ts";
 
 /**
@@ -262,25 +261,7 @@ export class RunWorker {
    */
   async #pendFromCheckpoint(sessionId: string, checkpoint: string): Promise<boolean> {
     const conversation = await this.#conversations.load(sessionId);
-    const head = conversation?.head;
-    const code = continuationCode(checkpoint);
-    if (conversation === undefined || head === undefined || code === undefined) return false;
-    const toolCalls = (head.metadata.toolCalls as Array<{ id: string }> | undefined) ?? [];
-    if (head.role !== "assistant" || head.metadata.pending !== undefined || toolCalls.length > 1)
-      return false;
-    conversation.update(head.id, {
-      // The agent's paused-step record (MossAgent's PendingStep): a checkpoint waits for no answer.
-      pending: {
-        continuation: checkpoint,
-        requests: [],
-        assistantId: head.id,
-        actionIndex: 0,
-        step: typeof head.metadata.step === "number" ? head.metadata.step : 1,
-        code,
-        ...(toolCalls[0] === undefined ? {} : { toolCallId: toolCalls[0].id }),
-        failedBefore: false,
-      },
-    });
+    if (conversation === undefined || !MossAgent.pendFromCheckpoint(conversation, checkpoint)) return false;
     await this.#conversations.save(sessionId, conversation);
     return true;
   }

@@ -84,7 +84,14 @@ describe("a paused run in the agent", () => {
         const request = first.pending![0]!;
         expect(request).toMatchObject({ kind: "approval", member: "transfer", args: ["bob", 5], line: 2 });
         const requested = events.filter((event) => event.type === "approval-request");
-        expect(requested).toEqual([{ type: "approval-request", step: 1, request }]);
+        expect(requested).toEqual([
+          {
+            type: "approval-request",
+            step: 1,
+            request,
+            description: `#${request.id} approval vault.transfer("bob", 5) at line 2`,
+          },
+        ]);
         expect(events.at(-1)).toMatchObject({ type: "run-end", stopReason: "pending", pending: [request] });
         expect(await transfers()).toEqual([]);
         expect(await agent.pending()).toEqual([request]);
@@ -138,7 +145,12 @@ describe("a paused run in the agent", () => {
         choices: ["red", "blue"],
       });
       expect(events.filter((event) => event.type === "clarification-request")).toEqual([
-        { type: "clarification-request", step: 1, request },
+        {
+          type: "clarification-request",
+          step: 1,
+          request,
+          description: `#${request.id} question at line ${request.line}: Which colour? [red | blue]`,
+        },
       ]);
       await expect(agent.resume({ [request.id]: { answer: "green" } })).rejects.toThrow(
         `Request "${request.id}" asks to pick one of "red", "blue"; got "green".`,

@@ -208,6 +208,10 @@ function suite(name: string, locate: () => Promise<{ location: DatabaseLocation;
         member: "transfer",
         args: ["bob", 5],
       });
+      // The engine describes the request once; the stored event carries its words for every client.
+      expect(approval.data.description).toMatch(
+        new RegExp(`^#${requestId} approval vault\\.transfer\\("bob", 5\\) at line \\d+$`),
+      );
       const state = await call(server, "GET", `/v1/threads/${thread}`);
       expect(state.body.status).toBe("pending");
       expect(state.body.pending.map((request: { id: string }) => request.id)).toEqual([requestId]);

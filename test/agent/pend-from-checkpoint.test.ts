@@ -1,0 +1,72 @@
+// MossAgent.pendFromCheckpoint (issue 18): the one public way a server turns the checkpoint of a step whose worker
+// died into the agent's paused step, so `resume({})` continues it. Until then RunWorker wrote the agent's private
+// pending-step record itself. The replay end to end (no host call repeated) is test/server/worker-takeover.test.ts.
+import { describe, expect, it } from "vitest";
+import { Conversation } from "../../engine/agent/conversation.ts";
+import { MemoryConversationStore } from "../../engine/agent/conversation-store.ts";
+import { MossAgent } from "../../engine/agent/moss-agent.ts";
+import { ScriptedLanguageModel } from "../../engine/agent/scripted-language-model.ts";
+
+/** A checkpoint's readable shape (`v1.<payload>.<signature>`); the runtime that resumes it checks the signature. */
+function checkpointOf(code: string): string {
+  return `v1.${Buffer.from(JSON.stringify({ code })).toString("base64url")}.signature`;
+}
+
+function conversationAt(toolCallIds: string[]): Conversation {
+  const conversation = new Conversation();
+  conversation.append("user", "Send bob 5 euros.");
+  conversation.append("assistant", "", {
+    step: 2,
+    toolCalls: toolCallIds.map((id) => ({ id, name: "moss", arguments: "{}" })),
+  });
+  return conversation;
+}
+
+describe("MossAgent.pendFromCheckpoint", () => {
+  it("makes the checkpoint the paused step of a one-action answer: a new agent of the session waits for no answer", async () => {
+    const conversation = conversationAt(["call-1"]);
+    const head = conversation.head!;
+    const checkpoint = checkpointOf("await moss.vault.transfer('bob', 5);");
+    expect(MossAgent.pendFromCheckpoint(conversation, checkpoint)).toBe(true);
+    expect(conversation.head!.metadata.pending).toMatchObject({
+      continuation: checkpoint,
+      requests: [],
+      assistantId: head.id,
+      step: 2,
+      code: "await moss.vault.transfer('bob', 5);",
+      toolCallId: "call-1",
+    });
+    const store = new MemoryConversationStore();
+    await store.save("session", conversation);
+    const agent = new MossAgent({
+      model: new ScriptedLanguageModel([]),
+      modulePath: "test/agent/fixtures/vault/context.ts",
+      sessionId: "session",
+      conversationStore: store,
+    });
+    expect(await agent.pending()).toEqual([]);
+  });
+
+  it("refuses (and changes nothing) where a resume could not continue the step", () => {
+    const checkpoint = checkpointOf("1;");
+    // Two actions: the observation of the first was not stored yet.
+    const two = conversationAt(["call-1", "call-2"]);
+    expect(MossAgent.pendFromCheckpoint(two, checkpoint)).toBe(false);
+    expect(two.head!.metadata.pending).toBeUndefined();
+    // The head is the task, not a model answer.
+    const task = new Conversation();
+    task.append("user", "Send bob 5 euros.");
+    expect(MossAgent.pendFromCheckpoint(task, checkpoint)).toBe(false);
+    expect(task.head!.metadata.pending).toBeUndefined();
+    // Not a continuation.
+    const one = conversationAt(["call-1"]);
+    expect(MossAgent.pendFromCheckpoint(one, "not a checkpoint")).toBe(false);
+    expect(one.head!.metadata.pending).toBeUndefined();
+    // Already paused: the paused step is kept.
+    const paused = conversationAt(["call-1"]);
+    expect(MossAgent.pendFromCheckpoint(paused, checkpoint)).toBe(true);
+    const first = paused.head!.metadata.pending;
+    expect(MossAgent.pendFromCheckpoint(paused, checkpointOf("2;"))).toBe(false);
+    expect(paused.head!.metadata.pending).toBe(first);
+  });
+});
