@@ -54,8 +54,11 @@ export interface MossAgentOptions {
   container?: Container;
   /** Passed to every MossCompiler (type-check mode, limits, sandbox). */
   compiler?: ModuleRuntimeOptions["compiler"];
-  /** Run the module's `<name>.host.ts` `setup(compiler)` before each compile when it exists. Default true. */
-  hostSetup?: boolean;
+  /**
+   * Run the module's `<name>.host.ts` `setup(compiler)` before each compile when it exists (default true), none
+   * (false), or the setup file at this path (a config's `modules.<name>.host`).
+   */
+  hostSetup?: boolean | string;
   /** Builds runtimes instead of compiling `modulePath` (any object with the AgentRuntime shape). */
   createRuntime?: CreateRuntime;
   /** Persist the MossContext and the conversation under this id after every step; resume from them. */

@@ -11,8 +11,11 @@ export interface ModuleRuntimeOptions {
   container?: Container;
   /** Passed to every MossCompiler (type-check mode, limits, sandbox). */
   compiler?: Omit<MossCompilerOptions, "container">;
-  /** Run the module's `<name>.host.ts` `setup(compiler)` before each compile when it exists. Default true. */
-  hostSetup?: boolean;
+  /**
+   * Run the module's `<name>.host.ts` `setup(compiler)` before each compile when it exists (true, the default), no
+   * host setup (false), or the setup file at this path (a config's `modules.<name>.host`).
+   */
+  hostSetup?: boolean | string;
   /** Token/value bindings made after the host setup, before compile (test fakes win over real services). */
   inject?: Iterable<readonly [Token, unknown]>;
   /** Runs after the host setup and the injections, before compile. */
@@ -28,7 +31,9 @@ export async function compileModuleRuntime(
     ...options.compiler,
     ...(options.container === undefined ? {} : { container: options.container }),
   });
-  if (options.hostSetup ?? true) await loadHostSetup(options.modulePath, compiler);
+  const hostSetup = options.hostSetup ?? true;
+  if (hostSetup !== false)
+    await loadHostSetup(options.modulePath, compiler, hostSetup === true ? undefined : hostSetup);
   for (const [token, value] of options.inject ?? []) compiler.bind(token, value);
   await options.configure?.(compiler);
   if (context !== undefined) compiler.joinContext(context);
@@ -40,7 +45,7 @@ export function moduleRuntimeFactory(options: {
   modulePath?: string | undefined;
   container?: Container | undefined;
   compiler?: ModuleRuntimeOptions["compiler"];
-  hostSetup?: boolean | undefined;
+  hostSetup?: boolean | string | undefined;
 }): (context: MossContext | undefined) => Promise<MossRuntime> {
   const { modulePath } = options;
   if (modulePath === undefined) throw new TypeError("moduleRuntimeFactory needs a modulePath");

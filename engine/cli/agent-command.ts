@@ -18,6 +18,7 @@ import {
   readAnswersFile,
 } from "./answer-requests.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
+import { ConfigSettings } from "./config-settings.ts";
 import { escapeControlCharacters as safe } from "./escape-control-characters.ts";
 import { EXIT, isInputError, usageError } from "./exit-codes.ts";
 import { parseOptions } from "./parse-options.ts";
@@ -64,8 +65,10 @@ asked (approve or deny with a reason; pick a choice or type an answer) and the r
   --answers <file|->      answers by request id: {"<id>": {"approved": true} | {"approved": false, "reason": "…"}
                           | {"answer": "…"}}; consulted at every pause
   --resume                continue the session's paused run (needs --session; takes no task)
-  --config <file>         settings file (default ./moss.config.yaml when it exists): model and agent keys; flags
-                          and environment variables win over it
+  --config <file>         settings file (default ./moss.config.yaml when it exists): model, agent, store.dataDir (the
+                          sessions live in <dataDir>/sessions), modules.<module.ts>.config (bound as "moss.config")
+                          and .host (the host setup file); flags and environment variables win over it
+  --print-config          print every setting in effect with where it came from, and exit (takes no task)
 A question no one answers leaves the run paused (exit ${EXIT.paused}); the session keeps it for --resume. Paused runs are
 signed with $MOSS_CONTINUATION_KEY, else a key kept in <sessions-dir>/continuation.key.
 The run stops for one of these reasons, printed on its last line (exit code in parentheses):
@@ -92,6 +95,7 @@ export const agentCommand: CliCommand = async (argv, io) => {
       resume: { type: "boolean" },
       "working-directory": { type: "string" },
       config: { type: "string" },
+      "print-config": { type: "boolean" },
     },
     USAGE,
   );
@@ -102,13 +106,48 @@ export const agentCommand: CliCommand = async (argv, io) => {
   const [modulePath, ...taskWords] = positionals;
   const task = taskWords.join(" ").trim();
   const resuming = values.resume === true;
-  if (resuming) {
+  const printing = values["print-config"] === true;
+  if (printing) {
+    if (!modulePath) throw usageError("missing <module.ts>", USAGE);
+  } else if (resuming) {
     if (!modulePath) throw usageError("missing <module.ts>", USAGE);
     if (values.session === undefined) throw usageError("--resume needs --session <id>", USAGE);
     if (task !== "") throw usageError("--resume continues the paused run and takes no task", USAGE);
     if (values.image !== undefined) throw usageError("--image goes with a task, not with --resume", USAGE);
   } else if (!modulePath || task === "") {
     throw usageError(`missing <module.ts> or "<task>"`, USAGE);
+  }
+  // moss.config.yaml (the same file `moss serve` reads): a setting's flag wins, then its environment variable.
+  const config = await (await import("../server/moss-config.ts")).loadMossConfig({
+    cwd: io.cwd,
+    modulePath: modulePath!,
+    ...(values.config === undefined ? {} : { file: values.config }),
+  });
+  const settings = new ConfigSettings(config, values, io.env, USAGE);
+  const text = (value: string) => value;
+  const positive = (text: string, source: string) => positiveInteger(text, source, 0);
+  const modelName = settings.get("model.name", "model", "MOSS_MODEL", text);
+  const baseUrl = settings.get("model.baseUrl", "base-url", "OPENAI_BASE_URL", text);
+  const maxTokens = settings.get("model.maxTokens", "max-tokens", "MOSS_MAX_TOKENS", positive);
+  const contextTokens = settings.get(
+    "model.contextTokens",
+    "context-tokens",
+    "MOSS_CONTEXT_TOKENS",
+    positive,
+  );
+  const maxSteps = settings.get("agent.maxSteps", "max-steps", undefined, positive, 10)!;
+  const maxErrors = settings.get("agent.maxErrors", "max-errors", undefined, positive, 3)!;
+  const tools = settings.get("agent.tools", "no-tools", undefined, () => false, true)!;
+  const dataDir = settings.get("store.dataDir", undefined, undefined, text, ".moss")!;
+  const sessionsDirectory = resolve(io.cwd, values["sessions-dir"] ?? join(dataDir, "sessions"));
+  settings.show("sessionsDir", {
+    value: sessionsDirectory,
+    source: values["sessions-dir"] === undefined ? "store.dataDir" : "--sessions-dir",
+  });
+  settings.showModule(modulePath!);
+  if (printing) {
+    io.stdout.write(`${settings.render()}\n`);
+    return EXIT.ok;
   }
   const approve =
     values.approve === undefined
@@ -134,17 +173,6 @@ export const agentCommand: CliCommand = async (argv, io) => {
   ]);
   // A module that does not type-check is an unusable input (exit 4), before any model is asked.
   await (await import("../compiler/index.ts")).checkModuleFile(modulePath!);
-  // moss.config.yaml (the same file `moss serve` reads): a setting's flag wins, then its environment variable.
-  const config = await (await import("../server/moss-config.ts")).loadMossConfig({
-    cwd: io.cwd,
-    modulePath: modulePath!,
-    ...(values.config === undefined ? {} : { file: values.config }),
-  });
-  const configured = <T>(path: string, flag: T | undefined, envName?: string): T | string | undefined =>
-    flag ?? (envName === undefined ? undefined : nonEmpty(io.env[envName])) ?? config.get<T>(path);
-  const asText = (value: unknown) => (value === undefined ? undefined : String(value));
-  const modelName = configured("model.name", values.model, "MOSS_MODEL");
-  const baseUrl = configured("model.baseUrl", values["base-url"], "OPENAI_BASE_URL");
   const model: LanguageModel = values.replay
     ? await ScriptedLanguageModel.fromFile(resolve(io.cwd, values.replay))
     : new OpenAILanguageModel({
@@ -152,36 +180,25 @@ export const agentCommand: CliCommand = async (argv, io) => {
         ...(modelName === undefined ? {} : { model: String(modelName) }),
         ...(baseUrl === undefined ? {} : { baseUrl: String(baseUrl) }),
       });
-  const sessionsDirectory = resolve(io.cwd, values["sessions-dir"] ?? join(".moss", "sessions"));
   const store = values.session === undefined ? undefined : new FileContextStore(sessionsDirectory);
   const continuationKey =
     values.session === undefined ? undefined : await sessionContinuationKey(sessionsDirectory, io.env);
-  const container =
-    values["working-directory"] === undefined
-      ? undefined
-      : await workingDirectoryContainer(resolve(io.cwd, values["working-directory"]));
+  const container = await agentContainer(
+    values["working-directory"] === undefined ? undefined : resolve(io.cwd, values["working-directory"]),
+    config.moduleConfig(),
+  );
+  const hostSetup = config.hostSetup();
   const agent = new MossAgent({
     model,
     modulePath: resolve(io.cwd, modulePath!),
     ...(container === undefined ? {} : { container }),
     ...(continuationKey === undefined ? {} : { compiler: { continuationKey } }),
-    tools: values["no-tools"] === true ? false : (config.get<boolean>("agent.tools") ?? true),
-    maxSteps: positiveInteger(asText(configured("agent.maxSteps", values["max-steps"])), "--max-steps", 10),
-    maxConsecutiveErrors: positiveInteger(
-      asText(configured("agent.maxErrors", values["max-errors"])),
-      "--max-errors",
-      3,
-    ),
-    ...optionalInteger(
-      asText(configured("model.maxTokens", values["max-tokens"], "MOSS_MAX_TOKENS")),
-      "--max-tokens",
-      "maxTokens",
-    ),
-    ...optionalInteger(
-      asText(configured("model.contextTokens", values["context-tokens"], "MOSS_CONTEXT_TOKENS")),
-      "--context-tokens",
-      "contextTokens",
-    ),
+    ...(hostSetup === undefined ? {} : { hostSetup: String(hostSetup.value) }),
+    tools,
+    maxSteps,
+    maxConsecutiveErrors: maxErrors,
+    ...(maxTokens === undefined ? {} : { maxTokens }),
+    ...(contextTokens === undefined ? {} : { contextTokens }),
     ...(values.session === undefined || store === undefined
       ? {}
       : {
@@ -246,19 +263,6 @@ export const agentCommand: CliCommand = async (argv, io) => {
 function runExitCode(result: AgentRunResult): number {
   if (result.stopReason === "error" && isInputError(result.error)) return EXIT.input;
   return EXIT_CODES[result.stopReason];
-}
-
-function optionalInteger<Key extends string>(
-  text: string | undefined,
-  option: string,
-  key: Key,
-): { [K in Key]?: number } {
-  if (text === undefined) return {};
-  return { [key]: positiveInteger(text, option, 0) } as { [K in Key]?: number };
-}
-
-function nonEmpty(value: string | undefined): string | undefined {
-  return value === undefined || value.trim() === "" ? undefined : value;
 }
 
 function positiveInteger(text: string | undefined, option: string, fallback: number): number {
@@ -444,11 +448,15 @@ function firstLine(text: string): string {
 }
 
 /** A container holding a `Files` service confined to `directory` (what `--working-directory` binds). */
-async function workingDirectoryContainer(directory: string) {
-  const [{ Container }, { Files }] = await Promise.all([
-    import("../../container/index.ts"),
-    import("../../moss-modules/files/index.ts"),
-  ]);
+/**
+ * The container every compile of `moss agent` works in: the module's merged `config` section under `"moss.config"`
+ * (as `moss serve` binds it), and a Files service confined to `--working-directory` when given.
+ */
+async function agentContainer(directory: string | undefined, moduleConfig: Record<string, unknown>) {
+  const { Container } = await import("../../container/index.ts");
+  const container = new Container({ name: "moss-agent" }).bind("moss.config", moduleConfig);
+  if (directory === undefined) return container;
+  const { Files } = await import("../../moss-modules/files/index.ts");
   let files: InstanceType<typeof Files>;
   try {
     files = new Files(directory);
@@ -457,5 +465,5 @@ async function workingDirectoryContainer(directory: string) {
       directory,
     });
   }
-  return new Container({ name: "working-directory" }).bind(Files, files);
+  return container.bind(Files, files);
 }

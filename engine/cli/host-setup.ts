@@ -8,15 +8,29 @@ import { locatedMessage, MossError } from "../errors.ts";
 
 /**
  * The host-setup convention of the CLI: a module `dir/name.ts` may have a sibling `dir/name.host.ts` exporting
- * `setup(compiler)`, which binds the real services before compile. Returns the file used, if any.
+ * `setup(compiler)`, which binds the real services before compile; `file` (a config's `modules.<name>.host`) names
+ * another setup file instead, which must exist. Returns the file used, if any.
  */
-export async function loadHostSetup(modulePath: string, compiler: MossCompiler): Promise<string | undefined> {
-  const absolute = path.resolve(modulePath);
-  const candidate = `${absolute.replace(/\.[cm]?tsx?$/, "")}.host.ts`;
+export async function loadHostSetup(
+  modulePath: string,
+  compiler: MossCompiler,
+  file?: string,
+): Promise<string | undefined> {
+  const candidate =
+    file === undefined
+      ? `${path.resolve(modulePath).replace(/\.[cm]?tsx?$/, "")}.host.ts`
+      : path.resolve(file);
   try {
     await access(candidate);
   } catch {
-    return undefined;
+    if (file === undefined) return undefined;
+    throw new MossError(
+      "module-load",
+      `${candidate}: the host setup file named for ${modulePath} does not exist`,
+      {
+        file: candidate,
+      },
+    );
   }
   let setup: unknown;
   try {

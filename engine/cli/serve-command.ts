@@ -2,9 +2,10 @@ import { readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { LanguageModel } from "../agent/index.ts";
 import type { DatabaseLocation } from "../server/index.ts";
-import { type ConfigValue, loadMossConfig, renderConfig } from "../server/moss-config.ts";
+import { loadMossConfig } from "../server/moss-config.ts";
 import { TenantTokens } from "../server/tenant-tokens.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
+import { ConfigSettings } from "./config-settings.ts";
 import { EXIT, usageError } from "./exit-codes.ts";
 import { parseOptions } from "./parse-options.ts";
 
@@ -20,7 +21,8 @@ const COMMON = `  --data-dir <dir>        where the embedded database (PGlite) l
   --concurrency <n>       runs this process executes at once (default 8)
   --lease-ms <n>          how long a worker holds a run between heartbeats before another may take it over (default 30000)
   --config <file>         the configuration (default ./moss.config.yaml when it exists): model, agent, limits, store,
-                          serve, worker, tokens, modules.<module.ts>.config; flags and environment variables win over it
+                          serve, worker, tokens, modules.<module.ts>.config and .host (its host setup file, relative
+                          to the config file); flags and environment variables win over it
   --print-config          print every setting in effect with where it came from, and exit
 Paused runs are signed with $MOSS_CONTINUATION_KEY, else a key kept in the database (the same for every instance).`;
 
@@ -95,36 +97,9 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
     modulePath,
     ...(values.config === undefined ? {} : { file: values.config }),
   });
-  // Each setting: its flag, else its environment variable, else moss.config.yaml, else the default.
-  const shown: Array<[string, ConfigValue | undefined]> = [];
-  const setting = <T>(
-    path: string,
-    flag: keyof typeof SERVE_OPTIONS | undefined,
-    envName: string | undefined,
-    parse: (text: string, source: string) => T,
-    fallback?: T,
-  ): T | undefined => {
-    const given = flag === undefined ? undefined : (values[flag] as string | undefined);
-    const fromEnv = envName === undefined ? undefined : nonEmpty(io.env[envName]);
-    const entry: ConfigValue | undefined =
-      given !== undefined
-        ? { value: parse(given, `--${flag}`), source: `--${flag}` }
-        : fromEnv !== undefined
-          ? { value: parse(fromEnv, `$${envName}`), source: `$${envName}` }
-          : (config.entry(path) ??
-            (fallback === undefined ? undefined : { value: fallback, source: "default" }));
-    shown.push([path, entry]);
-    return entry?.value as T | undefined;
-  };
-  const integer =
-    (min: number, max = Number.MAX_SAFE_INTEGER) =>
-    (given: string, source: string): number => {
-      const value = Number(given);
-      if (!/^\d+$/.test(given.trim()) || !Number.isSafeInteger(value) || value < min || value > max) {
-        throw usageError(`${source} needs an integer from ${min} to ${max}, got "${given}"`, usage);
-      }
-      return value;
-    };
+  const settings = new ConfigSettings(config, values, io.env, usage);
+  const setting = settings.get.bind(settings);
+  const integer = settings.integer.bind(settings);
   const text = (value: string) => value;
   const databaseUrl = setting("store.databaseUrl", "database-url", "DATABASE_URL", text);
   const dataDir = setting("store.dataDir", "data-dir", undefined, text, ".moss")!;
@@ -145,7 +120,7 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
   for (const [path, entry] of config.entries("limits.tenants.")) {
     const [, , tenant, key] = path.split(".");
     (tenantLimits[tenant!] ??= {})[key!] = entry.value as number;
-    shown.push([path, entry]);
+    settings.show(path, entry);
   }
   const tokenEntries: Array<[string, string]> = [
     ...(values.token ?? []).map((token): [string, string] => [token, "--token"]),
@@ -160,13 +135,12 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
   ];
   for (const [token, source] of tokenEntries) {
     const tenant = token.split(":")[0];
-    shown.push([`tokens.${tenant}`, { value: `${tenant}:***`, source }]);
+    settings.show(`tokens.${tenant}`, { value: `${tenant}:***`, source });
   }
-  for (const [path, entry] of config.moduleEntries())
-    shown.push([`modules.${modulePath}.config.${path}`, entry]);
+  settings.showModule(modulePath);
 
   if (values["print-config"] === true) {
-    io.stdout.write(`${renderConfig(shown)}\n`);
+    io.stdout.write(`${settings.render()}\n`);
     return EXIT.ok;
   }
   if (kind === "worker" && databaseUrl === undefined) {
@@ -214,6 +188,7 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
     limits: { maxActiveRuns, maxBodyBytes },
     tenantLimits,
     agent: {
+      ...(config.hostSetup() === undefined ? {} : { hostSetup: String(config.hostSetup()!.value) }),
       tools,
       maxSteps,
       maxConsecutiveErrors: maxErrors,
@@ -241,10 +216,6 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
   await server.close(30_000);
   io.stderr.write(`moss ${kind}: stopped\n`);
   return EXIT.ok;
-}
-
-function nonEmpty(value: string | undefined): string | undefined {
-  return value === undefined || value.trim() === "" ? undefined : value;
 }
 
 /** moss-ts's version, from the package.json above this file (in the sources and in dist/ alike). */

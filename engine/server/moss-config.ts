@@ -1,4 +1,4 @@
-import { readFile } from "node:fs/promises";
+import { access, readFile } from "node:fs/promises";
 import { basename, dirname, join, relative, resolve } from "node:path";
 import { isMap, isScalar, isSeq, LineCounter, type Node, parseDocument, type YAMLMap } from "yaml";
 import { closest } from "../closest.ts";
@@ -53,8 +53,12 @@ const SCHEMA: Shape = {
       keys: { concurrency: { kind: "integer", min: 1 }, leaseMs: { kind: "integer", min: 100 } },
     },
     tokens: { kind: "strings" },
-    // The outer file may set a module's `config` section and nothing else of it (seed 000's rule).
-    modules: { kind: "map", values: { kind: "section", keys: { config: { kind: "any" } } } },
+    // The outer file may set a module's `config` section and nothing else of the module's own (seed 000's rule),
+    // and which host setup file binds its real services here (`host`, relative to this file): a deployment's choice.
+    modules: {
+      kind: "map",
+      values: { kind: "section", keys: { config: { kind: "any" }, host: { kind: "string" } } },
+    },
   },
 };
 
@@ -72,6 +76,7 @@ export class MossConfig {
   readonly #values = new Map<string, ConfigValue>();
   /** The module's `config` section after the outer file's overrides, each leaf with its source. */
   readonly #module = new Map<string, ConfigValue>();
+  #hostSetup: ConfigValue | undefined;
 
   /** The value at a dotted path, or undefined. */
   get<T>(path: string): T | undefined {
@@ -98,6 +103,16 @@ export class MossConfig {
   /** The module's merged `config` leaves with their sources. */
   moduleEntries(): Map<string, ConfigValue> {
     return new Map(this.#module);
+  }
+
+  /** The module's host setup file named by `modules.<module>.host` (an absolute path), with its source. */
+  hostSetup(): ConfigValue | undefined {
+    return this.#hostSetup;
+  }
+
+  /** @internal */
+  setHostSetup(entry: ConfigValue): void {
+    this.#hostSetup = entry;
   }
 
   /** @internal */
@@ -148,7 +163,10 @@ export async function loadMossConfig(options: {
       outer.root && isMap(outer.root) ? (outer.root.get("modules", true) as YAMLMap | undefined) : undefined;
     for (const item of modules?.items ?? []) {
       const key = String((item.key as { value?: unknown })?.value ?? item.key);
+      const host = isMap(item.value) ? (item.value.get("host", true) as Node | undefined) : undefined;
+      const hostFile = host === undefined ? undefined : await hostSetupFile(outer, outerPath, key, host);
       if (resolve(dirname(outerPath), key) !== resolve(options.cwd, options.modulePath)) continue;
+      if (hostFile !== undefined) config.setHostSetup({ value: hostFile, source: where(outer, host) });
       const section = isMap(item.value) ? item.value.get("config", true) : undefined;
       if (section !== undefined && section !== null) {
         if (!isMap(section))
@@ -158,6 +176,27 @@ export async function loadMossConfig(options: {
     }
   }
   return config;
+}
+
+/** A module's `host` setup file, resolved relative to the config file; one that is not there is a located error. */
+async function hostSetupFile(
+  file: YamlFile,
+  configPath: string,
+  module: string,
+  node: Node,
+): Promise<string> {
+  const named = String((node as { value?: unknown }).value);
+  const absolute = resolve(dirname(configPath), named);
+  try {
+    await access(absolute);
+  } catch {
+    throw located(
+      file,
+      node,
+      `\`modules.${module}.host\`: no host setup file at ${absolute} (a path relative to ${basename(configPath)})`,
+    );
+  }
+  return absolute;
 }
 
 /** `--print-config`: every value in effect with where it came from, one per line. */
@@ -238,7 +277,7 @@ function check(node: Node | null, shape: Shape, file: YamlFile, path = ""): void
             file,
             keyNode,
             path.startsWith("modules.") && key !== "config"
-              ? `only the \`config\` section of a module can be set here (found \`${key}\`); the rest belongs to the module's own file`
+              ? `only a module's \`config\` section and its \`host\` setup file can be set here (found \`${key}\`); the rest belongs to the module's own file`
               : `unknown key \`${inner}\`${suggestion ? ` — did you mean \`${suggestion}\`?` : ""} (known: ${known})`,
           );
         }

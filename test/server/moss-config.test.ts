@@ -53,7 +53,7 @@ describe("moss.config.yaml", () => {
     await expect(config()).rejects.toMatchObject({
       code: "config-invalid",
       message: expect.stringMatching(
-        /^outer-\w+\.yaml:3:5 - only the `config` section of a module can be set here/,
+        /^outer-\w+\.yaml:3:5 - only a module.s `config` section and its `host` setup file can be set here/,
       ),
     });
   });
