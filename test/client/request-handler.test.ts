@@ -1,10 +1,8 @@
 // moss-ts/client (the Crewmaster protocol) against a real `moss serve` core on PGlite: real HTTP on 127.0.0.1, a
 // real worker running the vault module's agent, the fake OpenAI server as the model.
 import { randomUUID } from "node:crypto";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   AnsweredClarifications,
   FormatType,
@@ -15,18 +13,8 @@ import {
   ResponseStreamHandler,
   ScopeType,
 } from "../../client/index.ts";
-import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
-import type { MossServer } from "../../engine/server/moss-server.ts";
-import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
-import { startTestServer, TOKENS } from "../server/server-harness.ts";
+import { code, startTestServer, TOKENS, TRANSFER, useVaultServer } from "../server/server-harness.ts";
 
-const code = (body: string, prose = ""): FakeReply => ({
-  content: prose,
-  toolCalls: [
-    { name: "moss", arguments: JSON.stringify({ code: `async function main(moss: Moss) {\n${body}\n}` }) },
-  ],
-});
-const TRANSFER = '  const receipt = await moss.vault.transfer("bob", 5);\n  console.log("sent", receipt);';
 const ASK =
   '  const color = await moss.ask("Which color?", { choices: ["red", "blue"] });\n  console.log("color", color);';
 
@@ -48,31 +36,12 @@ class RecordingPort implements PluginPort {
 }
 
 describe("moss-ts/client against moss serve (PGlite)", () => {
-  const replies: FakeReply[] = [];
-  let model: FakeOpenAIServer;
-  let server: MossServer;
-  let directory: string;
-
-  beforeAll(async () => {
-    directory = await mkdtemp(join(tmpdir(), "moss-client-"));
-    process.env.MOSS_VAULT_LOG = join(directory, "vault.log");
-    model = await startFakeOpenAIServer(replies);
-    server = await startTestServer({ dataDirectory: join(directory, "data") }, model.baseUrl);
-  }, 60_000);
-  afterAll(async () => {
-    await server?.close(1_000);
-    await model?.close();
-    await closeSharedSandboxes();
-    await rm(directory, { recursive: true, force: true });
-    delete process.env.MOSS_VAULT_LOG;
-  });
-
-  const transfers = async () =>
-    (await readFile(process.env.MOSS_VAULT_LOG!, "utf8").catch(() => "")).split("\n").filter(Boolean);
+  const vault = useVaultServer("moss-client-");
+  const { replies, transfers } = vault;
   const handler = (options: Partial<ConstructorParameters<typeof RequestHandler>[0]> = {}) =>
     new RequestHandler({
       bearerToken: TOKENS.alice,
-      serverUrl: server.url!,
+      serverUrl: vault.server.url!,
       threadId: `crew-${randomUUID()}`,
       ...options,
     });
@@ -90,12 +59,12 @@ describe("moss-ts/client against moss serve (PGlite)", () => {
   };
 
   it("serves the playground at / without a token, under a strict Content-Security-Policy", async () => {
-    const page = await fetch(`${server.url}/`);
+    const page = await fetch(`${vault.server.url}/`);
     expect(page.status).toBe(200);
     expect(page.headers.get("content-type")).toMatch(/^text\/html/);
     expect(page.headers.get("content-security-policy")).toContain("script-src 'self'");
     expect(await page.text()).toContain('<script type="module" src="/playground.js">');
-    const script = await fetch(`${server.url}/playground.js`);
+    const script = await fetch(`${vault.server.url}/playground.js`);
     expect(script.headers.get("content-type")).toMatch(/^text\/javascript/);
     const text = await script.text();
     // Bundled: eventsource-parser is inlined, no bare import is left for the browser to resolve.
@@ -194,8 +163,8 @@ describe("moss-ts/client against moss serve (PGlite)", () => {
   });
 
   it("a thread and its pending clarification survive a restart of the server: the answer resumes the run", async () => {
-    const dataDirectory = join(directory, "restart");
-    let own = await startTestServer({ dataDirectory }, model.baseUrl);
+    const dataDirectory = join(vault.directory, "restart");
+    let own = await startTestServer({ dataDirectory }, vault.model.baseUrl);
     try {
       replies.push(code(TRANSFER), { content: "Sent after the restart." });
       const threadId = `crew-${randomUUID()}`;
@@ -206,7 +175,7 @@ describe("moss-ts/client against moss serve (PGlite)", () => {
       const clarification = first.messages.find((message) => message.type === "clarification");
       if (clarification?.type !== "clarification") throw new Error("no clarification");
       await own.close(1_000);
-      own = await startTestServer({ dataDirectory }, model.baseUrl);
+      own = await startTestServer({ dataDirectory }, vault.model.baseUrl);
       const request = new RequestHandler({ bearerToken: TOKENS.alice, serverUrl: own.url!, threadId });
       const answered = new AnsweredClarifications().add("Approve", {
         requestId: clarification.requestId,

@@ -2,23 +2,9 @@
 // own schemas; approvals and moss.ask end a run with interrupts, resume entries answer them, and a stream resumes
 // with Last-Event-ID.
 import { randomUUID } from "node:crypto";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { EventSchema, RunAgentInputSchema } from "@ag-ui/core/schemas";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
-import type { MossServer } from "../../engine/server/moss-server.ts";
-import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
-import { startTestServer, TOKENS } from "./server-harness.ts";
-
-const code = (body: string, prose = ""): FakeReply => ({
-  content: prose,
-  toolCalls: [
-    { name: "moss", arguments: JSON.stringify({ code: `async function main(moss: Moss) {\n${body}\n}` }) },
-  ],
-});
-const TRANSFER = '  const receipt = await moss.vault.transfer("bob", 5);\n  console.log("sent", receipt);';
+import { describe, expect, it } from "vitest";
+import { code, readSse, TOKENS, TRANSFER, useVaultServer } from "./server-harness.ts";
 
 interface AguiEvent {
   id: string;
@@ -26,27 +12,8 @@ interface AguiEvent {
 }
 
 describe("the AG-UI endpoint on PGlite", () => {
-  const replies: FakeReply[] = [];
-  let model: FakeOpenAIServer;
-  let server: MossServer;
-  let directory: string;
-
-  beforeAll(async () => {
-    directory = await mkdtemp(join(tmpdir(), "moss-agui-"));
-    process.env.MOSS_VAULT_LOG = join(directory, "vault.log");
-    model = await startFakeOpenAIServer(replies);
-    server = await startTestServer({ dataDirectory: join(directory, "data") }, model.baseUrl);
-  }, 60_000);
-  afterAll(async () => {
-    await server?.close(1_000);
-    await model?.close();
-    await closeSharedSandboxes();
-    await rm(directory, { recursive: true, force: true });
-    delete process.env.MOSS_VAULT_LOG;
-  });
-
-  const transfers = async () =>
-    (await readFile(process.env.MOSS_VAULT_LOG!, "utf8").catch(() => "")).split("\n").filter(Boolean);
+  const vault = useVaultServer("moss-agui-");
+  const { replies, transfers } = vault;
   const input = (threadId: string, extra: Record<string, unknown> = {}) =>
     RunAgentInputSchema.parse({ threadId, runId: randomUUID(), messages: [], ...extra });
 
@@ -56,7 +23,7 @@ describe("the AG-UI endpoint on PGlite", () => {
     options: { lastEventId?: string; token?: string; stopAfter?: number } = {},
   ): Promise<AguiEvent[]> => {
     const controller = new AbortController();
-    const response = await fetch(`${server.url}/v1/agui`, {
+    const response = await fetch(`${vault.server.url}/v1/agui`, {
       method: "POST",
       headers: {
         authorization: `Bearer ${options.token ?? TOKENS.alice}`,
@@ -70,31 +37,14 @@ describe("the AG-UI endpoint on PGlite", () => {
     if (response.status !== 200)
       throw Object.assign(new Error(await response.text()), { status: response.status });
     const received: AguiEvent[] = [];
-    const text = response.body!.pipeThrough(new TextDecoderStream()).getReader();
-    let buffer = "";
     try {
-      while (true) {
-        const { done, value } = await text.read();
-        if (done) return received;
-        buffer += value;
-        let end = buffer.indexOf("\n\n");
-        while (end >= 0) {
-          const block = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          end = buffer.indexOf("\n\n");
-          const fields = new Map<string, string>();
-          for (const line of block.split("\n")) {
-            if (line.startsWith(":") || line === "") continue;
-            const colon = line.indexOf(":");
-            fields.set(line.slice(0, colon), line.slice(colon + 1).replace(/^ /, ""));
-          }
-          if (!fields.has("data")) continue;
-          const event = EventSchema.parse(JSON.parse(fields.get("data")!));
-          expect(fields.get("event")).toBe(event.type);
-          received.push({ id: fields.get("id")!, event });
-          if (received.length === options.stopAfter) return received;
-        }
-      }
+      await readSse(response, (message) => {
+        const event = EventSchema.parse(JSON.parse(message.data));
+        expect(message.event).toBe(event.type);
+        received.push({ id: message.id!, event });
+        return received.length === options.stopAfter;
+      });
+      return received;
     } finally {
       controller.abort();
     }
@@ -220,16 +170,16 @@ describe("the AG-UI endpoint on PGlite", () => {
     const cut = await run(body, { stopAfter: 4 });
     const rest = await run(body, { lastEventId: cut.at(-1)!.id });
     expect([...cut, ...rest].map(({ event }) => event.type).at(-1)).toBe("RUN_FINISHED");
-    const modelCalls = model.requests.length;
+    const modelCalls = vault.model.requests.length;
     const whole = await run(body, { lastEventId: cut[0]!.id });
-    expect(model.requests.length).toBe(modelCalls);
+    expect(vault.model.requests.length).toBe(modelCalls);
     expect([...cut.slice(1), ...rest]).toEqual(whole);
     expect(rest.at(-1)!.event.result).toBe("100.");
   });
 
   it("refuses bad input with a clear 4xx", async () => {
     const post = (body: string, headers: Record<string, string> = {}) =>
-      fetch(`${server.url}/v1/agui`, {
+      fetch(`${vault.server.url}/v1/agui`, {
         method: "POST",
         headers: { authorization: `Bearer ${TOKENS.alice}`, "content-type": "application/json", ...headers },
         body,
@@ -245,7 +195,7 @@ describe("the AG-UI endpoint on PGlite", () => {
         else controller.enqueue(chunk);
       },
     });
-    const chunked = await fetch(`${server.url}/v1/agui`, {
+    const chunked = await fetch(`${vault.server.url}/v1/agui`, {
       method: "POST",
       headers: { authorization: `Bearer ${TOKENS.alice}`, "content-type": "application/json" },
       body: endless,
@@ -266,7 +216,7 @@ describe("the AG-UI endpoint on PGlite", () => {
         "last-event-id": "nonsense",
       }),
     ).toMatchObject({ status: 400, body: { error: { code: "event-id-invalid" } } });
-    const noToken = await fetch(`${server.url}/v1/agui`, { method: "POST", body: "{}" });
+    const noToken = await fetch(`${vault.server.url}/v1/agui`, { method: "POST", body: "{}" });
     expect(noToken.status).toBe(401);
     expect(
       await post(

@@ -8,14 +8,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
 import { runMoss } from "../helpers/moss-cli.ts";
-import { call, readEvents, runSettles, spawnServe, VAULT_MODULE } from "./server-harness.ts";
-
-const code = (body: string): FakeReply => ({
-  content: "",
-  toolCalls: [
-    { name: "moss", arguments: JSON.stringify({ code: `async function main(moss: Moss) {\n${body}\n}` }) },
-  ],
-});
+import { call, code, readEvents, runSettles, spawnServe, VAULT_MODULE } from "./server-harness.ts";
 
 describe("moss serve (the binary)", () => {
   const replies: FakeReply[] = [];

@@ -11,15 +11,7 @@ import type { DatabaseLocation } from "../../engine/server/database.ts";
 import type { MossServer } from "../../engine/server/moss-server.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
 import { POSTGRES_TESTS, type PostgresServer, startPostgres } from "../helpers/postgres-server.ts";
-import { call, readEvents, runSettles, startTestServer } from "./server-harness.ts";
-
-const code = (body: string): FakeReply => ({
-  content: "",
-  toolCalls: [
-    { name: "moss", arguments: JSON.stringify({ code: `async function main(moss: Moss) {\n${body}\n}` }) },
-  ],
-});
-const TRANSFER = '  const receipt = await moss.vault.transfer("bob", 5);\n  console.log("sent", receipt);';
+import { call, code, readEvents, runSettles, startTestServer, TRANSFER } from "./server-harness.ts";
 
 function suite(name: string, locate: () => Promise<{ location: DatabaseLocation; end(): Promise<void> }>) {
   describe(`moss serve API on ${name}`, () => {

@@ -1,13 +1,74 @@
-import { type ChildProcess, spawn } from "node:child_process";
 // Starts a real `moss serve` core (HTTP on 127.0.0.1, PGlite or PostgreSQL, a worker) with the fake OpenAI
 // server as its model, and reads its event stream the way a browser's EventSource would.
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createParser, type EventSourceMessage } from "eventsource-parser";
+import { afterAll, beforeAll } from "vitest";
 import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
+import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { DatabaseLocation } from "../../engine/server/database.ts";
 import { type MossServer, type MossServerOptions, startMossServer } from "../../engine/server/moss-server.ts";
 import { TenantTokens } from "../../engine/server/tenant-tokens.ts";
+import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
 
 export const VAULT_MODULE = "test/agent/fixtures/vault/context.ts";
 export const TOKENS = { alice: "alice-secret", bob: "bob-secret" } as const;
+
+/** A model reply that runs `body` as the moss tool's `main(moss)`, after `prose`. */
+export const code = (body: string, prose = ""): FakeReply => ({
+  content: prose,
+  toolCalls: [
+    { name: "moss", arguments: JSON.stringify({ code: `async function main(moss: Moss) {\n${body}\n}` }) },
+  ],
+});
+
+/** The vault's `@approval` transfer, as model code. */
+export const TRANSFER =
+  '  const receipt = await moss.vault.transfer("bob", 5);\n  console.log("sent", receipt);';
+
+/** What {@link useVaultServer} gives a test file (its fields are set once the server started). */
+export interface VaultServer {
+  /** The fake model's replies, in order: push before a run. */
+  readonly replies: FakeReply[];
+  model: FakeOpenAIServer;
+  server: MossServer;
+  /** A temporary directory the fixture removes after the file's tests. */
+  directory: string;
+  /** Each transfer that really ran, one line each (the vault's log file). */
+  transfers(): Promise<string[]>;
+}
+
+/**
+ * The vault module's server (PGlite under a temporary directory, the fake OpenAI server as its model), started
+ * before the file's tests and stopped after them.
+ */
+export function useVaultServer(prefix: string, options: Partial<MossServerOptions> = {}): VaultServer {
+  const fixture = {
+    replies: [] as FakeReply[],
+    transfers: async () =>
+      (await readFile(process.env.MOSS_VAULT_LOG!, "utf8").catch(() => "")).split("\n").filter(Boolean),
+  } as VaultServer;
+  beforeAll(async () => {
+    fixture.directory = await mkdtemp(join(tmpdir(), prefix));
+    process.env.MOSS_VAULT_LOG = join(fixture.directory, "vault.log");
+    fixture.model = await startFakeOpenAIServer(fixture.replies);
+    fixture.server = await startTestServer(
+      { dataDirectory: join(fixture.directory, "data") },
+      fixture.model.baseUrl,
+      options,
+    );
+  }, 60_000);
+  afterAll(async () => {
+    await fixture.server?.close(1_000);
+    await fixture.model?.close();
+    await closeSharedSandboxes();
+    if (fixture.directory !== undefined) await rm(fixture.directory, { recursive: true, force: true });
+    delete process.env.MOSS_VAULT_LOG;
+  });
+  return fixture;
+}
 
 /** A server with tenants alice and bob, its model at `modelUrl`. */
 export async function startTestServer(
@@ -89,37 +150,48 @@ export async function readEvents(
   });
   if (response.status !== 200) throw new Error(`event stream: ${response.status} ${await response.text()}`);
   const received: ReceivedEvent[] = [];
-  const decoder = new TextDecoder();
-  let buffer = "";
-  const reader = response.body!.getReader();
   try {
-    while (true) {
-      const { done, value } = await reader.read();
-      if (done) throw new Error(`the stream ended after ${received.length} events`);
-      buffer += decoder.decode(value, { stream: true });
-      let end = buffer.indexOf("\n\n");
-      while (end >= 0) {
-        const block = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        end = buffer.indexOf("\n\n");
-        const fields = new Map<string, string>();
-        for (const line of block.split("\n")) {
-          if (line.startsWith(":") || line === "") continue;
-          const colon = line.indexOf(":");
-          fields.set(line.slice(0, colon), line.slice(colon + 1).replace(/^ /, ""));
-        }
-        if (!fields.has("data")) continue;
-        const event = {
-          id: Number(fields.get("id")),
-          event: fields.get("event")!,
-          data: JSON.parse(fields.get("data")!),
-        };
-        received.push(event);
-        if (until(event)) return received;
-      }
-    }
+    const ended = !(await readSse(response, (message) => {
+      const event = {
+        id: Number(message.id),
+        event: message.event ?? "message",
+        data: JSON.parse(message.data),
+      };
+      received.push(event);
+      return until(event);
+    }));
+    if (ended) throw new Error(`the stream ended after ${received.length} events`);
+    return received;
   } finally {
     controller.abort();
+  }
+}
+
+/**
+ * Reads a `text/event-stream` response with eventsource-parser (the parser moss-ts/client uses), calling `onMessage`
+ * for each event until it returns true (resolves true) or the stream ends (resolves false). Comments (heartbeats)
+ * are skipped.
+ */
+export async function readSse(
+  response: Response,
+  onMessage: (message: EventSourceMessage) => boolean | undefined,
+): Promise<boolean> {
+  let stop = false;
+  const parser = createParser({
+    onEvent(message) {
+      if (!stop && onMessage(message) === true) stop = true;
+    },
+  });
+  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+  try {
+    while (!stop) {
+      const { done, value } = await reader.read();
+      if (done) return false;
+      parser.feed(value);
+    }
+    return true;
+  } finally {
+    await reader.cancel().catch(() => {});
   }
 }
 
