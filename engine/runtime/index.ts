@@ -9,7 +9,7 @@ export {
   MAX_CONTINUATION_RESULTS,
 } from "./continuation.ts";
 export { type FencedCode, stripFences } from "./fenced-code.ts";
-export { imageFromFile, ShownImages, toImageContent } from "./image-content.ts";
+export { imageFromFile, imageProblem, ShownImages, toImageContent } from "./image-content.ts";
 export { MossRuntime, type MossRuntimeOptions, type ResumeOptions } from "./moss-runtime.ts";
 export {
   type PreparedSnippet,

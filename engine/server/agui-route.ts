@@ -4,6 +4,7 @@ import { streamSSE } from "hono/streaming";
 import type { EventHub } from "./event-hub.ts";
 import { followThreadEvents } from "./follow-thread-events.ts";
 import { readJson } from "./read-json-body.ts";
+import { runImages } from "./run-images.ts";
 import { ServerError } from "./server-error.ts";
 import type { ServerStore, StoredEvent } from "./server-store.ts";
 
@@ -77,8 +78,13 @@ export function registerAguiRoute(
             "RunAgentInput.messages must end with the user's new message (role \"user\", non-empty text), or carry resume entries that answer the run's interrupts.",
           );
         }
+        const images = runImages(
+          imagePartsOf(last!.content),
+          `messages[${input.messages.length - 1}].content images`,
+        );
         const run = await store.createRun(tenant, input.threadId, content, {
           maxActiveRuns: options.maxActiveRuns(tenant),
+          ...(images.length === 0 ? {} : { images }),
         });
         serverRunId = run.id;
       }
@@ -321,6 +327,23 @@ function textOf(content: unknown): string {
       .join("");
   }
   return "";
+}
+
+/**
+ * The image parts of a user message's content as the agent's image inputs: AG-UI's `{ type: "image", source }` with
+ * a `data` source (base64 `value` and `mimeType`) or a `url` source; another source is left for the image check to
+ * refuse by name.
+ */
+function imagePartsOf(content: unknown): unknown[] {
+  if (!Array.isArray(content)) return [];
+  return content
+    .filter((part) => part?.type === "image")
+    .map((part) => {
+      const source = part.source ?? {};
+      if (source.type === "data") return { mediaType: source.mimeType, data: source.value };
+      if (source.type === "url") return { mediaType: source.mimeType, url: source.value };
+      return { mediaType: source.mimeType, source: source.type };
+    });
 }
 
 /** Reads and checks the fields of a `RunAgentInput` this endpoint uses; a bad one is a 400 naming the field. */

@@ -217,7 +217,7 @@ export class RunWorker {
           ? await agent.resume(claimed.answers, options)
           : resumeCheckpoint
             ? await agent.resume({}, options)
-            : await agent.run(run.message, options);
+            : await agent.run({ task: run.message, images: claimed.images }, options);
     } catch (error) {
       failure = error;
     } finally {

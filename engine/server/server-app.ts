@@ -5,6 +5,7 @@ import type { EventHub } from "./event-hub.ts";
 import { followThreadEvents } from "./follow-thread-events.ts";
 import { registerPlayground } from "./playground-route.ts";
 import { readJson } from "./read-json-body.ts";
+import { runImages } from "./run-images.ts";
 import { ServerError } from "./server-error.ts";
 import { type ServerStore, threadNotFound } from "./server-store.ts";
 import type { TenantTokens } from "./tenant-tokens.ts";
@@ -125,14 +126,11 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
         'The body needs "message": the user\'s message, a non-empty string.',
       );
     }
-    if (body.images !== undefined) {
-      throw new ServerError(
-        400,
-        "images-unsupported",
-        'This server\'s agents take text only: send the message without "images".',
-      );
-    }
-    const run = await store.createRun(tenant, id, message, { maxActiveRuns: limitsOf(tenant).maxActiveRuns });
+    const images = runImages(body.images);
+    const run = await store.createRun(tenant, id, message, {
+      maxActiveRuns: limitsOf(tenant).maxActiveRuns,
+      ...(images.length === 0 ? {} : { images }),
+    });
     return c.json({ run }, 202);
   });
 

@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from "node:crypto";
-import type { Answer, Answers, PendingRequest } from "../types.ts";
+import type { Answer, Answers, ImageContent, PendingRequest } from "../types.ts";
 import type { Database, SqlExecutor } from "./database.ts";
 import { ServerError } from "./server-error.ts";
 
@@ -54,6 +54,8 @@ export interface ClaimedRun {
   recovered: boolean;
   /** The last checkpoint (see `MossRuntime.onCheckpoint`) the worker that held it stored; a takeover resumes it. */
   checkpoint: string | undefined;
+  /** The images the run's message carries (checked when it was posted), sent to the model with it. */
+  images: ImageContent[];
 }
 
 /** A response the answers endpoint gives (stored under its Idempotency-Key). */
@@ -79,6 +81,7 @@ interface RunRow {
   message: string;
   answers: Answers | null;
   checkpoint?: string | null;
+  images?: ImageContent[] | null;
   attempts: number;
   stop_reason: string | null;
   answer: string | null;
@@ -197,7 +200,7 @@ export class ServerStore {
     tenant: string,
     threadId: string,
     message: string,
-    options: { images?: unknown[]; maxActiveRuns: number },
+    options: { images?: ImageContent[]; maxActiveRuns: number },
   ): Promise<Run> {
     const run = await this.database.transaction(async (executor) => {
       // One run creation per tenant at a time (held to the commit), so its active-run count stays exact.
@@ -317,6 +320,7 @@ export class ServerStore {
       answers: row.answers ?? undefined,
       recovered: row.recovered,
       checkpoint: row.checkpoint ?? undefined,
+      images: row.images ?? [],
     };
   }
 
