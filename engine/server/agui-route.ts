@@ -131,6 +131,8 @@ class AguiTranslator {
   #heldResult: Record<string, unknown> | undefined;
   #end: Record<string, any> | undefined;
   #errors: string[] = [];
+  /** The engine's description of each request of the run (its request event's `description`), by request id. */
+  readonly #descriptions = new Map<string, string>();
 
   constructor(input: RunAgentInput, serverRunId: string) {
     this.#input = input;
@@ -209,6 +211,11 @@ class AguiTranslator {
         else push({ ...result, toolCallId: this.#toolCallId });
         break;
       }
+      case "approval-request":
+      case "clarification-request":
+        if (typeof data.description === "string")
+          this.#descriptions.set(String(data.request?.id), data.description);
+        break;
       case "error":
         this.#errors.push(String(data.message));
         break;
@@ -229,7 +236,9 @@ class AguiTranslator {
             ...base,
             outcome: {
               type: "interrupt",
-              interrupts: pending.map((request) => interruptOf(request, this.#toolCallId)),
+              interrupts: pending.map((request) =>
+                interruptOf(request, this.#toolCallId, this.#descriptions.get(String(request.id))),
+              ),
             },
           });
         } else if (status === "cancelled") {
@@ -257,7 +266,11 @@ class AguiTranslator {
 }
 
 /** An approval as an interrupt naming the inner call; `moss.ask` as input-required with its choices. */
-function interruptOf(request: Record<string, any>, toolCallId: string | undefined): Interrupt {
+function interruptOf(
+  request: Record<string, any>,
+  toolCallId: string | undefined,
+  description: string | undefined,
+): Interrupt {
   const site = toolCallId === undefined ? {} : { toolCallId };
   if (request.kind === "approval") {
     const call = request.service === undefined ? request.member : `${request.service}.${request.member}`;
@@ -265,7 +278,8 @@ function interruptOf(request: Record<string, any>, toolCallId: string | undefine
     return {
       id: String(request.id),
       reason: "approval",
-      message: `Approve ${call}(${args.map((arg) => JSON.stringify(arg)).join(", ")})?`,
+      // The engine's words for the request (its one describer), else the call's name.
+      message: description ?? call,
       ...site,
       responseSchema: {
         type: "object",

@@ -112,10 +112,16 @@ describe("the AG-UI endpoint on PGlite", () => {
     expect(interrupt).toMatchObject({
       reason: "approval",
       toolCallId,
-      message: 'Approve vault.transfer("bob", 5)?',
+      // The engine's description of the request (stored with its request event), not words of the route's own.
+      message: `#${interrupt.id} approval vault.transfer("bob", 5) at line 2`,
       metadata: { call: "vault.transfer", service: "vault", member: "transfer", args: ["bob", 5] },
       responseSchema: { required: ["approved"] },
     });
+    // A stream resumed after the request event says the same.
+    const again = await run(input(threadId, { runId: paused[0]!.event.runId }), {
+      lastEventId: paused.at(-2)!.id,
+    });
+    expect(again.map(({ event }) => event.outcome?.interrupts?.[0]?.message)).toEqual([interrupt.message]);
     expect((await transfers()).length).toBe(before);
 
     const resume = input(threadId, {

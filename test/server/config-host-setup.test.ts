@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadMossConfig } from "../../engine/server/moss-config.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
 import { runMoss } from "../helpers/moss-cli.ts";
-import { call, readEvents, runSettles, spawnServe } from "./server-harness.ts";
+import { call, readEvents, runSettles, serveArguments, spawnServe } from "./server-harness.ts";
 
 const LEDGER_MODULE = resolve("test/server/fixtures/ledger/context.ts");
 const RECORD = "async function main(moss: Moss) {\n  return await moss.ledger.record('noted');\n}";
@@ -101,20 +101,7 @@ describe("modules.<name>.host", () => {
     ];
     const model: FakeOpenAIServer = await startFakeOpenAIServer(replies);
     const serve = await spawnServe(
-      [
-        "serve",
-        LEDGER_MODULE,
-        "--config",
-        configFile,
-        "--port",
-        "0",
-        "--data-dir",
-        join(directory, "data"),
-        "--token",
-        "alice:alice-secret",
-        "--base-url",
-        model.baseUrl,
-      ],
+      [...serveArguments(LEDGER_MODULE, directory, model.baseUrl), "--config", configFile],
       { MOSS_LEDGER_LOG: ledgerLog, OPENAI_API_KEY: "test", MOSS_SERVE_TOKENS: "", DATABASE_URL: "" },
     );
     try {
@@ -173,4 +160,41 @@ describe("--print-config", () => {
       );
     }
   }, 60_000);
+});
+
+describe("modules.<name>.config in moss agent", () => {
+  const GREETER = resolve("test/server/fixtures/greeter/context.ts");
+
+  it("binds the module's config section (its own defaults under the outer file's overrides) as moss.config, as moss serve does", async () => {
+    const replay = join(directory, "greet.json");
+    await writeFile(
+      replay,
+      JSON.stringify([
+        {
+          toolCalls: [
+            {
+              name: "moss",
+              arguments: {
+                code: 'async function main(moss: Moss) {\n  console.log(await moss.greeter.greet("Ada"));\n}',
+              },
+            },
+          ],
+        },
+        { content: "Greeted." },
+      ]),
+    );
+    const own = await runMoss(["agent", GREETER, "Greet Ada.", "--replay", replay], { cwd: directory });
+    expect(own.code, own.stderr).toBe(0);
+    expect(own.stdout).toContain("Hi, Ada");
+    const outer = join(directory, "greeter.yaml");
+    await writeFile(outer, `modules:\n  ${GREETER}:\n    config:\n      greeting: Hello\n`);
+    const overridden = await runMoss(
+      ["agent", GREETER, "Greet Ada.", "--replay", replay, "--config", outer],
+      {
+        cwd: directory,
+      },
+    );
+    expect(overridden.code, overridden.stderr).toBe(0);
+    expect(overridden.stdout).toContain("Hello, Ada");
+  }, 120_000);
 });

@@ -8,7 +8,15 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
 import { runMoss } from "../helpers/moss-cli.ts";
-import { call, code, readEvents, runSettles, spawnServe, VAULT_MODULE } from "./server-harness.ts";
+import {
+  call,
+  code,
+  readEvents,
+  runSettles,
+  serveArguments,
+  spawnServe,
+  VAULT_MODULE,
+} from "./server-harness.ts";
 
 describe("moss serve (the binary)", () => {
   const replies: FakeReply[] = [];
@@ -16,16 +24,7 @@ describe("moss serve (the binary)", () => {
   let directory: string;
   let env: Record<string, string>;
   const serveArgs = () => [
-    "serve",
-    VAULT_MODULE,
-    "--port",
-    "0",
-    "--data-dir",
-    join(directory, "data"),
-    "--token",
-    "alice:alice-secret",
-    "--base-url",
-    model.baseUrl,
+    ...serveArguments(VAULT_MODULE, directory, model.baseUrl),
     "--model",
     "fake-model",
   ];

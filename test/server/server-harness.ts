@@ -203,6 +203,22 @@ export function runSettles(event: ReceivedEvent): boolean {
   );
 }
 
+/** `moss serve <module>` on a free port, PGlite under `<directory>/data`, tenant alice, the model at `modelUrl`. */
+export function serveArguments(modulePath: string, directory: string, modelUrl: string): string[] {
+  return [
+    "serve",
+    modulePath,
+    "--port",
+    "0",
+    "--data-dir",
+    join(directory, "data"),
+    "--token",
+    `alice:${TOKENS.alice}`,
+    "--base-url",
+    modelUrl,
+  ];
+}
+
 /** A `moss serve` child process and what it printed. */
 export interface ServeProcess {
   url: string;
