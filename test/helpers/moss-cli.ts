@@ -34,3 +34,11 @@ export async function runMoss(
     return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
   }
 }
+
+/** The `--print-config` line of the setting at `path`, its spacing collapsed: `model.name "x" # moss.config.yaml:2:9`. */
+export function printedSetting(stdout: string, path: string): string | undefined {
+  return stdout
+    .split("\n")
+    .find((entry) => entry.startsWith(`${path} `))
+    ?.replace(/\s+/g, " ");
+}

@@ -8,7 +8,7 @@ import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadMossConfig } from "../../engine/server/moss-config.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
-import { runMoss } from "../helpers/moss-cli.ts";
+import { printedSetting, runMoss } from "../helpers/moss-cli.ts";
 import { call, readEvents, runSettles, serveArguments, spawnServe } from "./server-harness.ts";
 
 const LEDGER_MODULE = resolve("test/server/fixtures/ledger/context.ts");
@@ -128,8 +128,7 @@ describe("--print-config", () => {
     );
     expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
-    const lines = result.stdout.split("\n");
-    const line = (path: string) => lines.find((entry) => entry.startsWith(`${path} `))?.replace(/\s+/g, " ");
+    const line = (path: string) => printedSetting(result.stdout, path);
     expect(line("agent.maxSteps")).toBe("agent.maxSteps 4 # --max-steps");
     expect(line("model.baseUrl")).toBe('model.baseUrl "http://env.example/v1" # $OPENAI_BASE_URL');
     expect(line("model.name")).toBe('model.name "from-file" # deploy/moss.config.yaml:2:9');

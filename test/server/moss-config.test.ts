@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadMossConfig } from "../../engine/server/moss-config.ts";
-import { runMoss } from "../helpers/moss-cli.ts";
+import { printedSetting, runMoss } from "../helpers/moss-cli.ts";
 
 let directory: string;
 beforeAll(async () => {
@@ -98,8 +98,7 @@ describe("moss.config.yaml", () => {
     );
     expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
-    const lines = result.stdout.split("\n");
-    const line = (path: string) => lines.find((entry) => entry.startsWith(`${path} `))?.replace(/\s+/g, " ");
+    const line = (path: string) => printedSetting(result.stdout, path);
     expect(line("serve.port")).toBe("serve.port 7000 # --port");
     expect(line("model.baseUrl")).toBe('model.baseUrl "http://env.example/v1" # $OPENAI_BASE_URL');
     expect(line("model.name")).toMatch(/^model\.name "from-file" # .*outer-\w+\.yaml:2:9$/);
