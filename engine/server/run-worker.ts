@@ -10,7 +10,7 @@ import { CHANNELS, type ClaimedRun, ServerStore } from "./server-store.ts";
  */
 export type CreateThreadAgent = (
   sessionId: string,
-  hooks?: { onCheckpoint?: (checkpoint: string) => void },
+  hooks?: { onCheckpoint?: (checkpoint: string) => unknown },
 ) => MossAgent;
 
 /** Options of {@link RunWorker}. */
@@ -194,13 +194,16 @@ export class RunWorker {
       if (event.type === "execution")
         stored = stored.then(() => store.clearCheckpoint(run.id, this.workerId).catch(() => {}));
     };
-    // Checkpoints are kept in order with the events; one that cannot be stored only costs replay on a takeover.
+    // Checkpoints are kept in order with the events. The promise returned holds a starting host call until its
+    // "started" checkpoint is stored (a takeover then knows the call may have run); one that cannot be stored costs
+    // a repeat of that call on a takeover.
     const onCheckpoint = (checkpoint: string) => {
       stored = stored.then(() =>
         active.stop === "lost"
           ? undefined
           : store.saveCheckpoint(run.id, this.workerId, checkpoint).catch(() => {}),
       );
+      return stored;
     };
     let resumeCheckpoint = false;
     if (claimed.recovered && claimed.answers === undefined) {
