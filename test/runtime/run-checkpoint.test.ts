@@ -197,7 +197,7 @@ describe("takeover repeats nothing it can know of (issue 18)", () => {
       const checkpoints: string[] = [];
       first.onCheckpoint((checkpoint) => checkpoints.push(checkpoint));
       // The worker dies while `mark` is out: every mark is stuck in the first attempt.
-        const host = first.mossInjections().till as { mark(status: string): Promise<number> };
+      const host = first.mossInjections().till as { mark(status: string): Promise<number> };
       host.mark = async (status: string) => {
         till.attempted.push(status);
         return new Promise<number>(() => {});
