@@ -153,7 +153,7 @@ describe.runIf(POSTGRES_TESTS)("two moss serve instances on one PostgreSQL", () 
     await gate.close();
   }, 180_000);
 
-  it("a run killed AFTER a host call completed resumes by replay on the other: the call is not made again, the model not asked again", async () => {
+  it("a run killed AFTER a host call completed resumes by replay on the other: the call is not made again, the model not asked again; the call in flight at the kill waits for a person's yes", async () => {
     const log = join(directory, "replay-ledger.log");
     const env = { MOSS_LEDGER_LOG: log, OPENAI_API_KEY: "test", MOSS_SERVE_TOKENS: "alice:alice-secret" };
     const args = [
@@ -216,18 +216,45 @@ describe.runIf(POSTGRES_TESTS)("two moss serve instances on one PostgreSQL", () 
     owner!.child.kill("SIGKILL");
     await owner!.exited;
     await writeFile(`${log}.release`, "");
+    // The held call had started when the owner died: it may have run, and `record` is not @idempotent, so the
+    // survivor does not run it again blindly. The run pauses with a request naming the call.
+    const paused = await readEvents(
+      survivor,
+      thread,
+      (event) => event.event === "run-status" && event.data.status === "pending",
+    );
+    const inDoubt = paused.find((event) => event.event === "approval-request")?.data.request;
+    expect(inDoubt).toMatchObject({
+      kind: "approval",
+      reason: "in-doubt",
+      service: "ledger",
+      member: "record",
+      args: ["hold then twice"],
+    });
+    expect((await readFile(log, "utf8")).split("\n").filter(Boolean)).toEqual(["once"]);
+    expect(
+      (
+        await call(survivor, "POST", `/v1/threads/${thread}/answers`, {
+          body: { answers: { [inDoubt.id]: { approved: true } } },
+        })
+      ).status,
+    ).toBe(202);
     const events = await readEvents(
       survivor,
       thread,
       (event) => event.event === "run-status" && event.data.status === "completed",
     );
     const run = await call(survivor, "GET", `/v1/threads/${thread}/runs/${runId}`);
-    expect(run.body.run).toMatchObject({ status: "completed", answer: "Noted.", attempts: 2 });
-    // "once" ran on the dead instance only; the survivor replayed it and made the held call.
+    // Claimed three times: by the owner, by the survivor at the takeover, by a worker once the answer came.
+    expect(run.body.run).toMatchObject({ status: "completed", answer: "Noted.", attempts: 3 });
+    // "once" ran on the dead instance only; the survivor replayed it and, on the person's yes, made the held call.
     expect((await readFile(log, "utf8")).split("\n").filter(Boolean)).toEqual(["once", "hold then twice"]);
     // The model answered the interrupted step once (before the kill) and the next step once: two requests.
     expect(model.requests.length - asked).toBe(2);
-    expect(events.filter((event) => event.event === "run-end")).toHaveLength(1);
+    // The agent's run ended twice: paused on the request, then finished once.
+    expect(
+      events.filter((event) => event.event === "run-end").map((event) => event.data.stopReason === "pending"),
+    ).toEqual([true, false]);
     survivor.child.kill("SIGTERM");
     expect(await survivor.exited).toBe(0);
   }, 300_000);
