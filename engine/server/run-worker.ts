@@ -177,27 +177,35 @@ export class RunWorker {
         () => {},
       );
     }, this.#heartbeatMs);
-    // Events are stored one after another in the order the agent emits them.
+    // Events are stored in the order the agent emits them; the events emitted while a write is out go together in
+    // the next write (one statement for a burst of a thread: text deltas come many at a time).
     let stored: Promise<unknown> = Promise.resolve();
     let storeFailure: unknown;
+    let burst: Array<AgentEvent & { type: string }> | undefined;
     const onEvent = (event: AgentEvent) => {
-      stored = stored.then(() =>
-        active.stop === "lost"
-          ? undefined
-          : store
-              .appendEvent(tenant, run.threadId, run.id, event as AgentEvent & { type: string })
-              .catch((error) => {
-                storeFailure ??= error;
-              }),
-      );
+      if (burst !== undefined) burst.push(event as AgentEvent & { type: string });
+      else {
+        const events = [event as AgentEvent & { type: string }];
+        burst = events;
+        stored = stored.then(() => {
+          if (burst === events) burst = undefined;
+          if (active.stop === "lost") return undefined;
+          return store.appendEvents(tenant, run.threadId, run.id, events).catch((error) => {
+            storeFailure ??= error;
+          });
+        });
+      }
       // The step's code ended: its checkpoint must not be replayed by a later takeover.
-      if (event.type === "execution")
+      if (event.type === "execution") {
+        burst = undefined;
         stored = stored.then(() => store.clearCheckpoint(run.id, this.workerId).catch(() => {}));
+      }
     };
     // Checkpoints are kept in order with the events. The promise returned holds a starting host call until its
     // "started" checkpoint is stored (a takeover then knows the call may have run); one that cannot be stored costs
     // a repeat of that call on a takeover.
     const onCheckpoint = (checkpoint: string) => {
+      burst = undefined;
       stored = stored.then(() =>
         active.stop === "lost"
           ? undefined
