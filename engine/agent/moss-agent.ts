@@ -483,6 +483,8 @@ export class MossAgent {
       }
       this.#observe(at.emit, outcome.observation, action.toolCall?.id, outcome.metadata, outcome.images);
       if (!outcome.ok) failed = true;
+      // Each completed action is stored before the next runs: a run taken over mid-step runs none of them again.
+      if (index < actions.length - 1) await this.#persist(runtime);
     }
     return { failed };
   }

@@ -1,6 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import type { AgentEvent, AgentRunResult, ConversationStore, MossAgent } from "../agent/index.ts";
+import {
+  type AgentEvent,
+  type AgentRunResult,
+  type ConversationStore,
+  type MossAgent,
+  stepActions,
+  type ToolCall,
+} from "../agent/index.ts";
 import { continuationCode } from "../runtime/index.ts";
 import { CHANNELS, type ClaimedRun, ServerStore } from "./server-store.ts";
 
@@ -265,31 +272,41 @@ export class RunWorker {
   }
 
   /**
-   * A run taken over from a dead worker whose step was running code (its model answer is stored, the step's code
-   * left a checkpoint) continues that step: the checkpoint becomes the paused step of the conversation's head, which
-   * the agent resumes with no answers, replaying the host calls the dead worker completed and not asking the model
-   * again. Only a step of one action qualifies (the observations of a step's earlier actions were not stored yet).
-   * Resolves false when the conversation is not at such a step.
+   * A run taken over from a dead worker whose step was running code (its model answer and the observations of the
+   * step's completed actions are stored, the running action's code left a checkpoint) continues that step: the
+   * checkpoint becomes the paused step of the conversation's head, which the agent resumes with no answers,
+   * replaying the host calls the dead worker completed, then running the step's later actions; the model is not
+   * asked again and no completed action runs again. Resolves false when the conversation is not at such a step.
    */
   async #pendFromCheckpoint(sessionId: string, checkpoint: string): Promise<boolean> {
     const conversation = await this.#conversations.load(sessionId);
     const head = conversation?.head;
     const code = continuationCode(checkpoint);
     if (conversation === undefined || head === undefined || code === undefined) return false;
-    const toolCalls = (head.metadata.toolCalls as Array<{ id: string }> | undefined) ?? [];
-    if (head.role !== "assistant" || head.metadata.pending !== undefined || toolCalls.length > 1)
+    if (head.metadata.pending !== undefined) return false;
+    // The step: its assistant message, then one observation per completed action.
+    const thread = conversation.thread();
+    let at = thread.length - 1;
+    while (at >= 0 && thread[at]!.role !== "assistant") at--;
+    const assistant = thread[at];
+    const observations = thread.slice(at + 1);
+    if (assistant === undefined || observations.some((entry) => entry.metadata.kind !== "observation"))
       return false;
+    const toolCalls = (assistant.metadata.toolCalls as ToolCall[] | undefined) ?? [];
+    const actionIndex = observations.length;
+    const action = stepActions({ content: assistant.content, toolCalls })[actionIndex];
+    if (action === undefined || action.extracted.kind !== "code") return false;
     conversation.update(head.id, {
       // The agent's paused-step record (MossAgent's PendingStep): a checkpoint waits for no answer.
       pending: {
         continuation: checkpoint,
         requests: [],
-        assistantId: head.id,
-        actionIndex: 0,
-        step: typeof head.metadata.step === "number" ? head.metadata.step : 1,
+        assistantId: assistant.id,
+        actionIndex,
+        step: typeof assistant.metadata.step === "number" ? assistant.metadata.step : 1,
         code,
-        ...(toolCalls[0] === undefined ? {} : { toolCallId: toolCalls[0].id }),
-        failedBefore: false,
+        ...(action.toolCall === undefined ? {} : { toolCallId: action.toolCall.id }),
+        failedBefore: observations.some((entry) => entry.metadata.ok === false),
       },
     });
     await this.#conversations.save(sessionId, conversation);
