@@ -104,9 +104,9 @@ export async function openPGliteThread(dataDirectory: string): Promise<Database>
   settleRef();
 
   const request = <T>(body: PGliteCommand): Promise<T> => {
-    if (exitError !== undefined) return Promise.reject(exitError);
     if (closed && body.kind !== "close")
       return Promise.reject(new MossError("database-error", "the embedded database is closed", {}));
+    if (exitError !== undefined) return Promise.reject(exitError);
     const id = nextId++;
     return new Promise<T>((resolve, reject) => {
       waiting.set(id, { resolve: resolve as (value: unknown) => void, reject });
