@@ -307,7 +307,7 @@ export class MossRuntime {
   }
 
   /**
-   * Calls `listener` when a host call of a run of this runtime starts and when it completes, with a signed
+   * Calls `listener` when a new run begins, and when each host call of a run starts and completes, with a signed
    * continuation of the run so far that waits for nothing: if this process dies mid-run, a runtime of the same
    * session (and continuation key) elsewhere continues it with `resume(checkpoint, {})`. Completed calls replay
    * instead of running again, and so do the clock and random values the code read before its latest call. A call
@@ -581,6 +581,9 @@ export class MossRuntime {
           }),
     });
     this.#runLog = runLog;
+    // A new run is checkpointed as it begins too: a taker then runs it from its start instead of asking for it again.
+    if (this.#checkpointListeners.size > 0 && plan.replay.length === 0 && plan.nondeterminism === undefined)
+      void this.#checkpoint(plan, runLog);
     const runEnded = new AbortController();
     // Every host call of this run starts with `currentRunSignal()` set to this signal (calls a policy deferred too).
     this.#membraneFor().runSignal = runEnded.signal;

@@ -295,7 +295,9 @@ export class RunWorker {
     const toolCalls = (assistant.metadata.toolCalls as ToolCall[] | undefined) ?? [];
     const actionIndex = observations.length;
     const action = stepActions({ content: assistant.content, toolCalls })[actionIndex];
-    if (action === undefined || action.extracted.kind !== "code") return false;
+    // The checkpoint must be the running action's (one of the action before it may not have been cleared yet).
+    if (action === undefined || action.extracted.kind !== "code" || action.extracted.code !== code)
+      return false;
     conversation.update(head.id, {
       // The agent's paused-step record (MossAgent's PendingStep): a checkpoint waits for no answer.
       pending: {

@@ -58,12 +58,12 @@ describe("run checkpoints: a run taken over elsewhere replays its completed host
     const died = await first.execute({ code: CODE, limits: { wallTimeMs: 1_000 } });
     expect(died.ok).toBe(false);
     expect(journal).toEqual(["charged the card"]);
-    // A checkpoint as each call starts and as it completes: the second call started, and never completed.
-    expect(checkpoints).toHaveLength(3);
+    // A checkpoint as the run begins, and as each call starts and completes: the second call never completed.
+    expect(checkpoints).toHaveLength(4);
 
     // The worker died after the first call completed, before the second started (its "started" was never stored).
     const second = await compile(journal, undefined, first);
-    const resumed = await second.resume(checkpoints[1]!, {});
+    const resumed = await second.resume(checkpoints[2]!, {});
     expect(resumed.error).toBeUndefined();
     expect(resumed.ok).toBe(true);
     expect(resumed.returns).toEqual({ trips: 1, lines: 2 });
@@ -268,11 +268,33 @@ describe("takeover repeats nothing it can know of (issue 18)", () => {
 }`,
     });
     expect(execution.error).toBeUndefined();
+    // The last checkpoint's write may still be out when the run returns (nothing waits for it).
+    await new Promise((resolve) => setImmediate(resolve));
     expect(seen).toEqual([
+      { started: [], chargesWhenStored: 0 },
       { started: ["till.charge"], chargesWhenStored: 0 },
       { started: [], chargesWhenStored: 1 },
       { started: ["till.charge"], chargesWhenStored: 1 },
       { started: [], chargesWhenStored: 2 },
     ]);
+  });
+
+  test("a run is checkpointed as it begins: a taker of a run that died before any call runs it from its start", async () => {
+    const code = `async function main(moss: Moss) {
+  return await moss.till.charge("card");
+}`;
+    const first = await compileTill({ charges: [], marks: [], attempted: [], stuck: new Set(["card"]) });
+    const checkpoints: string[] = [];
+    first.onCheckpoint((checkpoint) => checkpoints.push(checkpoint));
+    await first.execute({ code, limits: { wallTimeMs: 1_000 } });
+    // As the run began: nothing in its log yet. (The worker died there, before its call started.)
+    expect(payloadOf(checkpoints[0]!).log).toEqual([]);
+    const till: SharedTill = { charges: [], marks: [], attempted: [], stuck: new Set() };
+    const second = await compileTill(till, first);
+    const resumed = await second.resume(checkpoints[0]!, {});
+    expect(resumed.error).toBeUndefined();
+    expect(resumed.returns).toBe(1);
+    expect(till.charges).toEqual(["card"]);
+    expect(resumed.calls.map((call) => call.outcome)).toEqual(["value"]);
   });
 });

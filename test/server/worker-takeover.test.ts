@@ -15,6 +15,11 @@ import { call, readEvents, type ServeProcess, spawnServe } from "./server-harnes
 
 const MODULE = "test/server/fixtures/ledger/context.ts";
 
+/** A stored checkpoint's payload (readable by design): the code it runs and its log. */
+function payloadOf(checkpoint: string): { code: string; log: Array<{ key: string; started?: boolean }> } {
+  return JSON.parse(Buffer.from(checkpoint.split(".")[1]!, "base64url").toString("utf8"));
+}
+
 /** Forwards to `target`; while `holding`, requests wait unanswered. */
 async function startGate(
   target: string,
@@ -203,7 +208,8 @@ describe.runIf(POSTGRES_TESTS)("two moss serve instances on one PostgreSQL", () 
         runId,
       ]);
       row = rows[0];
-      if (rows[0]?.checkpoint) {
+      // The held call (the second) has started; checkpoints are also stored as the code begins and as "once" starts.
+      if (rows[0]?.checkpoint && payloadOf(rows[0].checkpoint).log[1]?.started) {
         owner = pair.find(
           (instance) => String(rows[0].lease_owner).split(":")[1] === String(instance.child.pid),
         );
@@ -302,8 +308,6 @@ describe.runIf(POSTGRES_TESTS)("two moss serve instances on one PostgreSQL", () 
     const client = new pg.Client({ connectionString: postgres.url });
     await client.connect();
     // The second tool call's code is running (its held call started) when the owner dies.
-    const codeOf = (checkpoint: string) =>
-      JSON.parse(Buffer.from(checkpoint.split(".")[1]!, "base64url").toString("utf8")).code as string;
     let owner: ServeProcess | undefined;
     let seen: unknown;
     for (let attempt = 0; attempt < 1_500 && owner === undefined; attempt++) {
@@ -311,8 +315,9 @@ describe.runIf(POSTGRES_TESTS)("two moss serve instances on one PostgreSQL", () 
         "SELECT status, lease_owner, checkpoint, error FROM moss_runs WHERE id = $1",
         [runId],
       );
-      seen = { ...rows[0], checkpoint: rows[0]?.checkpoint ? codeOf(rows[0].checkpoint) : null };
-      if (rows[0]?.checkpoint && codeOf(rows[0].checkpoint).includes("hold second")) {
+      const payload = rows[0]?.checkpoint ? payloadOf(rows[0].checkpoint) : undefined;
+      seen = { ...rows[0], checkpoint: payload };
+      if (payload?.code.includes("hold second") && payload.log[0]?.started) {
         owner = pair.find(
           (instance) => String(rows[0].lease_owner).split(":")[1] === String(instance.child.pid),
         );
