@@ -167,8 +167,12 @@ export interface ApprovalRequest extends RequestSite {
   target?: string;
   /** The call's arguments as data; a host object is described as `target` is, in brackets. */
   args: unknown[];
-  /** Why it waits: the declaration's `@approval` tag or the host's policy. */
-  reason: "tag" | "policy";
+  /**
+   * Why it waits: the declaration's `@approval` tag, the host's policy, or `in-doubt`: the call had started when the
+   * worker running the run died, so it may have run; a person decides whether it runs again (a yes runs it again, a
+   * no makes it fail with `ApprovalDenied`). A member declared `@idempotent` runs again without asking.
+   */
+  reason: "tag" | "policy" | "in-doubt";
 }
 
 /** A question the model's code asked with `moss.ask(question, { choices })`. */

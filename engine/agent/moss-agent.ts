@@ -80,7 +80,8 @@ export class MossAgent {
    * Turns a checkpoint of a step whose code was running when its process died (`onCheckpoint` of the runtime)
    * into the paused step of `conversation`'s head, so {@link resume} with no answers continues that step: the
    * runtime replays the host calls the checkpoint recorded instead of repeating them, and the model is not asked
-   * again. Only a head that is a model answer of one action qualifies; resolves false (nothing changed) otherwise.
+   * again; in a step of several actions it continues at the action that was running (the completed ones each have
+   * their observation stored). Resolves false (nothing changed) when the checkpoint is not the running action's.
    * The caller saves the conversation to the session's store.
    */
   static pendFromCheckpoint(conversation: Conversation, checkpoint: string): boolean {
@@ -494,6 +495,8 @@ export class MossAgent {
       }
       this.#observe(at.emit, outcome.observation, action.toolCall?.id, outcome.metadata, outcome.images);
       if (!outcome.ok) failed = true;
+      // Each completed action is stored before the next runs: a run taken over mid-step runs none of them again.
+      if (index < actions.length - 1) await this.#persist(runtime);
     }
     return { failed };
   }

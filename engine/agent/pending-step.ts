@@ -4,6 +4,7 @@ import type { AgentEvent } from "./agent-types.ts";
 import type { Conversation, ConversationMessage } from "./conversation.ts";
 import type { ToolCall } from "./language-model.ts";
 import { describeRequest, notResumedObservation } from "./observation.ts";
+import { stepActions } from "./step-actions.ts";
 
 /**
  * A paused step, kept in the metadata (`pending`) of the conversation's head while it waits, so it is saved with
@@ -62,19 +63,30 @@ export const pendingSteps = {
   fromCheckpoint(conversation: Conversation, checkpoint: string): boolean {
     const head = conversation.head;
     const code = continuationCode(checkpoint);
-    if (head === undefined || code === undefined) return false;
-    const toolCalls = (head.metadata.toolCalls as ToolCall[] | undefined) ?? [];
-    if (head.role !== "assistant" || head.metadata.pending !== undefined || toolCalls.length > 1)
+    if (head === undefined || code === undefined || head.metadata.pending !== undefined) return false;
+    // The step: its assistant message, then one observation per completed action.
+    const thread = conversation.thread();
+    let at = thread.length - 1;
+    while (at >= 0 && thread[at]!.role !== "assistant") at--;
+    const assistant = thread[at];
+    const observations = thread.slice(at + 1);
+    if (assistant === undefined || observations.some((entry) => entry.metadata.kind !== "observation"))
+      return false;
+    const toolCalls = (assistant.metadata.toolCalls as ToolCall[] | undefined) ?? [];
+    const actionIndex = observations.length;
+    const action = stepActions({ content: assistant.content, toolCalls })[actionIndex];
+    // The checkpoint must be the running action's (one of the action before it may not have been cleared yet).
+    if (action === undefined || action.extracted.kind !== "code" || action.extracted.code !== code)
       return false;
     const pending: PendingStep = {
       continuation: checkpoint,
       requests: [],
-      assistantId: head.id,
-      actionIndex: 0,
-      step: typeof head.metadata.step === "number" ? head.metadata.step : 1,
+      assistantId: assistant.id,
+      actionIndex,
+      step: typeof assistant.metadata.step === "number" ? assistant.metadata.step : 1,
       code,
-      ...(toolCalls[0] === undefined ? {} : { toolCallId: toolCalls[0].id }),
-      failedBefore: false,
+      ...(action.toolCall === undefined ? {} : { toolCallId: action.toolCall.id }),
+      failedBefore: observations.some((entry) => entry.metadata.ok === false),
     };
     conversation.update(head.id, { pending });
     return true;

@@ -27,6 +27,11 @@ export interface DeclaredType {
   readonly data: boolean;
   /** Members whose declaration carries the JSDoc tag `@approval`: each call from model code waits for a person. */
   readonly approvals: ReadonlySet<string>;
+  /**
+   * Members whose declaration carries the JSDoc tag `@idempotent`: a call of one that was in flight when its worker
+   * died may run again on the worker that takes the run over (any other such call waits for a person's yes).
+   */
+  readonly idempotents: ReadonlySet<string>;
   /** Whether calling a handle here needs approval (a function declared with `@approval`). */
   readonly callApproval: boolean;
   /** Whether `new` on a handle here needs approval (a class whose constructor is declared with `@approval`). */
@@ -42,12 +47,15 @@ const EMPTY: ReadonlyMap<string, DeclaredType> = new Map();
 const NO_APPROVALS: ReadonlySet<string> = new Set();
 /** The JSDoc tag that makes every call of a member from model code wait for a person's yes. */
 export const APPROVAL_TAG = "approval";
+/** The JSDoc tag that lets a call interrupted by a dead worker run again on the worker that takes its run over. */
+export const IDEMPOTENT_TAG = "idempotent";
 
 function fixedType(kind: DeclaredType["kind"], callable: boolean): DeclaredType {
   const type: DeclaredType = {
     kind,
     members: EMPTY,
     approvals: NO_APPROVALS,
+    idempotents: NO_APPROVALS,
     callApproval: false,
     constructApproval: false,
     callSync: kind !== "declared",
@@ -83,6 +91,7 @@ interface Parts {
   constructResult?: DeclaredType;
   data?: boolean;
   approvals?: ReadonlySet<string>;
+  idempotents?: ReadonlySet<string>;
   callApproval?: boolean;
   constructApproval?: boolean;
   callSync?: boolean;
@@ -124,6 +133,9 @@ class LazyType implements DeclaredType {
   }
   get approvals(): ReadonlySet<string> {
     return this.#get().approvals ?? NO_APPROVALS;
+  }
+  get idempotents(): ReadonlySet<string> {
+    return this.#get().idempotents ?? NO_APPROVALS;
   }
   get callApproval(): boolean {
     return this.#get().callApproval ?? false;
@@ -306,10 +318,12 @@ export class DeclaredTypes {
     const checker = this.#checker;
     const members = new Map<string, DeclaredType>();
     const approvals = new Set<string>();
+    const idempotents = new Set<string>();
     for (const symbol of checker.getPropertiesOfType(type)) {
       if (!isPublicMember(symbol)) continue;
-      const tagged = hasApprovalTag(symbol, checker);
+      const tagged = hasTag(symbol, checker, APPROVAL_TAG);
       if (tagged) approvals.add(symbol.getName());
+      if (hasTag(symbol, checker, IDEMPOTENT_TAG)) idempotents.add(symbol.getName());
       const memberType = checker.getTypeOfSymbol(symbol);
       // A function reached through an @approval member (read as a property, or a plain-object service's function)
       // is a handle of its own: calling it needs the same approval as calling the member.
@@ -329,6 +343,7 @@ export class DeclaredTypes {
     return {
       members,
       approvals,
+      idempotents,
       callApproval,
       constructApproval: constructSignatures.some((signature) =>
         signature.getJsDocTags().some((tag) => tag.name === APPROVAL_TAG),
@@ -361,14 +376,19 @@ export class DeclaredTypes {
 
 /**
  * Whether a member's declaration, or the declaration it re-declares in a base class or interface (`extends`,
- * `implements`), carries `@approval`. TypeScript inherits JSDoc tags only when the re-declaration has none of its
- * own, so an override documenting its `@param` silently dropped the base's tag: a person's say must not vanish
- * because a subtype repeated a member.
+ * `implements`), carries the JSDoc tag (`@approval`, `@idempotent`). TypeScript inherits JSDoc tags only when the
+ * re-declaration has none of its own, so an override documenting its `@param` silently dropped the base's tag: a
+ * person's say must not vanish because a subtype repeated a member.
  */
-function hasApprovalTag(symbol: ts.Symbol, checker: ts.TypeChecker, seen = new Set<ts.Symbol>()): boolean {
+function hasTag(
+  symbol: ts.Symbol,
+  checker: ts.TypeChecker,
+  tagName: string,
+  seen = new Set<ts.Symbol>(),
+): boolean {
   if (seen.has(symbol)) return false;
   seen.add(symbol);
-  if (symbol.getJsDocTags(checker).some((tag) => tag.name === APPROVAL_TAG)) return true;
+  if (symbol.getJsDocTags(checker).some((tag) => tag.name === tagName)) return true;
   const name = symbol.getName();
   for (const declaration of symbol.getDeclarations() ?? []) {
     const owner = declaration.parent;
@@ -376,7 +396,7 @@ function hasApprovalTag(symbol: ts.Symbol, checker: ts.TypeChecker, seen = new S
     for (const clause of owner.heritageClauses ?? []) {
       for (const base of clause.types) {
         const inherited = checker.getTypeAtLocation(base).getProperty(name);
-        if (inherited && hasApprovalTag(inherited, checker, seen)) return true;
+        if (inherited && hasTag(inherited, checker, tagName, seen)) return true;
       }
     }
   }
@@ -446,6 +466,9 @@ function lazyOf(resolve: () => DeclaredType, approval = false): DeclaredType {
     get approvals() {
       return get().approvals;
     },
+    get idempotents() {
+      return get().idempotents;
+    },
     get callApproval() {
       return approval || get().callApproval;
     },
@@ -489,9 +512,16 @@ export function combine(types: readonly DeclaredType[]): DeclaredType {
     const constructs = all((type) => type.constructResult);
     // A member any alternative declares with @approval waits for a person whichever alternative it is.
     const approvals = new Set(objects.flatMap((type) => [...type.approvals]));
+    // A member is idempotent only when every alternative says so.
+    const idempotents = new Set(
+      [...(objects[0]?.idempotents ?? [])].filter((name) =>
+        objects.every((type) => type.idempotents.has(name)),
+      ),
+    );
     return {
       members,
       approvals,
+      idempotents,
       callApproval: objects.some((type) => type.callApproval),
       constructApproval: objects.some((type) => type.constructApproval),
       callSync: objects.length === 0 || objects.some((type) => type.callSync),

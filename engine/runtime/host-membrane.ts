@@ -51,6 +51,8 @@ export interface CallTarget {
   member: string;
   /** Whether the member's declaration carries `@approval`. */
   approval: boolean;
+  /** Whether the member's declaration carries `@idempotent` (a call in doubt after a takeover may run again). */
+  idempotent?: boolean;
   /** Whether the call may answer with a plain value (not a Promise): waiting for a person then stops the run. */
   sync: boolean;
 }
@@ -169,7 +171,7 @@ export class HostMembrane implements HostMembraneContract {
     // A read of an `@approval` member (a getter runs host code on every read) needs the same yes as a call.
     if (operation === "get") return { service: owner, member, approval, sync: true };
     const sync = entry.type.kind === "runtime" || (entry.type.members.get(member)?.callSync ?? true);
-    return { service: owner, member, approval, sync };
+    return { service: owner, member, approval, sync, idempotent: entry.type.idempotents.has(member) };
   }
 
   /**

@@ -136,7 +136,7 @@ export class MossRuntime {
   #runLog: RunLog | undefined;
   /** Images the run in progress showed with `moss.show`. */
   #shownImages: ShownImages | undefined;
-  readonly #checkpointListeners = new Set<(checkpoint: string) => void>();
+  readonly #checkpointListeners = new Set<(checkpoint: string) => unknown>();
   #data: Record<string, unknown> = {};
   #context: MossContext;
   #hostMoss: Record<string, unknown> | undefined;
@@ -307,13 +307,16 @@ export class MossRuntime {
   }
 
   /**
-   * Calls `listener` after each host call a run of this runtime completes, with a signed continuation of the run so
-   * far that waits for nothing: if this process dies mid-run, a runtime of the same session (and continuation key)
-   * elsewhere continues it with `resume(checkpoint, {})`. The calls it holds (the completed prefix of the run's log)
-   * replay instead of running again; a call still in flight at the checkpoint, or whose result held host objects,
-   * runs again, and the clock and random values are read afresh. Returns the function that removes the listener.
+   * Calls `listener` when a new run begins, and when each host call of a run starts and completes, with a signed
+   * continuation of the run so far that waits for nothing: if this process dies mid-run, a runtime of the same
+   * session (and continuation key) elsewhere continues it with `resume(checkpoint, {})`. Completed calls replay
+   * instead of running again, and so do the clock and random values the code read before its latest call. A call
+   * that had started but not completed may have run: it runs again only when its member is declared `@idempotent`,
+   * else the resumed run pauses with an approval request (reason `in-doubt`) naming it. A call that answers with a
+   * Promise starts only once the Promise the listener returns (if any) settles, so a journal can store "started"
+   * first. Returns the function that removes the listener.
    */
-  onCheckpoint(listener: (checkpoint: string) => void): () => void {
+  onCheckpoint(listener: (checkpoint: string) => unknown): () => void {
     this.#checkpointListeners.add(listener);
     return () => this.#checkpointListeners.delete(listener);
   }
@@ -416,9 +419,11 @@ export class MossRuntime {
     );
   }
 
-  /** Tells the checkpoint listeners the run so far (see `onCheckpoint`): its log up to the first unsettled call. */
-  #checkpoint(plan: RunPlan, runLog: RunLog): void {
-    const settled = runLog.entries.findIndex((entry) => entry.result === undefined);
+  /**
+   * Tells the checkpoint listeners the run so far (see `onCheckpoint`); resolves once the promises they returned
+   * settled (undefined when none returned one).
+   */
+  #checkpoint(plan: RunPlan, runLog: RunLog): Promise<unknown> | undefined {
     const now = Date.now();
     const payload: ContinuationPayload = {
       v: 1,
@@ -429,8 +434,8 @@ export class MossRuntime {
       target: plan.target,
       args: plan.args,
       localArgs: plan.localArgs,
-      log: settled < 0 ? [...runLog.entries] : runLog.entries.slice(0, settled),
-      nondeterminism: { clock: [], random: [] },
+      log: runLog.checkpointLog(),
+      nondeterminism: { clock: [...runLog.nondeterminism.clock], random: [...runLog.nondeterminism.random] },
       data: plan.dataBefore,
       requests: [],
       issuedAt: now,
@@ -441,14 +446,17 @@ export class MossRuntime {
       this.#continuationKey,
       MAX_CONTINUATION_RESULTS * plan.limits.maxResultBytes,
     );
-    if ("tooLarge" in signed) return;
+    if ("tooLarge" in signed) return undefined;
+    const waits: Promise<unknown>[] = [];
     for (const listener of this.#checkpointListeners) {
       try {
-        listener(signed.text);
+        const returned = listener(signed.text);
+        if (returned instanceof Promise) waits.push(returned);
       } catch (error) {
         process.emitWarning(`a checkpoint listener threw: ${(error as Error).message}`);
       }
     }
+    return waits.length === 0 ? undefined : Promise.allSettled(waits);
   }
 
   /** The limits of a run: the runtime's, then the request's `limits`, then its `timeoutMs`. */
@@ -565,9 +573,17 @@ export class MossRuntime {
       traceContext,
       // A paused run's log travels in its continuation: a few results' worth, never the host's memory.
       maxLogBytes: MAX_LOG_RESULTS * limits.maxResultBytes,
-      ...(this.#checkpointListeners.size === 0 ? {} : { onSettled: () => this.#checkpoint(plan, runLog) }),
+      ...(this.#checkpointListeners.size === 0
+        ? {}
+        : {
+            onSettled: () => void this.#checkpoint(plan, runLog),
+            onStarted: () => this.#checkpoint(plan, runLog),
+          }),
     });
     this.#runLog = runLog;
+    // A new run is checkpointed as it begins too: a taker then runs it from its start instead of asking for it again.
+    if (this.#checkpointListeners.size > 0 && plan.replay.length === 0 && plan.nondeterminism === undefined)
+      void this.#checkpoint(plan, runLog);
     const runEnded = new AbortController();
     // Every host call of this run starts with `currentRunSignal()` set to this signal (calls a policy deferred too).
     this.#membraneFor().runSignal = runEnded.signal;
@@ -845,6 +861,7 @@ export class MossRuntime {
       call: (handle, member, args, line) => current().call(handle, member, args, line),
       construct: (handle, args, line) => current().construct(handle, args, line),
       get: (handle, property, line) => current().get(handle, property, line),
+      readValues: (nondeterminism) => this.#runLog?.readValues(nondeterminism),
       ask: (args, line) => {
         const log = this.#runLog;
         if (log === undefined) throw new TypeError("moss.ask can only be used while the code runs");

@@ -3,6 +3,7 @@ import { hostErrorWire } from "../sandbox/host-error.ts";
 import type {
   HostMembrane as HostMembraneContract,
   HostOutcome,
+  Nondeterminism,
   SettledOutcome,
 } from "../sandbox/sandbox.ts";
 import { decodeWire, encodeWire } from "../sandbox/wire.ts";
@@ -32,7 +33,15 @@ export interface LogEntry {
   request?: PendingRequest;
   /** The runtime that ran the call: its handles (host objects in the result) exist only there. */
   origin?: string;
+  /**
+   * The call had been dispatched to the host and had no result yet when the checkpoint was taken: it may have run.
+   * A takeover runs it again only when its member is declared `@idempotent`; any other waits for a person's yes.
+   */
+  started?: true;
 }
+
+/** Most clock (and most random) values a checkpoint keeps, as the isolate logs at most this many per kind. */
+const MAX_NONDETERMINISM_VALUES = 100_000;
 
 /** A denied call: model code sees an `Error` named `ApprovalDenied` with `reason` and `member`. */
 export class ApprovalDenied extends Error {
@@ -70,6 +79,12 @@ export interface RunLogOptions {
   maxLogBytes: number;
   /** Called each time a new call of the kept log gets its result (or its denial): a journal may store the log. */
   onSettled?: () => void;
+  /**
+   * Called when a new call is about to run on the host, with the call already in the log as `started`: a journal
+   * stores the log. A call that answers with a Promise runs once the Promise this returns settles (the journal
+   * knows it may have run before it runs); one that answers at once cannot wait.
+   */
+  onStarted?: () => Promise<unknown> | undefined;
 }
 
 type Operation = "call" | "construct" | "get";
@@ -77,7 +92,7 @@ type Operation = "call" | "construct" | "get";
 /** What becomes of a new call: it runs, waits for a person (an approval, an answer), or is denied. */
 type Decision =
   | { kind: "run"; run: () => HostOutcome }
-  | { kind: "pending-approval"; reason: "tag" | "policy"; run: () => HostOutcome }
+  | { kind: "pending-approval"; reason: "tag" | "policy" | "in-doubt"; run: () => HostOutcome }
   | { kind: "pending-ask"; question: string; choices: unknown }
   | { kind: "denied"; reason: string };
 
@@ -130,6 +145,10 @@ export class RunLog implements HostMembraneContract {
   readonly #denotations = new Map<number, Denotation>();
   /** Bytes the kept log holds. */
   #logBytes = 0;
+  /** Entries whose call was handed to the host (run for real) in this run. */
+  readonly #dispatched = new WeakSet<LogEntry>();
+  /** The clock and random values the run read before its latest host call, in order (see `readValues`). */
+  readonly nondeterminism: Nondeterminism = { clock: [], random: [] };
   /**
    * Why the log is no longer kept: model code sent or received more than `maxLogBytes` through host calls (every
    * argument and result of a run that can pause is kept for its continuation, so a loop of large calls or thousands
@@ -155,6 +174,37 @@ export class RunLog implements HostMembraneContract {
   get firstMissed(): string | undefined {
     const entry = this.#options.replay[this.#count];
     return entry === undefined ? undefined : entry.key;
+  }
+
+  /** Takes the clock and random values the isolate read since its previous host call (malformed ones are dropped). */
+  readValues(text: string): void {
+    let given: { clock?: unknown; random?: unknown };
+    try {
+      given = JSON.parse(text) as typeof given;
+    } catch {
+      return;
+    }
+    const take = (values: unknown, into: number[]) => {
+      if (!Array.isArray(values)) return;
+      for (const value of values) {
+        if (typeof value !== "number" || into.length >= MAX_NONDETERMINISM_VALUES) return;
+        into.push(value);
+      }
+    };
+    take(given?.clock, this.nondeterminism.clock);
+    take(given?.random, this.nondeterminism.random);
+  }
+
+  /**
+   * The log as a checkpoint carries it: every kept entry, those handed to the host and still without a result
+   * marked `started` (they may have run).
+   */
+  checkpointLog(): LogEntry[] {
+    return this.entries.map((entry) =>
+      entry.result === undefined && entry.request === undefined && this.#dispatched.has(entry)
+        ? { ...entry, started: true }
+        : entry,
+    );
   }
 
   call(handle: number, member: string | null, args: string, line = 0): HostOutcome {
@@ -476,6 +526,24 @@ export class RunLog implements HostMembraneContract {
       if (logged.request !== undefined && logged.result === undefined) {
         return this.#answered(logged, index, key, args, denoted, trace, () => decide(line), target);
       }
+      if (logged.started === true && logged.result === undefined && !target.idempotent) {
+        // The call may have run before its worker died: it runs again only on a person's yes.
+        const entry: LogEntry = { key, args, ...denoted, origin: this.#options.origin };
+        this.#keep(entry);
+        // Never run from here: a yes decides the call afresh when the run resumes (see `#answered`).
+        const run = () => errorOutcome(new Error(`${key} may have run already: it waits for a person's yes`));
+        return this.#act(
+          { kind: "pending-approval", reason: "in-doubt", run },
+          target,
+          handle,
+          entry,
+          trace,
+          index,
+          line,
+          args,
+          undefined,
+        );
+      }
       // A result holding host objects of another runtime: the call runs again here to make them (see README).
     }
     const rerun = logged?.result?.handles ? logged.result : undefined;
@@ -500,7 +568,8 @@ export class RunLog implements HostMembraneContract {
   ): HostOutcome {
     if (decision.kind === "denied")
       return this.#deny(entry, trace, target.member, decision.reason, target.sync);
-    if (decision.kind === "run") return this.#run(entry, index, line, trace, decision.run, rerun);
+    if (decision.kind === "run")
+      return this.#run(entry, index, line, trace, decision.run, rerun, target.sync);
     if (this.#options.canPause !== true || this.overflowed !== undefined) {
       const reason =
         this.overflowed ??
@@ -643,7 +712,15 @@ export class RunLog implements HostMembraneContract {
       // Decided again: a policy that now denies (or fails) still wins over the person's yes.
       return this.#whenDecided(decide(), target, entry, trace, (decision) =>
         decision.kind === "pending-approval" || decision.kind === "run"
-          ? this.#run(entry, index, undefined, trace, () => this.#approvedWhile(handed, decision.run))
+          ? this.#run(
+              entry,
+              index,
+              undefined,
+              trace,
+              () => this.#approvedWhile(handed, decision.run),
+              undefined,
+              sync,
+            )
           : this.#deny(entry, trace, member, decision.kind === "denied" ? decision.reason : "denied", sync),
       );
     }
@@ -688,8 +765,22 @@ export class RunLog implements HostMembraneContract {
     trace: HostCallRecord,
     run: () => HostOutcome,
     rerun?: NonNullable<LogEntry["result"]>,
+    sync = true,
   ): HostOutcome {
     entry.origin = this.#options.origin;
+    // The journal learns the call started before it runs (when the call can wait for that): a takeover then knows.
+    let journaled: Promise<unknown> | undefined;
+    if (!this.#unlogged.has(entry) && this.entries.includes(entry)) {
+      this.#dispatched.add(entry);
+      journaled = this.#options.onStarted?.();
+    }
+    if (journaled !== undefined && !sync) {
+      const later = run;
+      run = () => ({
+        kind: "promise",
+        settled: journaled.then(runNow(later), runNow(later)),
+      });
+    }
     const started = performance.now();
     const span: Span = tracer().startSpan(
       `moss.call ${entry.key}`,
@@ -759,6 +850,17 @@ function settledOf(outcome: HostOutcome): SettledOutcome | Promise<SettledOutcom
   if (outcome.kind === "promise") return outcome.settled;
   if (outcome.kind === "refuse") return { kind: "error", wire: hostErrorWire(new Error(outcome.message)) };
   return { kind: "pending" };
+}
+
+/** Runs a call whose start was journaled first: what it answers, as a host promise settles (a throw is its error). */
+function runNow(run: () => HostOutcome): () => SettledOutcome | Promise<SettledOutcome> {
+  return () => {
+    try {
+      return settledOf(run());
+    } catch (error) {
+      return { kind: "error", wire: hostErrorWire(error) };
+    }
+  };
 }
 
 function errorOutcome(error: Error): HostOutcome {

@@ -52,7 +52,14 @@ export function stdoutTruncationMarker(limitBytes: number): string {
 
 function sandboxBootstrap(
   codec: import("./wire.ts").WireCodec,
-  hostCall: (operation: string, handle: number, member: string | null, args: string, line: number) => string,
+  hostCall: (
+    operation: string,
+    handle: number,
+    member: string | null,
+    args: string,
+    line: number,
+    nondeterminism: string,
+  ) => string,
   emit: (text: string) => void,
   done: (envelope: string) => void,
 ): SandboxEntryPoints {
@@ -409,6 +416,21 @@ function sandboxBootstrap(
     return JSONStringify({ __proto__: null, clock: clockLog, random: randomLog });
   }
 
+  // How much of each log the host was told: every host call carries the values read since the call before it, so a
+  // checkpoint the host takes at a call holds every value the code read before that call (a takeover replays them).
+  let clockReported = 0;
+  let randomReported = 0;
+  function unreported(): string {
+    if (clockLog.length === clockReported && randomLog.length === randomReported) return "";
+    const clockValues: number[] = [];
+    const randomValues: number[] = [];
+    for (let i = clockReported; i < clockLog.length; i++) append(clockValues, clockLog[i]);
+    for (let i = randomReported; i < randomLog.length; i++) append(randomValues, randomLog[i]);
+    clockReported = clockLog.length;
+    randomReported = randomLog.length;
+    return JSONStringify({ __proto__: null, clock: clockValues, random: randomValues });
+  }
+
   // Where in the model's script the current host call is made, as one number: line * 65536 + column (1-based; 0 when
   // not found). The host reads it with `callSiteOf` (sandbox.ts, CALL_SITE_COLUMNS): approvals, policies and the
   // trace name the call's own line, even on a continuation line.
@@ -445,7 +467,7 @@ function sandboxBootstrap(
       rootPath: `arguments of ${label}`,
       knownHandle,
     } as any);
-    const reply = hostCall(operation, id, member, encoded, callerSite());
+    const reply = hostCall(operation, id, member, encoded, callerSite(), unreported());
     const tag = slice(reply, 0, 1);
     const body = slice(reply, 1);
     if (tag === "v") return codec.decode(body, decodeOptions);
@@ -1071,6 +1093,8 @@ function sandboxBootstrap(
     runFilename = filename;
     clockLog = [];
     randomLog = [];
+    clockReported = 0;
+    randomReported = 0;
     const replay = replayJson === "" ? null : JSONParse(replayJson);
     clockReplay = replay !== null && ArrayIsArray(replay.clock) ? replay.clock : [];
     randomReplay = replay !== null && ArrayIsArray(replay.random) ? replay.random : [];

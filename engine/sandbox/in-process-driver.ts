@@ -49,8 +49,8 @@ export class InProcessDriver implements SandboxDriver {
     const isolate = await this.#warm.take(memoryLimitMebibytes(limits.memoryLimitBytes));
     try {
       await isolate.install(setup, {
-        call: (operation, handle, member, args, line) =>
-          callMembrane(membrane, operation, handle, member, args, line),
+        call: (operation, handle, member, args, line, nondeterminism) =>
+          callMembrane(membrane, operation, handle, member, args, line, nondeterminism),
       });
     } catch (error) {
       isolate.dispose();

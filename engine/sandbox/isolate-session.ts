@@ -25,6 +25,8 @@ export interface SessionHost {
     member: string | null,
     args: string,
     line: number,
+    /** The clock and random values the run read since its previous host call (JSON), or "" when none. */
+    nondeterminism?: string,
   ): HostOutcome;
 }
 
@@ -136,8 +138,14 @@ export class IsolateSession {
     try {
       const context = await isolate.createContext();
       const bridge = new ivm.Callback(
-        (operation: HostOperation, handle: number, member: string | null, args: string, line: number) =>
-          session!.#answer(operation, handle, member, args, line),
+        (
+          operation: HostOperation,
+          handle: number,
+          member: string | null,
+          args: string,
+          line: number,
+          nondeterminism: string,
+        ) => session!.#answer(operation, handle, member, args, line, nondeterminism),
       );
       // On the isolate thread stdout is fire-and-forget; on the caller thread a direct call keeps it in order.
       const emit = new ivm.Callback(
@@ -478,11 +486,13 @@ export class IsolateSession {
     member: string | null,
     args: string,
     line: number,
+    nondeterminism: string,
   ): string {
     const run = this.#admit();
     if (typeof run === "string") return run;
     try {
-      return this.#reply(run, this.#host!.call(operation, handle, member, args, line));
+      const given = typeof nondeterminism === "string" ? nondeterminism : "";
+      return this.#reply(run, this.#host!.call(operation, handle, member, args, line, given));
     } catch (error) {
       return `e${errorWire(error)}`;
     }

@@ -16,6 +16,8 @@ export interface HostCall {
   args: string;
   /** The script line that made the call (0: unknown). */
   line: number;
+  /** The clock and random values the run read since its previous host call (JSON); absent when none. */
+  nondeterminism?: string;
 }
 
 /** The parent's answer to a host call: a value, an error, or the id of a promise settled later on fd 3. */

@@ -12,10 +12,12 @@ export function callMembrane(
   member: string | null,
   args: string,
   given = 0,
+  nondeterminism?: string,
 ): HostOutcome {
   // The line comes from the isolate (or a sandbox process): only a plain line number is passed on.
   const line = Number.isSafeInteger(given) && given > 0 ? given : 0;
   try {
+    if (typeof nondeterminism === "string" && nondeterminism !== "") membrane.readValues?.(nondeterminism);
     if (operation === "construct") return membrane.construct(handle, args, line);
     if (operation === "get") return membrane.get(handle, member ?? "", line);
     if (operation === "ask") {

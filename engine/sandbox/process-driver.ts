@@ -426,7 +426,15 @@ class SandboxChild {
     const outcome =
       membrane === undefined
         ? { kind: "error" as const, wire: errorWire(new Error("the session is closed")) }
-        : callMembrane(membrane, call.operation, call.handle, call.member, call.args, call.line);
+        : callMembrane(
+            membrane,
+            call.operation,
+            call.handle,
+            call.member,
+            call.args,
+            call.line,
+            call.nondeterminism,
+          );
     if (outcome.kind !== "promise") {
       this.#reply(outcome);
       return;

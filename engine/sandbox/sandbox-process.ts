@@ -56,8 +56,18 @@ function callParent(
   member: string | null,
   args: string,
   line: number,
+  nondeterminism = "",
 ): HostOutcome {
-  writeAll(`${JSON.stringify({ session, operation, handle, member, args, line })}\n`);
+  const call = {
+    session,
+    operation,
+    handle,
+    member,
+    args,
+    line,
+    ...(nondeterminism ? { nondeterminism } : {}),
+  };
+  writeAll(`${JSON.stringify(call)}\n`);
   const chunks: Buffer[] = [];
   for (;;) {
     let count: number;
@@ -99,7 +109,8 @@ async function open(
     // The process holds several sessions: taking the warm isolate warms its successor for the next one.
     const session = await warm.take(memoryLimitMebibytes(memoryLimitBytes));
     await session.install(setup, {
-      call: (operation, handle, member, args, line) => callParent(id, operation, handle, member, args, line),
+      call: (operation, handle, member, args, line, nondeterminism) =>
+        callParent(id, operation, handle, member, args, line, nondeterminism),
     });
     sessions.set(id, session);
     channel.send({ type: "opened", session: id });

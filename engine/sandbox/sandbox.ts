@@ -72,6 +72,11 @@ export interface HostMembrane {
   ask?(args: string, line?: number): HostOutcome;
   /** `moss.show(image)`: args are the wire-encoded `[image]`; the image goes to the model with the run's outcome. */
   show?(args: string, line?: number): HostOutcome;
+  /**
+   * The clock and random values the run read since its previous host call (JSON `{ clock, random }`), told before
+   * the call it came with: a checkpoint taken at a call holds every value read before it.
+   */
+  readValues?(nondeterminism: string): void;
 }
 
 /** The clock and random values a run read inside the isolate, in order: logged for a resume to replay. */

@@ -2,6 +2,7 @@ import { mkdir } from "node:fs/promises";
 import { resolve } from "node:path";
 import { MossError } from "../errors.ts";
 import { migrate } from "./migrations.ts";
+import { openPGliteThread } from "./pglite-thread.ts";
 
 /** Runs SQL with `$1`-style parameters and returns the rows. */
 export interface SqlExecutor {
@@ -38,43 +39,7 @@ export async function openDatabase(location: DatabaseLocation): Promise<Database
 async function openPGlite(dataDirectory: string): Promise<Database> {
   const directory = resolve(dataDirectory);
   await mkdir(directory, { recursive: true });
-  const { PGlite } = await import("@electric-sql/pglite");
-  let pglite: InstanceType<typeof PGlite>;
-  try {
-    pglite = await PGlite.create(directory);
-  } catch (error) {
-    throw new MossError(
-      "database-error",
-      `Cannot open the embedded database in ${directory}: ${(error as Error).message}`,
-      { directory },
-      { cause: error },
-    );
-  }
-  const run = async <Row>(
-    executor: { query: (sql: string, parameters?: unknown[]) => Promise<{ rows: unknown[] }> },
-    sql: string,
-    parameters?: unknown[],
-  ) => (await executor.query(sql, parameters)).rows as Row[];
-  return {
-    kind: "pglite",
-    query: (sql, parameters) => run(pglite, sql, parameters),
-    transaction: (body) =>
-      pglite.transaction((transaction) =>
-        body({ query: (sql, parameters) => run(transaction, sql, parameters) }),
-      ),
-    async listen(channel, onPayload) {
-      const stop = await pglite.listen(channel, onPayload);
-      return async () => {
-        if (!pglite.closed) await stop();
-      };
-    },
-    async notify(channel, payload) {
-      await pglite.query("SELECT pg_notify($1, $2)", [channel, payload]);
-    },
-    async close() {
-      if (!pglite.closed) await pglite.close();
-    },
-  };
+  return openPGliteThread(directory);
 }
 
 async function openPostgres(url: string): Promise<Database> {

@@ -9,7 +9,7 @@ import { CHANNELS, type ClaimedRun, ServerStore } from "./server-store.ts";
  */
 export type CreateThreadAgent = (
   sessionId: string,
-  hooks?: { onCheckpoint?: (checkpoint: string) => void },
+  hooks?: { onCheckpoint?: (checkpoint: string) => unknown },
 ) => MossAgent;
 
 /** Options of {@link RunWorker}. */
@@ -176,30 +176,41 @@ export class RunWorker {
         () => {},
       );
     }, this.#heartbeatMs);
-    // Events are stored one after another in the order the agent emits them.
+    // Events are stored in the order the agent emits them; the events emitted while a write is out go together in
+    // the next write (one statement for a burst of a thread: text deltas come many at a time).
     let stored: Promise<unknown> = Promise.resolve();
     let storeFailure: unknown;
+    let burst: Array<AgentEvent & { type: string }> | undefined;
     const onEvent = (event: AgentEvent) => {
-      stored = stored.then(() =>
-        active.stop === "lost"
-          ? undefined
-          : store
-              .appendEvent(tenant, run.threadId, run.id, event as AgentEvent & { type: string })
-              .catch((error) => {
-                storeFailure ??= error;
-              }),
-      );
+      if (burst !== undefined) burst.push(event as AgentEvent & { type: string });
+      else {
+        const events = [event as AgentEvent & { type: string }];
+        burst = events;
+        stored = stored.then(() => {
+          if (burst === events) burst = undefined;
+          if (active.stop === "lost") return undefined;
+          return store.appendEvents(tenant, run.threadId, run.id, events).catch((error) => {
+            storeFailure ??= error;
+          });
+        });
+      }
       // The step's code ended: its checkpoint must not be replayed by a later takeover.
-      if (event.type === "execution")
+      if (event.type === "execution") {
+        burst = undefined;
         stored = stored.then(() => store.clearCheckpoint(run.id, this.workerId).catch(() => {}));
+      }
     };
-    // Checkpoints are kept in order with the events; one that cannot be stored only costs replay on a takeover.
+    // Checkpoints are kept in order with the events. The promise returned holds a starting host call until its
+    // "started" checkpoint is stored (a takeover then knows the call may have run); one that cannot be stored costs
+    // a repeat of that call on a takeover.
     const onCheckpoint = (checkpoint: string) => {
+      burst = undefined;
       stored = stored.then(() =>
         active.stop === "lost"
           ? undefined
           : store.saveCheckpoint(run.id, this.workerId, checkpoint).catch(() => {}),
       );
+      return stored;
     };
     let resumeCheckpoint = false;
     if (claimed.recovered && claimed.answers === undefined) {
@@ -253,11 +264,11 @@ export class RunWorker {
   }
 
   /**
-   * A run taken over from a dead worker whose step was running code (its model answer is stored, the step's code
-   * left a checkpoint) continues that step: the checkpoint becomes the paused step of the conversation's head, which
-   * the agent resumes with no answers, replaying the host calls the dead worker completed and not asking the model
-   * again. Only a step of one action qualifies (the observations of a step's earlier actions were not stored yet).
-   * Resolves false when the conversation is not at such a step.
+   * A run taken over from a dead worker whose step was running code (its model answer and the observations of the
+   * step's completed actions are stored, the running action's code left a checkpoint) continues that step: the
+   * checkpoint becomes the paused step of the conversation's head, which the agent resumes with no answers,
+   * replaying the host calls the dead worker completed, then running the step's later actions; the model is not
+   * asked again and no completed action runs again. Resolves false when the conversation is not at such a step.
    */
   async #pendFromCheckpoint(sessionId: string, checkpoint: string): Promise<boolean> {
     const conversation = await this.#conversations.load(sessionId);

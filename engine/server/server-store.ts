@@ -263,9 +263,20 @@ export class ServerStore {
     runId: string | null,
     event: { type: string; [key: string]: unknown },
   ): Promise<number> {
-    return this.database.transaction((executor) =>
-      this.appendEventIn(executor, tenant, threadId, runId, event),
-    );
+    return this.appendEventsIn(this.database, tenant, threadId, runId, [event]);
+  }
+
+  /**
+   * Stores a burst of events of the thread under the next ids, in order, in one statement (one round trip, atomic
+   * on its own), and notifies every listener once; resolves the last id.
+   */
+  async appendEvents(
+    tenant: string,
+    threadId: string,
+    runId: string | null,
+    events: ReadonlyArray<{ type: string; [key: string]: unknown }>,
+  ): Promise<number> {
+    return this.appendEventsIn(this.database, tenant, threadId, runId, events);
   }
 
   /** The thread's events with an id above `after`, in order (at most `limit`). */
@@ -600,22 +611,43 @@ export class ServerStore {
     runId: string | null,
     event: { type: string; [key: string]: unknown },
   ): Promise<number> {
+    return this.appendEventsIn(executor, tenant, threadId, runId, [event]);
+  }
+
+  /**
+   * The one writer of events: the thread's counter moves past the burst, the events take the ids it passed, and
+   * the NOTIFY names the last, all in one statement (PGlite runs on the thread serving HTTP: each round trip
+   * there blocks it, and a statement is atomic without BEGIN and COMMIT).
+   */
+  private async appendEventsIn(
+    executor: SqlExecutor,
+    tenant: string,
+    threadId: string,
+    runId: string | null,
+    events: ReadonlyArray<{ type: string; [key: string]: unknown }>,
+  ): Promise<number> {
     const [row] = await executor.query<{ last_event_id: number }>(
-      `UPDATE moss_threads SET last_event_id = last_event_id + 1 WHERE tenant = $1 AND id = $2
-       RETURNING last_event_id`,
-      [tenant, threadId],
+      `WITH bumped AS (
+         UPDATE moss_threads SET last_event_id = last_event_id + cardinality($4::text[])
+         WHERE tenant = $1 AND id = $2 RETURNING last_event_id
+       ), stored AS (
+         INSERT INTO moss_events (tenant, thread_id, id, run_id, type, data)
+         SELECT $1::text, $2::text, bumped.last_event_id - cardinality($4::text[]) + item.position::integer, $3::text, item.type,
+           item.data::json
+         FROM bumped, unnest($4::text[], $5::text[]) WITH ORDINALITY AS item(type, data, position)
+       )
+       SELECT last_event_id, pg_notify($6, json_build_array($1::text, $2::text, last_event_id)::text) FROM bumped`,
+      [
+        tenant,
+        threadId,
+        runId,
+        events.map((event) => event.type),
+        events.map((event) => wireJson({ ...event, runId })),
+        CHANNELS.events,
+      ],
     );
     if (row === undefined) throw threadNotFound(threadId);
-    const id = row.last_event_id;
-    await executor.query(
-      "INSERT INTO moss_events (tenant, thread_id, id, run_id, type, data) VALUES ($1, $2, $3, $4, $5, $6)",
-      [tenant, threadId, id, runId, event.type, wireJson({ ...event, runId })],
-    );
-    await executor.query("SELECT pg_notify($1, $2)", [
-      CHANNELS.events,
-      JSON.stringify([tenant, threadId, id]),
-    ]);
-    return id;
+    return row.last_event_id;
   }
 }
 

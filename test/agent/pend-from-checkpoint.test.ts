@@ -12,28 +12,36 @@ function checkpointOf(code: string): string {
   return `v1.${Buffer.from(JSON.stringify({ code })).toString("base64url")}.signature`;
 }
 
-function conversationAt(toolCallIds: string[]): Conversation {
+const TRANSFER = "await moss.vault.transfer('bob', 5);";
+
+/** A conversation whose head is a model answer of one `moss` tool call per entry of `codes` (ids call-1, …). */
+function conversationAt(codes: string[]): Conversation {
   const conversation = new Conversation();
   conversation.append("user", "Send bob 5 euros.");
   conversation.append("assistant", "", {
     step: 2,
-    toolCalls: toolCallIds.map((id) => ({ id, name: "moss", arguments: "{}" })),
+    toolCalls: codes.map((code, index) => ({
+      id: `call-${index + 1}`,
+      name: "moss",
+      arguments: JSON.stringify({ code }),
+    })),
   });
   return conversation;
 }
 
 describe("MossAgent.pendFromCheckpoint", () => {
   it("makes the checkpoint the paused step of a one-action answer: a new agent of the session waits for no answer", async () => {
-    const conversation = conversationAt(["call-1"]);
+    const conversation = conversationAt([TRANSFER]);
     const head = conversation.head!;
-    const checkpoint = checkpointOf("await moss.vault.transfer('bob', 5);");
+    const checkpoint = checkpointOf(TRANSFER);
     expect(MossAgent.pendFromCheckpoint(conversation, checkpoint)).toBe(true);
     expect(conversation.head!.metadata.pending).toMatchObject({
       continuation: checkpoint,
       requests: [],
       assistantId: head.id,
       step: 2,
-      code: "await moss.vault.transfer('bob', 5);",
+      actionIndex: 0,
+      code: TRANSFER,
       toolCallId: "call-1",
     });
     const store = new MemoryConversationStore();
@@ -47,23 +55,41 @@ describe("MossAgent.pendFromCheckpoint", () => {
     expect(await agent.pending()).toEqual([]);
   });
 
+  it("continues a step of several actions at the one that was running: the completed ones keep their observations", () => {
+    const conversation = conversationAt(["1;", TRANSFER]);
+    const assistant = conversation.head!;
+    // The first action completed: its observation is stored; the second was running.
+    conversation.append("tool", "ok", { kind: "observation", ok: true, toolCallId: "call-1" });
+    // A checkpoint of the completed first action is not the running one's: refused.
+    expect(MossAgent.pendFromCheckpoint(conversation, checkpointOf("1;"))).toBe(false);
+    expect(conversation.head!.metadata.pending).toBeUndefined();
+    expect(MossAgent.pendFromCheckpoint(conversation, checkpointOf(TRANSFER))).toBe(true);
+    expect(conversation.head!.metadata.pending).toMatchObject({
+      assistantId: assistant.id,
+      actionIndex: 1,
+      code: TRANSFER,
+      toolCallId: "call-2",
+      failedBefore: false,
+    });
+  });
+
   it("refuses (and changes nothing) where a resume could not continue the step", () => {
     const checkpoint = checkpointOf("1;");
-    // Two actions: the observation of the first was not stored yet.
-    const two = conversationAt(["call-1", "call-2"]);
-    expect(MossAgent.pendFromCheckpoint(two, checkpoint)).toBe(false);
-    expect(two.head!.metadata.pending).toBeUndefined();
+    // The checkpoint is not of the running action's code.
+    const other = conversationAt([TRANSFER]);
+    expect(MossAgent.pendFromCheckpoint(other, checkpoint)).toBe(false);
+    expect(other.head!.metadata.pending).toBeUndefined();
     // The head is the task, not a model answer.
     const task = new Conversation();
     task.append("user", "Send bob 5 euros.");
     expect(MossAgent.pendFromCheckpoint(task, checkpoint)).toBe(false);
     expect(task.head!.metadata.pending).toBeUndefined();
     // Not a continuation.
-    const one = conversationAt(["call-1"]);
+    const one = conversationAt(["1;"]);
     expect(MossAgent.pendFromCheckpoint(one, "not a checkpoint")).toBe(false);
     expect(one.head!.metadata.pending).toBeUndefined();
     // Already paused: the paused step is kept.
-    const paused = conversationAt(["call-1"]);
+    const paused = conversationAt(["1;"]);
     expect(MossAgent.pendFromCheckpoint(paused, checkpoint)).toBe(true);
     const first = paused.head!.metadata.pending;
     expect(MossAgent.pendFromCheckpoint(paused, checkpointOf("2;"))).toBe(false);

@@ -15,6 +15,11 @@ import { call, readEvents, type ServeProcess, spawnServe } from "./server-harnes
 
 const MODULE = "test/server/fixtures/ledger/context.ts";
 
+/** A stored checkpoint's payload (readable by design): the code it runs and its log. */
+function payloadOf(checkpoint: string): { code: string; log: Array<{ key: string; started?: boolean }> } {
+  return JSON.parse(Buffer.from(checkpoint.split(".")[1]!, "base64url").toString("utf8"));
+}
+
 /** Forwards to `target`; while `holding`, requests wait unanswered. */
 async function startGate(
   target: string,
@@ -153,7 +158,7 @@ describe.runIf(POSTGRES_TESTS)("two moss serve instances on one PostgreSQL", () 
     await gate.close();
   }, 180_000);
 
-  it("a run killed AFTER a host call completed resumes by replay on the other: the call is not made again, the model not asked again", async () => {
+  it("a run killed AFTER a host call completed resumes by replay on the other: the call is not made again, the model not asked again; the call in flight at the kill waits for a person's yes", async () => {
     const log = join(directory, "replay-ledger.log");
     const env = { MOSS_LEDGER_LOG: log, OPENAI_API_KEY: "test", MOSS_SERVE_TOKENS: "alice:alice-secret" };
     const args = [
@@ -203,7 +208,8 @@ describe.runIf(POSTGRES_TESTS)("two moss serve instances on one PostgreSQL", () 
         runId,
       ]);
       row = rows[0];
-      if (rows[0]?.checkpoint) {
+      // The held call (the second) has started; checkpoints are also stored as the code begins and as "once" starts.
+      if (rows[0]?.checkpoint && payloadOf(rows[0].checkpoint).log[1]?.started) {
         owner = pair.find(
           (instance) => String(rows[0].lease_owner).split(":")[1] === String(instance.child.pid),
         );
@@ -216,18 +222,138 @@ describe.runIf(POSTGRES_TESTS)("two moss serve instances on one PostgreSQL", () 
     owner!.child.kill("SIGKILL");
     await owner!.exited;
     await writeFile(`${log}.release`, "");
+    // The held call had started when the owner died: it may have run, and `record` is not @idempotent, so the
+    // survivor does not run it again blindly. The run pauses with a request naming the call.
+    const paused = await readEvents(
+      survivor,
+      thread,
+      (event) => event.event === "run-status" && event.data.status === "pending",
+    );
+    const inDoubt = paused.find((event) => event.event === "approval-request")?.data.request;
+    expect(inDoubt).toMatchObject({
+      kind: "approval",
+      reason: "in-doubt",
+      service: "ledger",
+      member: "record",
+      args: ["hold then twice"],
+    });
+    expect((await readFile(log, "utf8")).split("\n").filter(Boolean)).toEqual(["once"]);
+    expect(
+      (
+        await call(survivor, "POST", `/v1/threads/${thread}/answers`, {
+          body: { answers: { [inDoubt.id]: { approved: true } } },
+        })
+      ).status,
+    ).toBe(202);
     const events = await readEvents(
       survivor,
       thread,
       (event) => event.event === "run-status" && event.data.status === "completed",
     );
     const run = await call(survivor, "GET", `/v1/threads/${thread}/runs/${runId}`);
-    expect(run.body.run).toMatchObject({ status: "completed", answer: "Noted.", attempts: 2 });
-    // "once" ran on the dead instance only; the survivor replayed it and made the held call.
+    // Claimed three times: by the owner, by the survivor at the takeover, by a worker once the answer came.
+    expect(run.body.run).toMatchObject({ status: "completed", answer: "Noted.", attempts: 3 });
+    // "once" ran on the dead instance only; the survivor replayed it and, on the person's yes, made the held call.
     expect((await readFile(log, "utf8")).split("\n").filter(Boolean)).toEqual(["once", "hold then twice"]);
     // The model answered the interrupted step once (before the kill) and the next step once: two requests.
     expect(model.requests.length - asked).toBe(2);
-    expect(events.filter((event) => event.event === "run-end")).toHaveLength(1);
+    // The agent's run ended twice: paused on the request, then finished once.
+    expect(
+      events.filter((event) => event.event === "run-end").map((event) => event.data.stopReason === "pending"),
+    ).toEqual([true, false]);
+    survivor.child.kill("SIGTERM");
+    expect(await survivor.exited).toBe(0);
+  }, 300_000);
+
+  it("a step of several tool calls killed in its second runs neither its first again nor asks the model again", async () => {
+    const log = join(directory, "step-ledger.log");
+    const env = { MOSS_LEDGER_LOG: log, OPENAI_API_KEY: "test", MOSS_SERVE_TOKENS: "alice:alice-secret" };
+    const args = [
+      "serve",
+      MODULE,
+      "--port",
+      "0",
+      "--database-url",
+      postgres.url,
+      "--base-url",
+      model.baseUrl,
+    ];
+    // A lease long enough that a late heartbeat on a loaded machine does not hand the run over early (the first
+    // tool call's call would then be in doubt, and the run pause before the second).
+    const pair: [ServeProcess, ServeProcess] = [
+      await spawnServe([...args, "--lease-ms", "5000"], env),
+      await spawnServe([...args, "--lease-ms", "5000"], env),
+    ];
+    instances.push(...pair);
+    const asked = model.requests.length;
+    const tool = (code: string) => ({ name: "moss", arguments: JSON.stringify({ code }) });
+    replies.push(
+      {
+        content: "",
+        toolCalls: [
+          tool('async function main(moss: Moss) {\n  console.log(await moss.ledger.record("first"));\n}'),
+          tool(
+            'async function main(moss: Moss) {\n  console.log(await moss.ledger.record("hold second"));\n}',
+          ),
+        ],
+      },
+      { content: "Noted both." },
+    );
+    const thread = `step-${randomUUID()}`;
+    expect((await call(pair[0], "POST", "/v1/threads", { body: { id: thread } })).status).toBe(201);
+    const started = await call(pair[1], "POST", `/v1/threads/${thread}/runs`, {
+      body: { message: "Note two things." },
+    });
+    const runId = started.body.run.id;
+    const client = new pg.Client({ connectionString: postgres.url });
+    await client.connect();
+    // The second tool call's code is running (its held call started) when the owner dies.
+    let owner: ServeProcess | undefined;
+    let seen: unknown;
+    for (let attempt = 0; attempt < 1_500 && owner === undefined; attempt++) {
+      const { rows } = await client.query(
+        "SELECT status, lease_owner, checkpoint, error FROM moss_runs WHERE id = $1",
+        [runId],
+      );
+      const payload = rows[0]?.checkpoint ? payloadOf(rows[0].checkpoint) : undefined;
+      seen = { ...rows[0], checkpoint: payload };
+      if (payload?.code.includes("hold second") && payload.log[0]?.started) {
+        owner = pair.find(
+          (instance) => String(rows[0].lease_owner).split(":")[1] === String(instance.child.pid),
+        );
+      } else await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    await client.end();
+    expect(owner, `the second tool call never stored a checkpoint: ${JSON.stringify(seen)}`).toBeDefined();
+    expect((await readFile(log, "utf8")).split("\n").filter(Boolean)).toEqual(["first"]);
+    const survivor = owner === pair[0] ? pair[1] : pair[0];
+    owner!.child.kill("SIGKILL");
+    await owner!.exited;
+    await writeFile(`${log}.release`, "");
+    // The survivor continues the step at its second tool call: the held call is in doubt, a person says yes.
+    const paused = await readEvents(
+      survivor,
+      thread,
+      (event) => event.event === "run-status" && event.data.status === "pending",
+    );
+    const inDoubt = paused.find((event) => event.event === "approval-request")?.data.request;
+    expect(inDoubt).toMatchObject({ reason: "in-doubt", member: "record", args: ["hold second"] });
+    await call(survivor, "POST", `/v1/threads/${thread}/answers`, {
+      body: { answers: { [inDoubt.id]: { approved: true } } },
+    });
+    await readEvents(
+      survivor,
+      thread,
+      (event) => event.event === "run-status" && event.data.status === "completed",
+    );
+    const run = await call(survivor, "GET", `/v1/threads/${thread}/runs/${runId}`);
+    expect(run.body.run).toMatchObject({ status: "completed", answer: "Noted both." });
+    // The first tool call ran once (on the dead instance); the model answered the step once and the next once.
+    expect((await readFile(log, "utf8")).split("\n").filter(Boolean)).toEqual(["first", "hold second"]);
+    expect(model.requests.length - asked).toBe(2);
+    // The model saw one observation per tool call of the step, in order.
+    const messages = model.requests.at(-1)!.body.messages as Array<{ role: string; tool_call_id?: string }>;
+    expect(messages.filter((message) => message.role === "tool")).toHaveLength(2);
     survivor.child.kill("SIGTERM");
     expect(await survivor.exited).toBe(0);
   }, 300_000);

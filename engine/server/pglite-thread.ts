@@ -1,0 +1,171 @@
+import { Worker } from "node:worker_threads";
+import { MossError } from "../errors.ts";
+import { runnableEntry } from "../runnable-entry.ts";
+import type { Database, SqlExecutor } from "./database.ts";
+
+/** What the thread that owns the embedded database is asked to do. */
+export type PGliteCommand =
+  | { kind: "query"; sql: string; parameters?: unknown[]; transaction?: number }
+  | { kind: "begin" }
+  | { kind: "end"; transaction: number; commit: boolean }
+  | { kind: "listen"; channel: string; listener: number }
+  | { kind: "unlisten"; listener: number }
+  | { kind: "close" };
+
+/** A command with the id its reply names. */
+export type PGliteRequest = PGliteCommand & { id: number };
+
+/** What a database failure carries across threads: its message and its plain fields (`code`, `detail`, …). */
+export interface PGliteFailure {
+  message: string;
+  fields: Record<string, unknown>;
+}
+
+/** A message from the thread that owns the embedded database. */
+export type PGliteReply =
+  | { kind: "ready" }
+  | { kind: "open-failed"; message: string }
+  | { kind: "reply"; id: number; value?: unknown; error?: PGliteFailure }
+  | { kind: "ended"; transaction: number; error?: PGliteFailure }
+  | { kind: "notification"; listener: number; payload: string };
+
+/**
+ * Opens the embedded database (PGlite, Postgres compiled to WASM) in a worker thread of its own: each statement
+ * runs synchronously where PGlite lives, so on the thread serving HTTP every query blocked every request. The
+ * thread speaks a small message protocol (query, begin/end of a transaction, listen, close); rows arrive parsed.
+ */
+export async function openPGliteThread(dataDirectory: string): Promise<Database> {
+  const source = import.meta.url.endsWith(".ts") ? "./pglite-thread-worker.ts" : "./pglite-thread-worker.js";
+  const entry = runnableEntry(new URL(source, import.meta.url), { external: ["@electric-sql/pglite"] });
+  const worker = new Worker(entry, { workerData: { dataDirectory } });
+  const waiting = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+  const endings = new Map<number, (error: PGliteFailure | undefined) => void>();
+  const listeners = new Map<number, (payload: string) => void>();
+  let nextId = 1;
+  let closed = false;
+  let exitError: Error | undefined;
+  // The thread keeps the process alive only while a request or a transaction waits for it (an idle open database
+  // does not).
+  function settleRef(): void {
+    if (waiting.size === 0 && endings.size === 0) worker.unref();
+    else worker.ref();
+  }
+
+  const opened = new Promise<void>((resolve, reject) => {
+    worker.on("message", (message: PGliteReply) => {
+      switch (message.kind) {
+        case "ready":
+          resolve();
+          return;
+        case "open-failed":
+          reject(new Error(message.message));
+          return;
+        case "reply": {
+          const pending = waiting.get(message.id);
+          waiting.delete(message.id);
+          if (message.error === undefined) pending?.resolve(message.value);
+          else pending?.reject(errorOf(message.error));
+          settleRef();
+          return;
+        }
+        case "ended":
+          endings.get(message.transaction)?.(message.error);
+          endings.delete(message.transaction);
+          settleRef();
+          return;
+        case "notification":
+          listeners.get(message.listener)?.(message.payload);
+          return;
+      }
+    });
+    worker.on("error", (error) => {
+      exitError = error;
+      reject(error);
+    });
+    worker.on("exit", (code) => {
+      exitError ??= new Error(`the embedded database's thread exited (code ${code})`);
+      reject(exitError);
+      for (const pending of waiting.values()) pending.reject(exitError);
+      waiting.clear();
+    });
+  });
+  try {
+    await opened;
+  } catch (error) {
+    await worker.terminate();
+    throw new MossError(
+      "database-error",
+      `Cannot open the embedded database in ${dataDirectory}: ${(error as Error).message}`,
+      { directory: dataDirectory },
+      { cause: error },
+    );
+  }
+
+  settleRef();
+
+  const request = <T>(body: PGliteCommand): Promise<T> => {
+    if (closed && body.kind !== "close")
+      return Promise.reject(new MossError("database-error", "the embedded database is closed", {}));
+    if (exitError !== undefined) return Promise.reject(exitError);
+    const id = nextId++;
+    return new Promise<T>((resolve, reject) => {
+      waiting.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      settleRef();
+      worker.postMessage({ ...body, id });
+    });
+  };
+  const executor = (transaction?: number): SqlExecutor => ({
+    query: <Row>(sql: string, parameters?: unknown[]) =>
+      request<Row[]>({
+        kind: "query",
+        sql,
+        ...(parameters === undefined ? {} : { parameters }),
+        ...(transaction === undefined ? {} : { transaction }),
+      }),
+  });
+
+  return {
+    kind: "pglite",
+    query: executor().query,
+    async transaction(body) {
+      const transaction = await request<number>({ kind: "begin" });
+      const ended = new Promise<PGliteFailure | undefined>((resolve) => endings.set(transaction, resolve));
+      settleRef();
+      let result: Awaited<ReturnType<typeof body>>;
+      try {
+        result = await body(executor(transaction));
+      } catch (error) {
+        await request({ kind: "end", transaction, commit: false });
+        await ended;
+        throw error;
+      }
+      await request({ kind: "end", transaction, commit: true });
+      const failed = await ended;
+      if (failed !== undefined) throw errorOf(failed);
+      return result;
+    },
+    async listen(channel, onPayload) {
+      const listener = nextId++;
+      listeners.set(listener, onPayload);
+      await request({ kind: "listen", channel, listener });
+      return async () => {
+        listeners.delete(listener);
+        if (!closed && exitError === undefined) await request({ kind: "unlisten", listener });
+      };
+    },
+    async notify(channel, payload) {
+      await request({ kind: "query", sql: "SELECT pg_notify($1, $2)", parameters: [channel, payload] });
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      if (exitError === undefined) await request({ kind: "close" }).catch(() => {});
+      await worker.terminate();
+    },
+  };
+}
+
+/** A database failure from the thread, as an Error with its fields (`code`, `detail`, …). */
+function errorOf(failure: PGliteFailure): Error {
+  return Object.assign(new Error(failure.message), failure.fields);
+}
