@@ -1,0 +1,83 @@
+// Defects found by driving `moss serve` from outside as a client would (issue 18): each test is one request a real
+// client sent that the server mishandled. Real HTTP on 127.0.0.1, a real worker, PGlite.
+import { randomUUID } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
+import type { MossServer } from "../../engine/server/moss-server.ts";
+import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
+import { call, readEvents, runSettles, startTestServer } from "./server-harness.ts";
+
+const code = (body: string): FakeReply => ({
+  content: "",
+  toolCalls: [
+    { name: "moss", arguments: JSON.stringify({ code: `async function main(moss: Moss) {\n${body}\n}` }) },
+  ],
+});
+
+describe("moss serve driven from outside", () => {
+  const replies: FakeReply[] = [];
+  let model: FakeOpenAIServer;
+  let server: MossServer;
+  let directory: string;
+
+  beforeAll(async () => {
+    directory = await mkdtemp(join(tmpdir(), "moss-outside-"));
+    process.env.MOSS_VAULT_LOG = join(directory, "vault.log");
+    model = await startFakeOpenAIServer(replies);
+    server = await startTestServer({ dataDirectory: join(directory, "pglite") }, model.baseUrl);
+  }, 60_000);
+  afterAll(async () => {
+    await server?.close(1_000);
+    await model?.close();
+    await closeSharedSandboxes();
+    await rm(directory, { recursive: true, force: true });
+    delete process.env.MOSS_VAULT_LOG;
+  });
+
+  const newThread = async () => {
+    const id = `t-${randomUUID()}`;
+    expect((await call(server, "POST", "/v1/threads", { body: { id } })).status).toBe(201);
+    return id;
+  };
+
+  it("refuses an answer outside a question's choices with 400 answer-invalid and keeps the run paused for a right one", async () => {
+    replies.push(
+      code(
+        '  const colour = await moss.ask("Which colour?", { choices: ["red", "blue"] });\n  console.log(colour);',
+      ),
+      { content: "You chose." },
+    );
+    const thread = await newThread();
+    await call(server, "POST", `/v1/threads/${thread}/runs`, { body: { message: "Ask me a colour." } });
+    const paused = await readEvents(server, thread, runSettles);
+    const request = paused.find((event) => event.event === "clarification-request")!.data.request;
+    expect(request.choices).toEqual(["red", "blue"]);
+
+    const wrong = await call(server, "POST", `/v1/threads/${thread}/answers`, {
+      body: { answers: { [request.id]: { answer: "green" } } },
+    });
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.error.code).toBe("answer-invalid");
+    expect(wrong.body.error.message).toContain('"red", "blue"');
+    const state = await call(server, "GET", `/v1/threads/${thread}`);
+    expect(state.body.status).toBe("pending");
+    expect(state.body.pending.map((pending: { id: string }) => pending.id)).toEqual([request.id]);
+
+    const right = await call(server, "POST", `/v1/threads/${thread}/answers`, {
+      body: { answers: { [request.id]: { answer: "blue" } } },
+    });
+    expect(right.status).toBe(202);
+    const resumed = await readEvents(
+      server,
+      thread,
+      (event) => event.event === "run-status" && ["completed", "failed"].includes(event.data.status),
+      { after: state.body.lastEventId },
+    );
+    expect(resumed.at(-1)!.data.status).toBe("completed");
+    const execution = resumed.find((event) => event.event === "execution")!;
+    expect(execution.data.execution.stdout).toContain("blue");
+  });
+});
