@@ -163,6 +163,7 @@ class AguiTranslator {
         break;
       case "message": {
         const answered = data.message?.metadata?.toolCallId;
+        if (typeof answered === "string") this.#toolCallId ??= answered;
         if (this.#heldResult !== undefined && typeof answered === "string") {
           push({ ...this.#heldResult, toolCallId: answered });
           this.#heldResult = undefined;
@@ -191,6 +192,9 @@ class AguiTranslator {
         break;
       case "execution": {
         endText();
+        // A call that waits for a person has no result yet: AG-UI sends it in the run that resumes, against the
+        // same toolCallId the interrupt names.
+        if (data.execution?.pending !== undefined) break;
         const result = {
           type: EventType.TOOL_CALL_RESULT,
           messageId: `moss-result-${stored.id}`,
@@ -250,7 +254,10 @@ class AguiTranslator {
   }
 }
 
-/** An approval as an interrupt naming the inner call; `moss.ask` as input-required with its choices. */
+/**
+ * An approval as a `tool_call` interrupt naming the inner call (`confirmation` when the code's tool call is not
+ * known); `moss.ask` as `input_required` with its choices: AG-UI's core reasons, spelled as the protocol spells them.
+ */
 function interruptOf(request: Record<string, any>, toolCallId: string | undefined): Interrupt {
   const site = toolCallId === undefined ? {} : { toolCallId };
   if (request.kind === "approval") {
@@ -258,7 +265,7 @@ function interruptOf(request: Record<string, any>, toolCallId: string | undefine
     const args: unknown[] = request.args ?? [];
     return {
       id: String(request.id),
-      reason: "approval",
+      reason: toolCallId === undefined ? "confirmation" : "tool_call",
       message: `Approve ${call}(${args.map((arg) => JSON.stringify(arg)).join(", ")})?`,
       ...site,
       responseSchema: {
@@ -280,7 +287,7 @@ function interruptOf(request: Record<string, any>, toolCallId: string | undefine
   const choices: string[] | undefined = Array.isArray(request.choices) ? request.choices : undefined;
   return {
     id: String(request.id),
-    reason: "input-required",
+    reason: "input_required",
     message: String(request.question),
     ...site,
     responseSchema: {

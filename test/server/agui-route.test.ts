@@ -5,6 +5,7 @@ import { randomUUID } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { buildResumeArray, HttpAgent } from "@ag-ui/client";
 import { EventSchema, RunAgentInputSchema } from "@ag-ui/core/schemas";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
@@ -159,14 +160,17 @@ describe("the AG-UI endpoint on PGlite", () => {
     expect(finished.outcome.type).toBe("interrupt");
     const [interrupt] = finished.outcome.interrupts;
     const toolCallId = paused.find(({ event }) => event.type === "TOOL_CALL_START")!.event.toolCallId;
+    // AG-UI's core reason for an interrupt bound to a tool call awaiting a decision (docs.ag-ui.com/concepts/interrupts).
     expect(interrupt).toMatchObject({
-      reason: "approval",
+      reason: "tool_call",
       toolCallId,
       message: 'Approve vault.transfer("bob", 5)?',
       metadata: { call: "vault.transfer", service: "vault", member: "transfer", args: ["bob", 5] },
       responseSchema: { required: ["approved"] },
     });
     expect((await transfers()).length).toBe(before);
+    // The paused call has no result yet: it comes in the resumed run, against the same toolCallId.
+    expect(paused.filter(({ event }) => event.type === "TOOL_CALL_RESULT")).toEqual([]);
 
     const resume = input(threadId, {
       resume: [{ interruptId: interrupt.id, status: "resolved", payload: { approved: true } }],
@@ -178,6 +182,9 @@ describe("the AG-UI endpoint on PGlite", () => {
       outcome: { type: "success" },
     });
     expect((await transfers()).length - before).toBe(1);
+    const results = resumed.filter(({ event }) => event.type === "TOOL_CALL_RESULT");
+    expect(results.map(({ event }) => event.toolCallId)).toEqual([toolCallId]);
+    expect(results[0]!.event.content).toContain("sent");
   });
 
   it("ends a run that calls moss.ask with an input-required interrupt carrying its choices; the answer resumes it", async () => {
@@ -193,11 +200,12 @@ describe("the AG-UI endpoint on PGlite", () => {
     );
     const [interrupt] = paused.at(-1)!.event.outcome.interrupts;
     expect(interrupt).toMatchObject({
-      reason: "input-required",
+      reason: "input_required",
       message: "Which color?",
       metadata: { choices: ["red", "blue"] },
       responseSchema: { properties: { answer: { type: "string", enum: ["red", "blue"] } } },
     });
+    expect(paused.filter(({ event }) => event.type === "TOOL_CALL_RESULT")).toEqual([]);
     const resumed = await run(
       input(threadId, {
         resume: [{ interruptId: interrupt.id, status: "resolved", payload: { answer: "blue" } }],
@@ -278,5 +286,54 @@ describe("the AG-UI endpoint on PGlite", () => {
         }),
       ),
     ).toMatchObject({ status: 404, body: { error: { code: "request-unknown" } } });
+  });
+  it("drives an approval and a question with the stock @ag-ui/client HttpAgent: one tool message per tool call, the run's answer", async () => {
+    replies.push(code(TRANSFER, "Sending."), { content: "Sent." });
+    replies.push(
+      code(
+        '  const color = await moss.ask("Which color?", { choices: ["red", "blue"] });\n  console.log(color);',
+      ),
+      { content: "Red." },
+    );
+    const agent = new HttpAgent({
+      url: `${server.url}/v1/agui`,
+      headers: { authorization: `Bearer ${TOKENS.alice}` },
+      threadId: `agui-${randomUUID()}`,
+    });
+    agent.addMessage({ id: "u1", role: "user", content: "Send bob 5." });
+    await agent.runAgent({});
+    expect(agent.pendingInterrupts.map((interrupt) => interrupt.reason)).toEqual(["tool_call"]);
+    await agent.runAgent({
+      resume: buildResumeArray(agent.pendingInterrupts, {
+        [agent.pendingInterrupts[0]!.id]: { status: "resolved", payload: { approved: true } },
+      }),
+    });
+    expect(agent.pendingInterrupts).toEqual([]);
+
+    agent.addMessage({ id: "u2", role: "user", content: "Pick a color." });
+    const asked = await agent.runAgent({});
+    expect(asked.result).toBeUndefined();
+    const [question] = agent.pendingInterrupts;
+    expect(question).toMatchObject({ reason: "input_required", metadata: { choices: ["red", "blue"] } });
+    const answered = await agent.runAgent({
+      resume: buildResumeArray([question!], {
+        [question!.id]: { status: "resolved", payload: { answer: "red" } },
+      }),
+    });
+    expect(answered.result).toBe("Red.");
+
+    const toolMessages = agent.messages.filter((message) => message.role === "tool") as Array<{
+      toolCallId: string;
+      content: string;
+    }>;
+    const calls = agent.messages.flatMap((message) =>
+      message.role === "assistant" ? (message.toolCalls ?? []).map((call) => call.id) : [],
+    );
+    // Each moss tool call has exactly one result, the one after the person answered.
+    expect(toolMessages.map((message) => message.toolCallId)).toEqual(calls);
+    expect(toolMessages.map((message) => message.content)).toEqual([
+      expect.stringContaining("sent"),
+      expect.stringContaining("red"),
+    ]);
   });
 });
