@@ -129,7 +129,7 @@ export class RequestHandler {
     } catch (error) {
       if (!abort.signal.aborted) {
         responseStreamHandler.publish({
-          id: `error-${Date.now().toString(36)}`,
+          id: localErrorId(),
           type: "error",
           ...(error instanceof RequestFailure ? { code: error.code } : {}),
           message: error instanceof Error ? error.message : String(error),
@@ -322,4 +322,15 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
       resolve();
     });
   });
+}
+
+let localErrors = 0;
+
+/**
+ * The id of an error the client publishes itself (no thread event carries it): unique in the thread, also for two
+ * refusals in the same millisecond or from two handlers (`crypto.randomUUID` is missing on plain-http pages).
+ */
+function localErrorId(): string {
+  localErrors += 1;
+  return `error-${Date.now().toString(36)}-${localErrors.toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
 }

@@ -307,6 +307,16 @@ describe("moss-ts/client against moss serve (PGlite)", () => {
       expect.objectContaining({ type: "error", code: "body-invalid" }),
       "finished",
     ]);
+
+    // Every published message's id is unique in the thread, errors too, even two refused in the same millisecond.
+    const refused = await Promise.all(
+      [1, 2, 3].map(() => send(handler({ serverUrl: "http://127.0.0.1:1" }), "hello")),
+    );
+    const ids = [badToken, unknownRequest, down, unreachable, ...refused]
+      .flatMap((result) => result.messages)
+      .filter((message) => message.type === "error")
+      .map((message) => message.id);
+    expect(new Set(ids).size).toBe(ids.length);
   });
 
   it("reconnects with Last-Event-ID when the stream drops mid-run: the same messages, nothing missed, nothing twice", async () => {
