@@ -67,22 +67,24 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
   // Every thread's runtime is compiled from one analysis and one loaded instance of the module (see ModuleCache).
   const compiler = { ...options.agent?.compiler, continuationKey, moduleCache: new ModuleCache() };
   const moduleConfig = options.moduleConfig ?? {};
+  const compileRuntime = (context: Parameters<typeof compileModuleRuntime>[1]) =>
+    compileModuleRuntime(
+      {
+        modulePath: options.modulePath,
+        compiler,
+        ...(options.agent?.container === undefined ? {} : { container: options.agent.container }),
+        ...(options.agent?.hostSetup === undefined ? {} : { hostSetup: options.agent.hostSetup }),
+        inject: [["moss.config", moduleConfig]],
+      },
+      context,
+    );
   const createAgent: CreateThreadAgent = (sessionId, hooks) =>
     new MossAgent({
       ...options.agent,
       compiler,
       model: options.model,
       createRuntime: async (context) => {
-        const runtime = await compileModuleRuntime(
-          {
-            modulePath: options.modulePath,
-            compiler,
-            ...(options.agent?.container === undefined ? {} : { container: options.agent.container }),
-            ...(options.agent?.hostSetup === undefined ? {} : { hostSetup: options.agent.hostSetup }),
-            inject: [["moss.config", moduleConfig]],
-          },
-          context,
-        );
+        const runtime = await compileRuntime(context);
         if (hooks?.onCheckpoint !== undefined) runtime.onCheckpoint(hooks.onCheckpoint);
         return runtime;
       },
@@ -96,6 +98,8 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
   let closeStreams = () => {};
   let url: string | undefined;
   try {
+    // A module or host setup that cannot load fails the start with its located error, not every run after it.
+    await (await compileRuntime(undefined)).close();
     if (options.worker !== false) {
       worker = new RunWorker({ ...options.worker, store, createAgent, conversationStore: conversations });
       await worker.start();

@@ -1,7 +1,7 @@
 // Defects found by driving `moss serve` from outside as a client would (issue 18): each test is one request a real
 // client sent that the server mishandled. Real HTTP on 127.0.0.1, a real worker, PGlite.
 import { randomUUID } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -79,5 +79,30 @@ describe("moss serve driven from outside", () => {
     expect(resumed.at(-1)!.data.status).toBe("completed");
     const execution = resumed.find((event) => event.event === "execution")!;
     expect(execution.data.execution.stdout).toContain("blue");
+  });
+});
+
+describe("moss serve with a module that cannot load", () => {
+  it("refuses to start, naming the file and the cause, instead of serving and failing every run", async () => {
+    const directory = await mkdtemp(join(tmpdir(), "moss-outside-broken-"));
+    try {
+      // A host setup that cannot bind its services (here: a credential missing from the environment).
+      await writeFile(join(directory, "context.ts"), "export class Moss {}\n");
+      await writeFile(
+        join(directory, "context.host.ts"),
+        'export function setup(): void {\n  throw new Error("VAULT_TOKEN is not set");\n}\n',
+      );
+      const started = startTestServer({ dataDirectory: join(directory, "data") }, "http://127.0.0.1:1/v1", {
+        modulePath: join(directory, "context.ts"),
+      });
+      await expect(started).rejects.toThrow(/context\.host\.ts.*VAULT_TOKEN is not set/s);
+
+      const missing = startTestServer({ dataDirectory: join(directory, "data") }, "http://127.0.0.1:1/v1", {
+        modulePath: join(directory, "nowhere", "context.ts"),
+      });
+      await expect(missing).rejects.toThrow(/nowhere/);
+    } finally {
+      await rm(directory, { recursive: true, force: true });
+    }
   });
 });
