@@ -26,7 +26,16 @@ export interface MossServerOptions {
   /** PGlite under a data directory (default), or PostgreSQL. */
   database: DatabaseLocation;
   /** The HTTP API; false runs a worker only (`moss worker`). */
-  http?: { port?: number; host?: string; tokens: TenantTokens; heartbeatMs?: number } | false;
+  http?:
+    | {
+        port?: number;
+        host?: string;
+        tokens: TenantTokens;
+        heartbeatMs?: number;
+        /** Web origins whose pages may call the API from a browser (CORS). */
+        corsOrigins?: readonly string[];
+      }
+    | false;
   /** Runs claimed and executed in this process; false serves HTTP only. */
   worker?: Omit<RunWorkerOptions, "store" | "createAgent" | "conversationStore"> | false;
   agent?: ServerAgentOptions;
@@ -115,6 +124,7 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
         ...(options.limits === undefined ? {} : { limits: options.limits }),
         ...(options.tenantLimits === undefined ? {} : { tenantLimits: options.tenantLimits }),
         ...(options.http.heartbeatMs === undefined ? {} : { heartbeatMs: options.http.heartbeatMs }),
+        ...(options.http.corsOrigins === undefined ? {} : { corsOrigins: options.http.corsOrigins }),
       });
       closeStreams = served.closeStreams;
       const { serve } = await import("@hono/node-server");

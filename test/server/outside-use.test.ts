@@ -7,8 +7,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { MossServer } from "../../engine/server/moss-server.ts";
+import { TenantTokens } from "../../engine/server/tenant-tokens.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
-import { call, readEvents, runSettles, startTestServer } from "./server-harness.ts";
+import { call, readEvents, runSettles, startTestServer, TOKENS } from "./server-harness.ts";
 
 const code = (body: string): FakeReply => ({
   content: "",
@@ -104,5 +105,56 @@ describe("moss serve with a module that cannot load", () => {
     } finally {
       await rm(directory, { recursive: true, force: true });
     }
+  });
+});
+
+describe("moss serve called from a web app on another origin", () => {
+  const APP = "http://app.example:3000";
+  let server: MossServer;
+  let directory: string;
+
+  beforeAll(async () => {
+    directory = await mkdtemp(join(tmpdir(), "moss-outside-cors-"));
+    server = await startTestServer({ dataDirectory: join(directory, "data") }, "http://127.0.0.1:1/v1", {
+      http: { port: 0, tokens: TenantTokens.parse([`alice:${TOKENS.alice}`], "test"), corsOrigins: [APP] },
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await server?.close(1_000);
+    await rm(directory, { recursive: true, force: true });
+  });
+
+  it("answers a browser's preflight for an allowed origin (no token), lets it read answers and errors, and no other origin", async () => {
+    const preflight = await fetch(`${server.url}/v1/threads/t1/events`, {
+      method: "OPTIONS",
+      headers: {
+        origin: APP,
+        "access-control-request-method": "GET",
+        "access-control-request-headers": "authorization,last-event-id",
+      },
+    });
+    expect(preflight.status).toBeLessThan(300);
+    expect(preflight.headers.get("access-control-allow-origin")).toBe(APP);
+    const allowed = (preflight.headers.get("access-control-allow-headers") ?? "").toLowerCase();
+    for (const header of ["authorization", "content-type", "idempotency-key", "last-event-id"])
+      expect(allowed).toContain(header);
+
+    const listed = await fetch(`${server.url}/v1/threads`, {
+      headers: { origin: APP, authorization: `Bearer ${TOKENS.alice}` },
+    });
+    expect(listed.status).toBe(200);
+    expect(listed.headers.get("access-control-allow-origin")).toBe(APP);
+
+    // A refused token is readable by the page (its error body), and says how to authenticate (RFC 6750).
+    const refused = await fetch(`${server.url}/v1/threads`, { headers: { origin: APP } });
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get("access-control-allow-origin")).toBe(APP);
+    expect(refused.headers.get("www-authenticate")).toMatch(/^Bearer/);
+
+    const elsewhere = await fetch(`${server.url}/v1/threads`, {
+      method: "OPTIONS",
+      headers: { origin: "http://evil.example", "access-control-request-method": "GET" },
+    });
+    expect(elsewhere.headers.get("access-control-allow-origin")).toBeNull();
   });
 });
