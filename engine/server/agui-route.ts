@@ -83,8 +83,13 @@ export function registerAguiRoute(
         serverRunId = run.id;
       }
     }
+    // A resumed run runs the paused code again without a new tool call: its results and interrupts name that call.
+    const pausedCall =
+      input.resume !== undefined && input.resume.length > 0
+        ? await pausedToolCallId(store, tenant, input.threadId, serverRunId, after)
+        : undefined;
     return streamSSE(c, async (stream) => {
-      const translator = new AguiTranslator(input, serverRunId);
+      const translator = new AguiTranslator(input, serverRunId, pausedCall);
       const send = async ({ event, cursor }: Emitted) => {
         if (cursor[0] < skipThrough[0] || (cursor[0] === skipThrough[0] && cursor[1] <= skipThrough[1]))
           return;
@@ -126,9 +131,10 @@ class AguiTranslator {
   #end: Record<string, any> | undefined;
   #errors: string[] = [];
 
-  constructor(input: RunAgentInput, serverRunId: string) {
+  constructor(input: RunAgentInput, serverRunId: string, pausedCall: string | undefined) {
     this.#input = input;
     this.#serverRunId = serverRunId;
+    this.#toolCallId = pausedCall;
   }
 
   started(after: number): Emitted {
@@ -298,6 +304,23 @@ function interruptOf(request: Record<string, any>, toolCallId: string | undefine
     },
     metadata: { question: request.question, ...(choices === undefined ? {} : { choices }) },
   };
+}
+
+/** The tool call of the code `runId` paused in: the last `code` event of the run before event `before`. */
+async function pausedToolCallId(
+  store: ServerStore,
+  tenant: string,
+  threadId: string,
+  runId: string,
+  before: number,
+): Promise<string | undefined> {
+  // The pause follows its code within a few events (code, execution, request, run-end, run-status).
+  const window = await store.eventsAfter(tenant, threadId, Math.max(0, before - 64), 64);
+  for (const event of window.reverse()) {
+    if (event.runId === runId && event.type === "code" && typeof event.data.toolCallId === "string")
+      return event.data.toolCallId;
+  }
+  return undefined;
 }
 
 /** The native answers of AG-UI resume entries: a cancelled interrupt is a denial (or an empty answer). */

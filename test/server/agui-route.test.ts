@@ -336,4 +336,33 @@ describe("the AG-UI endpoint on PGlite", () => {
       expect.stringContaining("red"),
     ]);
   });
+  it("a code that pauses twice names its one tool call in both interrupts and gets one result, after the last answer", async () => {
+    replies.push(
+      code(
+        '  console.log(await moss.vault.transfer("bob", 1));\n  console.log(await moss.vault.transfer("eve", 2));',
+      ),
+      { content: "Both sent." },
+    );
+    const threadId = `agui-${randomUUID()}`;
+    const first = await run(
+      input(threadId, { messages: [{ id: "m1", role: "user", content: "Pay bob and eve." }] }),
+    );
+    const toolCallId = first.find(({ event }) => event.type === "TOOL_CALL_START")!.event.toolCallId;
+    const [bob] = first.at(-1)!.event.outcome.interrupts;
+    expect(bob).toMatchObject({ reason: "tool_call", toolCallId, metadata: { args: ["bob", 1] } });
+
+    const second = await run(
+      input(threadId, { resume: [{ interruptId: bob.id, status: "resolved", payload: { approved: true } }] }),
+    );
+    expect(second.filter(({ event }) => event.type === "TOOL_CALL_RESULT")).toEqual([]);
+    const [eve] = second.at(-1)!.event.outcome.interrupts;
+    expect(eve).toMatchObject({ reason: "tool_call", toolCallId, metadata: { args: ["eve", 2] } });
+
+    const last = await run(
+      input(threadId, { resume: [{ interruptId: eve.id, status: "resolved", payload: { approved: true } }] }),
+    );
+    const results = last.filter(({ event }) => event.type === "TOOL_CALL_RESULT");
+    expect(results.map(({ event }) => event.toolCallId)).toEqual([toolCallId]);
+    expect(last.at(-1)!.event).toMatchObject({ result: "Both sent.", outcome: { type: "success" } });
+  });
 });
