@@ -44,6 +44,28 @@ describe("moss serve driven from outside", () => {
     return id;
   };
 
+  it("refuses a body nested deeper than the server can store with a 400, and serves on", async () => {
+    const nested = (depth: number) => `${"[".repeat(depth)}${"]".repeat(depth)}`;
+    const deep = await call(server, "POST", "/v1/threads", {
+      raw: `{"id":"deep-${randomUUID()}","metadata":{"a":${nested(100_000)}}}`,
+    });
+    expect(deep.status).toBe(400);
+    expect(deep.body.error).toMatchObject({ code: "json-invalid", message: expect.stringContaining("deep") });
+    const agui = await call(server, "POST", "/v1/agui", {
+      raw: `{"threadId":"t","runId":"r","messages":[],"state":${nested(5_000)}}`,
+    });
+    expect(agui.status).toBe(400);
+    // Ordinary nesting, and brackets inside strings, are fine.
+    const fine = await call(server, "POST", "/v1/threads", {
+      body: {
+        id: `fine-${randomUUID()}`,
+        metadata: { a: JSON.parse(nested(20)), note: "[[[[{{{{".repeat(40) },
+      },
+    });
+    expect(fine.status).toBe(201);
+    expect((await call(server, "GET", "/health", { tenant: null })).status).toBe(200);
+  });
+
   it("refuses an answer outside a question's choices with 400 answer-invalid and keeps the run paused for a right one", async () => {
     replies.push(
       code(
