@@ -17,7 +17,10 @@ export interface RequestHandlerOptions {
   /** The conversation's id, chosen by the app (created on the server on first use). */
   threadId: string;
   eventConfig?: EventConfig;
-  /** Reconnections in a row without a new event before the request reports the stream lost. Default 5. */
+  /**
+   * Reconnections in a row without a new event before the request reports the stream lost. Default 12: with the
+   * default delays about 43 s, longer than a server restart.
+   */
   maxReconnects?: number;
   /** Wait before the first reconnection, doubled each time up to 5 000. Default 250. */
   reconnectDelayMs?: number;
@@ -65,7 +68,7 @@ export class RequestHandler {
     this.#threadId = options.threadId;
     this.#config = resolveEventConfig(options.eventConfig);
     this.#fetch = options.fetch ?? ((...args) => globalThis.fetch(...args));
-    this.#maxReconnects = options.maxReconnects ?? 5;
+    this.#maxReconnects = options.maxReconnects ?? 12;
     this.#reconnectDelayMs = options.reconnectDelayMs ?? 250;
   }
 

@@ -363,4 +363,23 @@ describe("moss-ts/client against moss serve (PGlite)", () => {
       whole.messages.length - new Set(whole.messages.map((message) => message.id)).size,
     );
   });
+  it("by default keeps reopening a stream through a server restart's worth of refused connections, then gets the rest", async () => {
+    replies.push(code('  console.log("balance", await moss.vault.balance());'), {
+      content: "You have 100 euros.",
+    });
+    // The server is down (connection refused) for the first ten tries at the stream, as while it restarts: the
+    // server here took 11-17 s to come back, longer than five tries backing off from 250 ms (7.75 s).
+    let refusals = 0;
+    const restarting: typeof fetch = async (input, init) => {
+      if (String(input).endsWith("/events") && refusals < 10) {
+        refusals++;
+        throw new TypeError("fetch failed");
+      }
+      return fetch(input, init);
+    };
+    const result = await send(handler({ fetch: restarting, reconnectDelayMs: 1 }), "What is my balance?");
+    expect(refusals).toBe(10);
+    expect(result.messages.filter((message) => message.type === "error")).toEqual([]);
+    expect(result.messages.at(-1)).toMatchObject({ type: "answer", content: "You have 100 euros." });
+  });
 });
