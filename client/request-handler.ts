@@ -17,7 +17,10 @@ export interface RequestHandlerOptions {
   /** The conversation's id, chosen by the app (created on the server on first use). */
   threadId: string;
   eventConfig?: EventConfig;
-  /** Reconnections in a row without a new event before the request reports the stream lost. Default 5. */
+  /**
+   * Reconnections in a row without a new event before the request reports the stream lost. Default 12: with the
+   * default delays about 43 s, longer than a server restart.
+   */
   maxReconnects?: number;
   /** Wait before the first reconnection, doubled each time up to 5 000. Default 250. */
   reconnectDelayMs?: number;
@@ -65,7 +68,7 @@ export class RequestHandler {
     this.#threadId = options.threadId;
     this.#config = resolveEventConfig(options.eventConfig);
     this.#fetch = options.fetch ?? ((...args) => globalThis.fetch(...args));
-    this.#maxReconnects = options.maxReconnects ?? 5;
+    this.#maxReconnects = options.maxReconnects ?? 12;
     this.#reconnectDelayMs = options.reconnectDelayMs ?? 250;
   }
 
@@ -129,7 +132,7 @@ export class RequestHandler {
     } catch (error) {
       if (!abort.signal.aborted) {
         responseStreamHandler.publish({
-          id: `error-${Date.now().toString(36)}`,
+          id: localErrorId(),
           type: "error",
           ...(error instanceof RequestFailure ? { code: error.code } : {}),
           message: error instanceof Error ? error.message : String(error),
@@ -322,4 +325,15 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
       resolve();
     });
   });
+}
+
+let localErrors = 0;
+
+/**
+ * The id of an error the client publishes itself (no thread event carries it): unique in the thread, also for two
+ * refusals in the same millisecond or from two handlers (`crypto.randomUUID` is missing on plain-http pages).
+ */
+function localErrorId(): string {
+  localErrors += 1;
+  return `error-${Date.now().toString(36)}-${localErrors.toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
 }

@@ -72,6 +72,7 @@ export class ConfigSettings {
   }
 }
 
-function nonEmpty(value: string | undefined): string | undefined {
+/** The value, unless it is missing or only whitespace. */
+export function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value.trim() === "" ? undefined : value;
 }

@@ -5,7 +5,7 @@ import type { DatabaseLocation } from "../server/index.ts";
 import { loadMossConfig } from "../server/moss-config.ts";
 import { TenantTokens } from "../server/tenant-tokens.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
-import { ConfigSettings } from "./config-settings.ts";
+import { ConfigSettings, nonEmpty } from "./config-settings.ts";
 import { EXIT, usageError } from "./exit-codes.ts";
 import { parseOptions } from "./parse-options.ts";
 
@@ -36,6 +36,8 @@ and a stored event stream over SSE. Prints a line with http://<host>:<port> when
   --max-active-runs <n>   runs a tenant may have queued, running or paused at once (default 100)
   --max-body-bytes <n>    largest request body (default 1048576)
   --no-worker             serve HTTP only; runs are executed by \`moss worker\` processes on the same database
+  --cors-origin <origin>  a web origin whose pages may call the API from a browser, e.g. https://app.example
+                          (repeatable; also $MOSS_SERVE_CORS_ORIGINS="https://a.example,https://b.example")
 ${COMMON}`;
 
 const WORKER_USAGE = `Usage: moss worker <module.ts> --database-url <url> [options]
@@ -68,6 +70,7 @@ const SERVE_OPTIONS = {
   "max-active-runs": { type: "string" },
   "max-body-bytes": { type: "string" },
   "no-worker": { type: "boolean" },
+  "cors-origin": { type: "string", multiple: true },
 } as const;
 
 /** `moss serve <module.ts>`: the HTTP API and a worker, on PGlite (default) or PostgreSQL. */
@@ -84,7 +87,15 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
     return EXIT.ok;
   }
   if (kind === "worker") {
-    for (const name of ["port", "host", "token", "max-active-runs", "max-body-bytes", "no-worker"] as const) {
+    for (const name of [
+      "port",
+      "host",
+      "token",
+      "max-active-runs",
+      "max-body-bytes",
+      "no-worker",
+      "cors-origin",
+    ] as const) {
       if (values[name] !== undefined)
         throw usageError(`--${name} is an option of moss serve, not moss worker`, usage);
     }
@@ -137,6 +148,24 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
     const tenant = token.split(":")[0];
     settings.show(`tokens.${tenant}`, { value: `${tenant}:***`, source });
   }
+  const corsOrigins = [
+    ...(values["cors-origin"] ?? []).map((origin): [string, string] => [origin, "--cors-origin"]),
+    ...(nonEmpty(io.env.MOSS_SERVE_CORS_ORIGINS) ?? "")
+      .split(",")
+      .map((origin) => origin.trim())
+      .filter((origin) => origin !== "")
+      .map((origin): [string, string] => [origin, "$MOSS_SERVE_CORS_ORIGINS"]),
+  ].map(([origin, source]) => {
+    const parsed = URL.canParse(origin) ? new URL(origin) : undefined;
+    if (origin !== "*" && (parsed === undefined || parsed.origin !== origin)) {
+      throw usageError(
+        `${source} needs a web origin like https://app.example (scheme, host, port; no path), or *, got "${origin}"`,
+        usage,
+      );
+    }
+    settings.show("serve.corsOrigins", { value: origin, source });
+    return origin;
+  });
   settings.showModule(modulePath);
 
   if (values["print-config"] === true) {
@@ -183,7 +212,7 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
     env: io.env,
     version: await packageVersion(),
     moduleConfig: config.moduleConfig(),
-    http: kind === "serve" ? { port, host, tokens: tokens! } : false,
+    http: kind === "serve" ? { port, host, tokens: tokens!, corsOrigins } : false,
     worker: values["no-worker"] === true ? false : { leaseMs, concurrency },
     limits: { maxActiveRuns, maxBodyBytes },
     tenantLimits,

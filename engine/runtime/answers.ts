@@ -70,27 +70,33 @@ export function checkAnswers(
   }
   const given = answers as Record<string, unknown>;
   for (const request of requests) {
-    const answer = given[request.id];
-    const fields = isAnswer(answer) ? (answer as Record<string, unknown>) : undefined;
-    const fits = request.kind === "approval" ? fields?.approved !== undefined : fields?.answer !== undefined;
-    if (!fits) {
-      throw new MossError(
-        "invalid-argument",
-        request.kind === "approval"
-          ? `Request "${request.id}" asks to approve a call: answer it with { approved: true } or { approved: false, reason?: string }.`
-          : `Request "${request.id}" asks a question: answer it with { answer: string }.`,
-        { id: request.id, answer },
-      );
-    }
-    if (request.kind === "clarification" && request.choices !== undefined) {
-      const text = fields!.answer as string;
-      if (!request.choices.includes(text)) {
-        throw new MossError(
-          "invalid-argument",
-          `Request "${request.id}" asks to pick one of ${request.choices.map((choice) => JSON.stringify(choice)).join(", ")}; got ${JSON.stringify(text)}.`,
-          { id: request.id, answer },
-        );
-      }
+    const problem = requestAnswerProblem(request, given[request.id]);
+    if (problem !== undefined) {
+      throw new MossError("invalid-argument", `Request "${request.id}" ${problem}.`, {
+        id: request.id,
+        answer: given[request.id],
+      });
     }
   }
+}
+
+/**
+ * Why `answer` does not answer `request` (an approval needs `approved`, a question `answer`, one of its choices when
+ * it offers some), or undefined when it does.
+ */
+export function requestAnswerProblem(request: PendingRequest, answer: unknown): string | undefined {
+  const fields = isAnswer(answer) ? (answer as Record<string, unknown>) : undefined;
+  const fits = request.kind === "approval" ? fields?.approved !== undefined : fields?.answer !== undefined;
+  if (!fits) {
+    return request.kind === "approval"
+      ? "asks to approve a call: answer it with { approved: true } or { approved: false, reason?: string }"
+      : "asks a question: answer it with { answer: string }";
+  }
+  if (request.kind === "clarification" && request.choices !== undefined) {
+    const text = fields!.answer as string;
+    if (!request.choices.includes(text)) {
+      return `asks to pick one of ${request.choices.map((choice) => JSON.stringify(choice)).join(", ")}; got ${JSON.stringify(text)}`;
+    }
+  }
+  return undefined;
 }

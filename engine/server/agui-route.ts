@@ -89,8 +89,13 @@ export function registerAguiRoute(
         serverRunId = run.id;
       }
     }
+    // A resumed run runs the paused code again without a new tool call: its results and interrupts name that call.
+    const pausedCall =
+      input.resume !== undefined && input.resume.length > 0
+        ? await pausedToolCallId(store, tenant, input.threadId, serverRunId, after)
+        : undefined;
     return streamSSE(c, async (stream) => {
-      const translator = new AguiTranslator(input, serverRunId);
+      const translator = new AguiTranslator(input, serverRunId, pausedCall);
       const send = async ({ event, cursor }: Emitted) => {
         if (cursor[0] < skipThrough[0] || (cursor[0] === skipThrough[0] && cursor[1] <= skipThrough[1]))
           return;
@@ -134,9 +139,10 @@ class AguiTranslator {
   /** The engine's description of each request of the run (its request event's `description`), by request id. */
   readonly #descriptions = new Map<string, string>();
 
-  constructor(input: RunAgentInput, serverRunId: string) {
+  constructor(input: RunAgentInput, serverRunId: string, pausedCall: string | undefined) {
     this.#input = input;
     this.#serverRunId = serverRunId;
+    this.#toolCallId = pausedCall;
   }
 
   started(after: number): Emitted {
@@ -171,6 +177,7 @@ class AguiTranslator {
         break;
       case "message": {
         const answered = data.message?.metadata?.toolCallId;
+        if (typeof answered === "string") this.#toolCallId ??= answered;
         if (this.#heldResult !== undefined && typeof answered === "string") {
           push({ ...this.#heldResult, toolCallId: answered });
           this.#heldResult = undefined;
@@ -199,6 +206,9 @@ class AguiTranslator {
         break;
       case "execution": {
         endText();
+        // A call that waits for a person has no result yet: AG-UI sends it in the run that resumes, against the
+        // same toolCallId the interrupt names.
+        if (data.execution?.pending !== undefined) break;
         const result = {
           type: EventType.TOOL_CALL_RESULT,
           messageId: `moss-result-${stored.id}`,
@@ -265,7 +275,10 @@ class AguiTranslator {
   }
 }
 
-/** An approval as an interrupt naming the inner call; `moss.ask` as input-required with its choices. */
+/**
+ * An approval as a `tool_call` interrupt naming the inner call (`confirmation` when the code's tool call is not
+ * known); `moss.ask` as `input_required` with its choices: AG-UI's core reasons, spelled as the protocol spells them.
+ */
 function interruptOf(
   request: Record<string, any>,
   toolCallId: string | undefined,
@@ -277,7 +290,7 @@ function interruptOf(
     const args: unknown[] = request.args ?? [];
     return {
       id: String(request.id),
-      reason: "approval",
+      reason: toolCallId === undefined ? "confirmation" : "tool_call",
       // The engine's words for the request (its one describer), else the call's name.
       message: description ?? call,
       ...site,
@@ -300,7 +313,7 @@ function interruptOf(
   const choices: string[] | undefined = Array.isArray(request.choices) ? request.choices : undefined;
   return {
     id: String(request.id),
-    reason: "input-required",
+    reason: "input_required",
     message: String(request.question),
     ...site,
     responseSchema: {
@@ -311,6 +324,23 @@ function interruptOf(
     },
     metadata: { question: request.question, ...(choices === undefined ? {} : { choices }) },
   };
+}
+
+/** The tool call of the code `runId` paused in: the last `code` event of the run before event `before`. */
+async function pausedToolCallId(
+  store: ServerStore,
+  tenant: string,
+  threadId: string,
+  runId: string,
+  before: number,
+): Promise<string | undefined> {
+  // The pause follows its code within a few events (code, execution, request, run-end, run-status).
+  const window = await store.eventsAfter(tenant, threadId, Math.max(0, before - 64), 64);
+  for (const event of window.reverse()) {
+    if (event.runId === runId && event.type === "code" && typeof event.data.toolCallId === "string")
+      return event.data.toolCallId;
+  }
+  return undefined;
 }
 
 /** The native answers of AG-UI resume entries: a cancelled interrupt is a denial (or an empty answer). */

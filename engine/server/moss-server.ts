@@ -26,7 +26,16 @@ export interface MossServerOptions {
   /** PGlite under a data directory (default), or PostgreSQL. */
   database: DatabaseLocation;
   /** The HTTP API; false runs a worker only (`moss worker`). */
-  http?: { port?: number; host?: string; tokens: TenantTokens; heartbeatMs?: number } | false;
+  http?:
+    | {
+        port?: number;
+        host?: string;
+        tokens: TenantTokens;
+        heartbeatMs?: number;
+        /** Web origins whose pages may call the API from a browser (CORS). */
+        corsOrigins?: readonly string[];
+      }
+    | false;
   /** Runs claimed and executed in this process; false serves HTTP only. */
   worker?: Omit<RunWorkerOptions, "store" | "createAgent" | "conversationStore"> | false;
   agent?: ServerAgentOptions;
@@ -67,22 +76,24 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
   // Every thread's runtime is compiled from one analysis and one loaded instance of the module (see ModuleCache).
   const compiler = { ...options.agent?.compiler, continuationKey, moduleCache: new ModuleCache() };
   const moduleConfig = options.moduleConfig ?? {};
+  const compileRuntime = (context: Parameters<typeof compileModuleRuntime>[1]) =>
+    compileModuleRuntime(
+      {
+        modulePath: options.modulePath,
+        compiler,
+        ...(options.agent?.container === undefined ? {} : { container: options.agent.container }),
+        ...(options.agent?.hostSetup === undefined ? {} : { hostSetup: options.agent.hostSetup }),
+        inject: [["moss.config", moduleConfig]],
+      },
+      context,
+    );
   const createAgent: CreateThreadAgent = (sessionId, hooks) =>
     new MossAgent({
       ...options.agent,
       compiler,
       model: options.model,
       createRuntime: async (context) => {
-        const runtime = await compileModuleRuntime(
-          {
-            modulePath: options.modulePath,
-            compiler,
-            ...(options.agent?.container === undefined ? {} : { container: options.agent.container }),
-            ...(options.agent?.hostSetup === undefined ? {} : { hostSetup: options.agent.hostSetup }),
-            inject: [["moss.config", moduleConfig]],
-          },
-          context,
-        );
+        const runtime = await compileRuntime(context);
         if (hooks?.onCheckpoint !== undefined) runtime.onCheckpoint(hooks.onCheckpoint);
         return runtime;
       },
@@ -96,6 +107,8 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
   let closeStreams = () => {};
   let url: string | undefined;
   try {
+    // A module or host setup that cannot load fails the start with its located error, not every run after it.
+    await (await compileRuntime(undefined)).close();
     if (options.worker !== false) {
       worker = new RunWorker({ ...options.worker, store, createAgent, conversationStore: conversations });
       await worker.start();
@@ -111,6 +124,7 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
         ...(options.limits === undefined ? {} : { limits: options.limits }),
         ...(options.tenantLimits === undefined ? {} : { tenantLimits: options.tenantLimits }),
         ...(options.http.heartbeatMs === undefined ? {} : { heartbeatMs: options.http.heartbeatMs }),
+        ...(options.http.corsOrigins === undefined ? {} : { corsOrigins: options.http.corsOrigins }),
       });
       closeStreams = served.closeStreams;
       const { serve } = await import("@hono/node-server");

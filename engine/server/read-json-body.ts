@@ -1,6 +1,9 @@
 import type { Context } from "hono";
 import { ServerError } from "./server-error.ts";
 
+/** Levels of nested objects and arrays a body may have: deeper ones overflow the stack where they are stored. */
+const MAX_JSON_DEPTH = 64;
+
 /** Reads a JSON object body: 413 over `maxBytes`, 400 naming the cause when it is not JSON or not an object. */
 export async function readJson(
   c: Context,
@@ -27,6 +30,14 @@ export async function readJson(
     if (emptyAllowed) return {};
     throw new ServerError(400, "json-invalid", "The request body is empty; it must be a JSON object.");
   }
+  const depth = nestingDepth(text, MAX_JSON_DEPTH);
+  if (depth > MAX_JSON_DEPTH) {
+    throw new ServerError(
+      400,
+      "json-invalid",
+      `The request body nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep.`,
+    );
+  }
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -49,4 +60,24 @@ function tooLarge(maxBytes: number): ServerError {
     "body-too-large",
     `The request body is over this tenant's limit of ${maxBytes} bytes.`,
   );
+}
+
+/** The deepest nesting of `{`/`[` in JSON text (outside strings), counted up to just past `limit`. */
+function nestingDepth(text: string, limit: number): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let index = 0; index < text.length; index++) {
+    const char = text.charCodeAt(index);
+    if (inString) {
+      if (char === 0x5c) index++;
+      else if (char === 0x22) inString = false;
+    } else if (char === 0x22) inString = true;
+    else if (char === 0x7b || char === 0x5b) {
+      depth++;
+      if (depth > deepest) deepest = depth;
+      if (deepest > limit) return deepest;
+    } else if (char === 0x7d || char === 0x5d) depth--;
+  }
+  return deepest;
 }

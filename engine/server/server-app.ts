@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import { cors } from "hono/cors";
 import { streamSSE } from "hono/streaming";
 import { registerAguiRoute } from "./agui-route.ts";
 import type { EventHub } from "./event-hub.ts";
@@ -35,6 +36,8 @@ export interface ServerAppOptions {
   tenantLimits?: Record<string, Partial<TenantLimits>>;
   /** Period of the comment lines that keep an idle event stream open. Default 15 000. */
   heartbeatMs?: number;
+  /** Web origins (`https://app.example`) whose pages may call the API from a browser (CORS); none by default. */
+  corsOrigins?: readonly string[];
 }
 
 /** The app and a way to end the event streams it has open (a draining server closes them). */
@@ -58,7 +61,10 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
   const app = new Hono<{ Variables: { tenant: string } }>();
 
   app.onError((error, c) => {
-    if (error instanceof ServerError) return c.json(error.toJSON(), error.status);
+    if (error instanceof ServerError) {
+      if (error.status === 401) c.header("WWW-Authenticate", 'Bearer realm="moss"');
+      return c.json(error.toJSON(), error.status);
+    }
     process.emitWarning(`moss serve: ${c.req.method} ${c.req.path}: ${error.stack ?? error.message}`);
     return c.json(
       {
@@ -74,6 +80,17 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
     c.json({ error: { code: "not-found", message: `No route ${c.req.method} ${c.req.path}.` } }, 404),
   );
 
+  if (options.corsOrigins !== undefined && options.corsOrigins.length > 0) {
+    // Before the token check: a browser's preflight carries no Authorization header.
+    const allowed = cors({
+      origin: [...options.corsOrigins],
+      allowMethods: ["GET", "POST", "OPTIONS"],
+      allowHeaders: ["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID", "Accept"],
+      maxAge: 600,
+    });
+    app.use("/v1/*", allowed);
+    app.use("/health", allowed);
+  }
   app.get("/health", (c) => c.json({ status: "ok", version: options.version }));
   registerPlayground(app);
 

@@ -1,4 +1,5 @@
 import { createHash, randomUUID } from "node:crypto";
+import { requestAnswerProblem } from "../runtime/answers.ts";
 import type { Answer, Answers, ImageContent, PendingRequest } from "../types.ts";
 import type { Database, SqlExecutor } from "./database.ts";
 import { ServerError } from "./server-error.ts";
@@ -554,9 +555,8 @@ export class ServerStore {
       );
     }
     for (const id of ids) {
-      const problem = answerProblem(byId.get(id)!, answers[id]);
-      if (problem !== undefined)
-        throw new ServerError(400, "answer-invalid", `The answer to "${id}" ${problem}.`);
+      const problem = requestAnswerProblem(byId.get(id)!, answers[id]);
+      if (problem !== undefined) throw new ServerError(400, "answer-invalid", `Request "${id}" ${problem}.`);
     }
     for (const id of ids) {
       await executor.query(
@@ -654,26 +654,6 @@ export class ServerStore {
 /** The `run-status` event stored whenever a run changes status. */
 function runStatusEvent(run: Run): { type: "run-status"; status: RunStatus; run: Run } {
   return { type: "run-status", status: run.status, run };
-}
-
-/** What is wrong with an answer to a request, or undefined when it fits (approvals and questions differ). */
-export function answerProblem(request: PendingRequest, answer: unknown): string | undefined {
-  const fields =
-    typeof answer === "object" && answer !== null && !Array.isArray(answer)
-      ? (answer as Record<string, unknown>)
-      : undefined;
-  if (request.kind === "approval") {
-    const fits =
-      fields !== undefined &&
-      typeof fields.approved === "boolean" &&
-      (fields.reason === undefined || typeof fields.reason === "string");
-    return fits
-      ? undefined
-      : 'must be {"approved": true} or {"approved": false, "reason"?: "…"} (it approves a call)';
-  }
-  return fields !== undefined && typeof fields.answer === "string"
-    ? undefined
-    : 'must be {"answer": "…"} (it answers a question)';
 }
 
 /** JSON of an event for storage and the wire: errors keep name, message and code; bigints become strings. */

@@ -277,6 +277,16 @@ describe("moss-ts/client against moss serve (PGlite)", () => {
       expect.objectContaining({ type: "error", code: "body-invalid" }),
       "finished",
     ]);
+
+    // Every published message's id is unique in the thread, errors too, even two refused in the same millisecond.
+    const refused = await Promise.all(
+      [1, 2, 3].map(() => send(handler({ serverUrl: "http://127.0.0.1:1" }), "hello")),
+    );
+    const ids = [badToken, unknownRequest, down, unreachable, ...refused]
+      .flatMap((result) => result.messages)
+      .filter((message) => message.type === "error")
+      .map((message) => message.id);
+    expect(new Set(ids).size).toBe(ids.length);
   });
 
   it("reconnects with Last-Event-ID when the stream drops mid-run: the same messages, nothing missed, nothing twice", async () => {
@@ -322,5 +332,24 @@ describe("moss-ts/client against moss serve (PGlite)", () => {
     expect(ids.length - new Set(ids).size).toBe(
       whole.messages.length - new Set(whole.messages.map((message) => message.id)).size,
     );
+  });
+  it("by default keeps reopening a stream through a server restart's worth of refused connections, then gets the rest", async () => {
+    replies.push(code('  console.log("balance", await moss.vault.balance());'), {
+      content: "You have 100 euros.",
+    });
+    // The server is down (connection refused) for the first ten tries at the stream, as while it restarts: the
+    // server here took 11-17 s to come back, longer than five tries backing off from 250 ms (7.75 s).
+    let refusals = 0;
+    const restarting: typeof fetch = async (input, init) => {
+      if (String(input).endsWith("/events") && refusals < 10) {
+        refusals++;
+        throw new TypeError("fetch failed");
+      }
+      return fetch(input, init);
+    };
+    const result = await send(handler({ fetch: restarting, reconnectDelayMs: 1 }), "What is my balance?");
+    expect(refusals).toBe(10);
+    expect(result.messages.filter((message) => message.type === "error")).toEqual([]);
+    expect(result.messages.at(-1)).toMatchObject({ type: "answer", content: "You have 100 euros." });
   });
 });

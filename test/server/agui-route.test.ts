@@ -2,6 +2,7 @@
 // own schemas; approvals and moss.ask end a run with interrupts, resume entries answer them, and a stream resumes
 // with Last-Event-ID.
 import { randomUUID } from "node:crypto";
+import { buildResumeArray, HttpAgent } from "@ag-ui/client";
 import { EventSchema, RunAgentInputSchema } from "@ag-ui/core/schemas";
 import { describe, expect, it } from "vitest";
 import { code, readSse, TOKENS, TRANSFER, useVaultServer } from "./server-harness.ts";
@@ -109,8 +110,9 @@ describe("the AG-UI endpoint on PGlite", () => {
     expect(finished.outcome.type).toBe("interrupt");
     const [interrupt] = finished.outcome.interrupts;
     const toolCallId = paused.find(({ event }) => event.type === "TOOL_CALL_START")!.event.toolCallId;
+    // AG-UI's core reason for an interrupt bound to a tool call awaiting a decision (docs.ag-ui.com/concepts/interrupts).
     expect(interrupt).toMatchObject({
-      reason: "approval",
+      reason: "tool_call",
       toolCallId,
       // The engine's description of the request (stored with its request event), not words of the route's own.
       message: `#${interrupt.id} approval vault.transfer("bob", 5) at line 2`,
@@ -123,6 +125,8 @@ describe("the AG-UI endpoint on PGlite", () => {
     });
     expect(again.map(({ event }) => event.outcome?.interrupts?.[0]?.message)).toEqual([interrupt.message]);
     expect((await transfers()).length).toBe(before);
+    // The paused call has no result yet: it comes in the resumed run, against the same toolCallId.
+    expect(paused.filter(({ event }) => event.type === "TOOL_CALL_RESULT")).toEqual([]);
 
     const resume = input(threadId, {
       resume: [{ interruptId: interrupt.id, status: "resolved", payload: { approved: true } }],
@@ -134,6 +138,9 @@ describe("the AG-UI endpoint on PGlite", () => {
       outcome: { type: "success" },
     });
     expect((await transfers()).length - before).toBe(1);
+    const results = resumed.filter(({ event }) => event.type === "TOOL_CALL_RESULT");
+    expect(results.map(({ event }) => event.toolCallId)).toEqual([toolCallId]);
+    expect(results[0]!.event.content).toContain("sent");
   });
 
   it("ends a run that calls moss.ask with an input-required interrupt carrying its choices; the answer resumes it", async () => {
@@ -149,11 +156,12 @@ describe("the AG-UI endpoint on PGlite", () => {
     );
     const [interrupt] = paused.at(-1)!.event.outcome.interrupts;
     expect(interrupt).toMatchObject({
-      reason: "input-required",
+      reason: "input_required",
       message: "Which color?",
       metadata: { choices: ["red", "blue"] },
       responseSchema: { properties: { answer: { type: "string", enum: ["red", "blue"] } } },
     });
+    expect(paused.filter(({ event }) => event.type === "TOOL_CALL_RESULT")).toEqual([]);
     const resumed = await run(
       input(threadId, {
         resume: [{ interruptId: interrupt.id, status: "resolved", payload: { answer: "blue" } }],
@@ -234,5 +242,83 @@ describe("the AG-UI endpoint on PGlite", () => {
         }),
       ),
     ).toMatchObject({ status: 404, body: { error: { code: "request-unknown" } } });
+  });
+  it("drives an approval and a question with the stock @ag-ui/client HttpAgent: one tool message per tool call, the run's answer", async () => {
+    replies.push(code(TRANSFER, "Sending."), { content: "Sent." });
+    replies.push(
+      code(
+        '  const color = await moss.ask("Which color?", { choices: ["red", "blue"] });\n  console.log(color);',
+      ),
+      { content: "Red." },
+    );
+    const agent = new HttpAgent({
+      url: `${vault.server.url}/v1/agui`,
+      headers: { authorization: `Bearer ${TOKENS.alice}` },
+      threadId: `agui-${randomUUID()}`,
+    });
+    agent.addMessage({ id: "u1", role: "user", content: "Send bob 5." });
+    await agent.runAgent({});
+    expect(agent.pendingInterrupts.map((interrupt) => interrupt.reason)).toEqual(["tool_call"]);
+    await agent.runAgent({
+      resume: buildResumeArray(agent.pendingInterrupts, {
+        [agent.pendingInterrupts[0]!.id]: { status: "resolved", payload: { approved: true } },
+      }),
+    });
+    expect(agent.pendingInterrupts).toEqual([]);
+
+    agent.addMessage({ id: "u2", role: "user", content: "Pick a color." });
+    const asked = await agent.runAgent({});
+    expect(asked.result).toBeUndefined();
+    const [question] = agent.pendingInterrupts;
+    expect(question).toMatchObject({ reason: "input_required", metadata: { choices: ["red", "blue"] } });
+    const answered = await agent.runAgent({
+      resume: buildResumeArray([question!], {
+        [question!.id]: { status: "resolved", payload: { answer: "red" } },
+      }),
+    });
+    expect(answered.result).toBe("Red.");
+
+    const toolMessages = agent.messages.filter((message) => message.role === "tool") as Array<{
+      toolCallId: string;
+      content: string;
+    }>;
+    const calls = agent.messages.flatMap((message) =>
+      message.role === "assistant" ? (message.toolCalls ?? []).map((call) => call.id) : [],
+    );
+    // Each moss tool call has exactly one result, the one after the person answered.
+    expect(toolMessages.map((message) => message.toolCallId)).toEqual(calls);
+    expect(toolMessages.map((message) => message.content)).toEqual([
+      expect.stringContaining("sent"),
+      expect.stringContaining("red"),
+    ]);
+  });
+  it("a code that pauses twice names its one tool call in both interrupts and gets one result, after the last answer", async () => {
+    replies.push(
+      code(
+        '  console.log(await moss.vault.transfer("bob", 1));\n  console.log(await moss.vault.transfer("eve", 2));',
+      ),
+      { content: "Both sent." },
+    );
+    const threadId = `agui-${randomUUID()}`;
+    const first = await run(
+      input(threadId, { messages: [{ id: "m1", role: "user", content: "Pay bob and eve." }] }),
+    );
+    const toolCallId = first.find(({ event }) => event.type === "TOOL_CALL_START")!.event.toolCallId;
+    const [bob] = first.at(-1)!.event.outcome.interrupts;
+    expect(bob).toMatchObject({ reason: "tool_call", toolCallId, metadata: { args: ["bob", 1] } });
+
+    const second = await run(
+      input(threadId, { resume: [{ interruptId: bob.id, status: "resolved", payload: { approved: true } }] }),
+    );
+    expect(second.filter(({ event }) => event.type === "TOOL_CALL_RESULT")).toEqual([]);
+    const [eve] = second.at(-1)!.event.outcome.interrupts;
+    expect(eve).toMatchObject({ reason: "tool_call", toolCallId, metadata: { args: ["eve", 2] } });
+
+    const last = await run(
+      input(threadId, { resume: [{ interruptId: eve.id, status: "resolved", payload: { approved: true } }] }),
+    );
+    const results = last.filter(({ event }) => event.type === "TOOL_CALL_RESULT");
+    expect(results.map(({ event }) => event.toolCallId)).toEqual([toolCallId]);
+    expect(last.at(-1)!.event).toMatchObject({ result: "Both sent.", outcome: { type: "success" } });
   });
 });
