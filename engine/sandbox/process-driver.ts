@@ -85,6 +85,13 @@ function childArguments(): string[] {
   return ["--no-node-snapshot", ...(acceptsRabGsabFlag() ? [RAB_GSAB_FLAG] : []), sandboxEntry()];
 }
 
+/**
+ * How long a run must have been in flight before the runs waiting behind it in its process move to an idle process.
+ * A move rebuilds the session there (a new isolate and its setup: ~5 ms of CPU on an idle machine, several times that
+ * under load), so runs wait behind a short run and leave a long one (a spinner) at once after this.
+ */
+const MOVE_AFTER_MS = 20;
+
 /** Delay before a spare taken by a session is replaced. */
 const REFILL_DELAY_MS = 500;
 
@@ -132,6 +139,10 @@ interface ChildRun {
   reject(error: Error): void;
   timer?: NodeJS.Timeout;
   memoryWatch?: NodeJS.Timeout | undefined;
+  /** When the run started in its process. */
+  startedAt: number;
+  /** Fires when the run becomes long: the runs waiting behind it may then move. */
+  longTimer?: NodeJS.Timeout;
 }
 
 /**
@@ -167,7 +178,7 @@ class SandboxChild {
   #onStartFailed!: (error: Error) => void;
   readonly #onExit: (child: SandboxChild) => void;
   readonly #onEmpty: (child: SandboxChild) => void;
-  readonly #onIdle: (child: SandboxChild) => void;
+  readonly #onRebalance: (child: SandboxChild) => void;
   readonly #graceMs: number;
   readonly #maxQueuedRuns: number;
 
@@ -178,11 +189,14 @@ class SandboxChild {
     onExit: (child: SandboxChild) => void;
     /** The last session left (its isolate died): the driver ends a process that holds nothing. */
     onEmpty: (child: SandboxChild) => void;
-    /** The process became ready or finished its runs: the driver may move a run waiting elsewhere here. */
-    onIdle: (child: SandboxChild) => void;
+    /**
+     * The process became ready or finished its runs (a run waiting elsewhere may move here), or its run in flight
+     * became long (the runs waiting behind it may move elsewhere): the driver rebalances.
+     */
+    onRebalance: (child: SandboxChild) => void;
   }) {
     this.#onEmpty = options.onEmpty;
-    this.#onIdle = options.onIdle;
+    this.#onRebalance = options.onRebalance;
     this.#graceMs = options.graceMs;
     this.#maxQueuedRuns = options.maxQueuedRuns;
     this.#onExit = options.onExit;
@@ -259,9 +273,14 @@ class SandboxChild {
     return this.#run !== undefined || this.#queue.length > 0 || this.#arriving > 0;
   }
 
-  /** Whether a run is in flight here and others wait behind it (runs another process could take). */
+  /**
+   * How many runs wait here behind a long run (in flight for MOVE_AFTER_MS or more) that another process could take.
+   * Behind a short run they stay: it ends sooner than their session could be rebuilt elsewhere.
+   */
   get waiting(): number {
-    return this.#run === undefined ? 0 : this.#queue.filter((run) => run.session.movable).length;
+    const run = this.#run;
+    if (run === undefined || performance.now() - run.startedAt < MOVE_AFTER_MS) return 0;
+    return this.#queue.filter((queued) => queued.session.movable).length;
   }
 
   /**
@@ -269,7 +288,7 @@ class SandboxChild {
    * run it in another process.
    */
   takeWaiting(): ChildRun | undefined {
-    if (this.#run === undefined) return undefined;
+    if (this.waiting === 0) return undefined;
     const index = this.#queue.findIndex((run) => run.session.movable);
     if (index === -1) return undefined;
     const run = this.#queue.splice(index, 1)[0]!;
@@ -369,7 +388,7 @@ class SandboxChild {
       );
     }
     return new Promise<SandboxRunResult>((resolve, reject) => {
-      this.#queue.push({ session, request, resolve, reject });
+      this.#queue.push({ session, request, resolve, reject, startedAt: 0 });
       this.#hold(true);
       this.#next();
     });
@@ -385,6 +404,11 @@ class SandboxChild {
       this.kill("timeout");
     }, limits.wallTimeMs + this.#graceMs);
     run.memoryWatch = this.#watchMemory(limits.memoryLimitBytes);
+    run.startedAt = performance.now();
+    run.longTimer = setTimeout(() => {
+      if (this.#run === run && this.#queue.length > 0) this.#onRebalance(this);
+    }, MOVE_AFTER_MS);
+    run.longTimer.unref();
     this.#run = run;
     this.#send({ type: "run", session: run.session.id, request: run.request });
   }
@@ -430,6 +454,7 @@ class SandboxChild {
         const run = this.#run;
         if (run === undefined || run.session.id !== message.session) return;
         clearTimeout(run.timer);
+        clearTimeout(run.longTimer);
         clearInterval(run.memoryWatch);
         this.#run = undefined;
         this.#hold(false);
@@ -441,7 +466,7 @@ class SandboxChild {
         run.resolve(message.result);
         this.#next();
         if (this.sessions.size === 0) this.#onEmpty(this);
-        else if (!this.busy) this.#onIdle(this);
+        else if (!this.busy) this.#onRebalance(this);
         return;
       }
       case "opened":
@@ -455,7 +480,7 @@ class SandboxChild {
       case "ready":
         this.#isReady = true;
         this.#onReady();
-        this.#onIdle(this);
+        this.#onRebalance(this);
         return;
     }
   }
@@ -534,6 +559,7 @@ class SandboxChild {
     this.#run = undefined;
     if (run !== undefined) {
       clearTimeout(run.timer);
+      clearTimeout(run.longTimer);
       clearInterval(run.memoryWatch);
       run.resolve(this.#deathResult(run, message));
     }
@@ -775,7 +801,7 @@ export class ProcessDriver implements SandboxDriver {
         startTimeoutMs: this.#startTimeoutMs,
         maxQueuedRuns: this.#maxQueuedRuns,
         onEmpty: (empty) => this.released(empty),
-        onIdle: () => this.balance(),
+        onRebalance: () => this.balance(),
         onExit: () => {
           this.#active.delete(child);
           this.slotFreed();
