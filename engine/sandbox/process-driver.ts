@@ -92,6 +92,9 @@ function childArguments(): string[] {
  */
 const MOVE_AFTER_MS = 20;
 
+/** Places tried by one open whose process ends while the session opens there. */
+const OPEN_ATTEMPTS = 2;
+
 /** Delay before a spare taken by a session is replaced. */
 const REFILL_DELAY_MS = 500;
 
@@ -631,18 +634,21 @@ export class ProcessDriver implements SandboxDriver {
     membrane: HostMembrane,
     limits: ExecutionLimits,
   ): Promise<SandboxSession> {
-    if (this.#closed) throw new MossError("sandbox-failed", "the process sandbox driver is closed");
-    const child = await this.#place();
-    const session = new ProcessSession(this.#nextSession++, membrane, setup, this);
-    session.child = child;
-    try {
-      await child.open(session, setupOf(setup), limits.memoryLimitBytes);
-    } catch (error) {
-      session.lost();
-      if (child.sessions.size === 0 && this.#active.delete(child)) await child.stop();
-      throw error;
+    for (let attempt = 1; ; attempt++) {
+      if (this.#closed) throw new MossError("sandbox-failed", "the process sandbox driver is closed");
+      const child = await this.#place();
+      const session = new ProcessSession(this.#nextSession++, membrane, setup, this);
+      session.child = child;
+      try {
+        await child.open(session, setupOf(setup), limits.memoryLimitBytes);
+        return session;
+      } catch (error) {
+        session.lost();
+        if (child.sessions.size === 0 && this.#active.delete(child)) await child.stop();
+        // Its process ended during the open (another session's run there crashed it): open elsewhere, once.
+        if (!child.exited || attempt >= OPEN_ATTEMPTS) throw error;
+      }
     }
-    return session;
   }
 
   /**
