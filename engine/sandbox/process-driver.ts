@@ -644,6 +644,7 @@ export class ProcessDriver implements SandboxDriver {
         return session;
       } catch (error) {
         session.lost();
+        this.slotFreed();
         if (child.sessions.size === 0 && this.#active.delete(child)) await child.stop();
         // Its process ended during the open (another session's run there crashed it): open elsewhere, once.
         if (!child.exited || attempt >= OPEN_ATTEMPTS) throw error;
@@ -654,14 +655,14 @@ export class ProcessDriver implements SandboxDriver {
   /**
    * The process a new session goes to: a process of its own while the pool has room and a spare is ready (the spare
    * is replaced at once, ahead of the next open), else a live process with no run (opening an isolate there costs
-   * milliseconds, starting a process hundreds), else a starting spare, then the live process with the fewest
-   * sessions, evicting the least recently used idle session when every slot is taken.
+   * milliseconds, starting a process hundreds; the least recently used idle session there is evicted when it is
+   * full), else a starting spare while the pool has room; else it waits until a process finishes its run.
    */
   async #place(): Promise<SandboxChild> {
     for (;;) {
       const child = this.#placeNow();
       if (child !== undefined) return child;
-      // Every slot holds a session that is running: wait (bounded) until a run ends or a session leaves.
+      // Every process is running, or every slot holds a session that is: wait (bounded) until a run ends.
       if (this.#slotWaiters.length >= this.#maxQueuedRuns) {
         throw new MossError(
           "queue-full",
@@ -681,7 +682,12 @@ export class ProcessDriver implements SandboxDriver {
   #placeNow(): SandboxChild | undefined {
     const live = [...this.#active].filter((child) => !child.exited);
     const idle = this.#idleProcess();
-    if (idle !== undefined) return idle;
+    if (idle !== undefined) {
+      // Shared for want of a ready spare: the pool grows toward maxProcesses now, so later sessions spread out
+      // (a run waiting behind a long run moves to a process with nothing to do, and there must be some).
+      if (live.length < this.#maxProcesses) this.#fill();
+      return idle;
+    }
     if (live.length < this.#maxProcesses) {
       // No ready spare. None at all (the first open, a one-shot script): start just the one this open needs; the pool
       // refills a moment later, off the critical path.
@@ -691,12 +697,9 @@ export class ProcessDriver implements SandboxDriver {
       this.#scheduleRefill();
       return child;
     }
-    const withRoom = live.filter((child) => child.sessions.size < this.#sessionsPerProcess);
-    if (withRoom.length === 0) this.#evict();
-    const candidates = live.filter((child) => child.sessions.size < this.#sessionsPerProcess);
-    if (candidates.length === 0) return undefined;
-    candidates.sort((a, b) => Number(a.busy) - Number(b.busy) || a.sessions.size - b.sessions.size);
-    return candidates[0]!;
+    // Every process is running a session's run: the open waits for one to finish. Opened in a busy process, the
+    // session would wait for that run (a spinner's, to its limit) before its isolate even exists.
+    return undefined;
   }
 
   /**
@@ -709,7 +712,8 @@ export class ProcessDriver implements SandboxDriver {
     const idle = [...this.#active].filter((child) => child.isReady && !child.busy);
     idle.sort((a, b) => a.sessions.size - b.sessions.size);
     for (const child of idle) {
-      if (child.sessions.size >= this.#sessionsPerProcess) this.#evict(child);
+      // Opens placed at the same moment may have filled it past the bound: evict down to one free slot.
+      while (child.sessions.size >= this.#sessionsPerProcess && this.#evict(child));
       if (child.sessions.size < this.#sessionsPerProcess) return child;
     }
     return undefined;
@@ -756,8 +760,8 @@ export class ProcessDriver implements SandboxDriver {
     target.enqueue(run);
   }
 
-  /** Evicts the least recently used session (of one process, or of all) that is not running or waiting to run. */
-  #evict(within?: SandboxChild): void {
+  /** Evicts the least recently used session (of one process, or of all) not running or waiting to run; false if none. */
+  #evict(within?: SandboxChild): boolean {
     let victim: ProcessSession | undefined;
     for (const child of within === undefined ? this.#active : [within]) {
       for (const session of child.sessions.values()) {
@@ -766,6 +770,7 @@ export class ProcessDriver implements SandboxDriver {
       }
     }
     victim?.evict();
+    return victim !== undefined;
   }
 
   /** A session left its process (disposed or evicted): a process left with no session ends. */
