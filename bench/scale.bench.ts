@@ -3,6 +3,7 @@
 // warm, executions per second over many sessions, and the latency of trivial executes while another session spins.
 // Uses only MossCompiler/MossRuntime, so the same file measures an older engine too (copy it into that tree).
 import { readdirSync, readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { MossCompiler } from "../engine/compiler/moss-compiler.ts";
@@ -62,6 +63,30 @@ function treeRss(pid = process.pid): { bytes: number; processes: number } {
   };
   visit(pid);
   return { bytes, processes };
+}
+
+/**
+ * CPU time used so far by this process (all its threads: the type-check workers too), its live descendants and
+ * its reaped children, in ms (Linux `/proc`). Throughput on a shared machine measures the machine; the CPU an
+ * execute costs does not, and bounds the throughput of a dedicated one.
+ */
+function treeCpuMs(pid = process.pid): number {
+  const msPerTick = 1000 / 100; // USER_HZ
+  let ms = 0;
+  const visit = (current: number): void => {
+    try {
+      const stat = readFileSync(`/proc/${current}/stat`, "utf8");
+      // After "pid (comm) ": utime, stime, cutime, cstime are the 12th to 15th fields.
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      ms += (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * msPerTick;
+      for (const thread of readdirSync(`/proc/${current}/task`)) {
+        const children = readFileSync(`/proc/${current}/task/${thread}/children`, "utf8").trim();
+        for (const child of children === "" ? [] : children.split(" ")) visit(Number(child));
+      }
+    } catch {}
+  };
+  visit(pid);
+  return ms;
 }
 
 const settle = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -161,6 +186,7 @@ export async function run(): Promise<void> {
     const runtimes: MossRuntime[] = [];
     for (let index = 0; index < THROUGHPUT_SESSIONS; index++) runtimes.push(await compile("process"));
     const started = performance.now();
+    const cpuBefore = treeCpuMs();
     await inFlight(
       // One session's executes follow each other (a runtime runs one at a time); 8 sessions are in flight.
       runtimes.map((runtime, session) => async () => {
@@ -173,10 +199,11 @@ export async function run(): Promise<void> {
     );
     const seconds = (performance.now() - started) / 1000;
     const total = THROUGHPUT_SESSIONS * EXECUTES_PER_SESSION;
+    const cpuPerExecute = (treeCpuMs() - cpuBefore) / total;
     rows.push([
       `executions per second, ${THROUGHPUT_SESSIONS} sessions, trivial code, ${IN_FLIGHT} sessions in flight (process, ${mode.label})`,
       `${(total / seconds).toFixed(0)}/s`,
-      `${total} executes (${EXECUTES_PER_SESSION} per session, each session's first included) in ${seconds.toFixed(1)} s`,
+      `${total} executes (${EXECUTES_PER_SESSION} per session, each session's first included) in ${seconds.toFixed(1)} s; ${cpuPerExecute.toFixed(2)} ms CPU per execute (host, workers, sandbox processes): ${((availableParallelism() * 1000) / cpuPerExecute).toFixed(0)}/s on ${availableParallelism()} idle cores`,
     ]);
     for (const runtime of runtimes) await runtime.close();
   }

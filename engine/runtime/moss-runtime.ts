@@ -15,6 +15,7 @@ import type {
   SandboxDriver,
   SandboxRunResult,
   SandboxSession,
+  SessionSetup,
 } from "../sandbox/sandbox.ts";
 import { decodeWire, encodeWire, encodeWireFields, joinWireRecord } from "../sandbox/wire.ts";
 import {
@@ -881,6 +882,13 @@ export class MossRuntime {
     if (this.#session?.alive) return this.#session;
     const driver =
       typeof this.#sandbox === "string" ? await sharedSandboxDriver(this.#sandbox) : this.#sandbox;
+    // A function: the driver may rebuild the session elsewhere before a run, from the data as they are then.
+    this.#session = await driver.open(() => this.#sessionSetup(limits), this.#dispatch(), limits);
+    return this.#session;
+  }
+
+  /** What a new isolate of this session installs: the module's names, the services as handles, the data. */
+  #sessionSetup(limits: ExecutionLimits): SessionSetup {
     const declared = this.#declaredTypes;
     const { names: nameTypes, fields: fieldTypes } = this.#module.analysis.declaredTypes;
     const membrane = this.#membraneFor();
@@ -909,24 +917,19 @@ export class MossRuntime {
       );
       services.push([field.name, wire]);
     }
-    this.#session = await driver.open(
-      {
-        globals: joinWireRecord([...globals]),
-        // Plain data only: a value with no plain-data form is refused by name, never turned into a handle.
-        mossData: encodeWireFields(this.#data, Object.keys(this.#data), {
-          maxExpandedBytes: limits.maxResultBytes,
-          onRefused: (field, reason) =>
-            this.#installWarnings.push(
-              `moss.${field} ${reason}; it is not available inside the sandbox and keeps its saved value`,
-            ),
-        }),
-        mossServices: joinWireRecord(services),
-        dataFields: this.#dataFields(),
-      },
-      this.#dispatch(),
-      limits,
-    );
-    return this.#session;
+    return {
+      globals: joinWireRecord([...globals]),
+      // Plain data only: a value with no plain-data form is refused by name, never turned into a handle.
+      mossData: encodeWireFields(this.#data, Object.keys(this.#data), {
+        maxExpandedBytes: limits.maxResultBytes,
+        onRefused: (field, reason) =>
+          this.#installWarnings.push(
+            `moss.${field} ${reason}; it is not available inside the sandbox and keeps its saved value`,
+          ),
+      }),
+      mossServices: joinWireRecord(services),
+      dataFields: this.#dataFields(),
+    };
   }
 
   #dataFields(): string[] {

@@ -2,13 +2,14 @@ import { MossError } from "../errors.ts";
 import type { ExecutionLimits } from "../types.ts";
 import { type IsolateSession, memoryLimitMebibytes } from "./isolate-session.ts";
 import { callMembrane } from "./membrane-call.ts";
-import type {
-  HostMembrane,
-  SandboxDriver,
-  SandboxRunRequest,
-  SandboxRunResult,
-  SandboxSession,
-  SessionSetup,
+import {
+  type HostMembrane,
+  type SandboxDriver,
+  type SandboxRunRequest,
+  type SandboxRunResult,
+  type SandboxSession,
+  type SessionSetupSource,
+  setupOf,
 } from "./sandbox.ts";
 import { WarmIsolates } from "./warm-isolates.ts";
 
@@ -43,12 +44,16 @@ export class InProcessDriver implements SandboxDriver {
     return this.#sessions.size;
   }
 
-  async open(setup: SessionSetup, membrane: HostMembrane, limits: ExecutionLimits): Promise<SandboxSession> {
+  async open(
+    setup: SessionSetupSource,
+    membrane: HostMembrane,
+    limits: ExecutionLimits,
+  ): Promise<SandboxSession> {
     if (this.#closed) throw new MossError("sandbox-failed", "the in-process sandbox driver is closed");
     await this.#room();
     const isolate = await this.#warm.take(memoryLimitMebibytes(limits.memoryLimitBytes));
     try {
-      await isolate.install(setup, {
+      await isolate.install(setupOf(setup), {
         call: (operation, handle, member, args, line, nondeterminism) =>
           callMembrane(membrane, operation, handle, member, args, line, nondeterminism),
       });

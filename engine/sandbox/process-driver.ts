@@ -15,13 +15,15 @@ import {
   type ParentMessage,
 } from "./line-channel.ts";
 import { callMembrane, errorWire } from "./membrane-call.ts";
-import type {
-  HostMembrane,
-  SandboxDriver,
-  SandboxRunRequest,
-  SandboxRunResult,
-  SandboxSession,
-  SessionSetup,
+import {
+  type HostMembrane,
+  type SandboxDriver,
+  type SandboxRunRequest,
+  type SandboxRunResult,
+  type SandboxSession,
+  type SessionSetup,
+  type SessionSetupSource,
+  setupOf,
 } from "./sandbox.ts";
 
 /** Options of the process driver. */
@@ -83,6 +85,16 @@ function childArguments(): string[] {
   return ["--no-node-snapshot", ...(acceptsRabGsabFlag() ? [RAB_GSAB_FLAG] : []), sandboxEntry()];
 }
 
+/**
+ * How long a run must have been in flight before the runs waiting behind it in its process move to an idle process.
+ * A move rebuilds the session there (a new isolate and its setup: ~5 ms of CPU on an idle machine, several times that
+ * under load), so runs wait behind a short run and leave a long one (a spinner) at once after this.
+ */
+const MOVE_AFTER_MS = 20;
+
+/** Places tried by one open whose process ends while the session opens there. */
+const OPEN_ATTEMPTS = 2;
+
 /** Delay before a spare taken by a session is replaced. */
 const REFILL_DELAY_MS = 500;
 
@@ -130,6 +142,10 @@ interface ChildRun {
   reject(error: Error): void;
   timer?: NodeJS.Timeout;
   memoryWatch?: NodeJS.Timeout | undefined;
+  /** When the run started in its process. */
+  startedAt: number;
+  /** Fires when the run becomes long: the runs waiting behind it may then move. */
+  longTimer?: NodeJS.Timeout;
 }
 
 /**
@@ -150,6 +166,8 @@ class SandboxChild {
   readonly #queue: ChildRun[] = [];
   readonly #opening = new Map<number, { resolve(): void; reject(error: Error): void }>();
   #isReady = false;
+  /** Sessions being opened here (a new one, or one moved here with its run): the process is spoken for. */
+  #arriving = 0;
   #holds = 0;
   #outOfMemory = false;
   #referenced = true;
@@ -163,6 +181,7 @@ class SandboxChild {
   #onStartFailed!: (error: Error) => void;
   readonly #onExit: (child: SandboxChild) => void;
   readonly #onEmpty: (child: SandboxChild) => void;
+  readonly #onRebalance: (child: SandboxChild) => void;
   readonly #graceMs: number;
   readonly #maxQueuedRuns: number;
 
@@ -173,8 +192,14 @@ class SandboxChild {
     onExit: (child: SandboxChild) => void;
     /** The last session left (its isolate died): the driver ends a process that holds nothing. */
     onEmpty: (child: SandboxChild) => void;
+    /**
+     * The process became ready or finished its runs (a run waiting elsewhere may move here), or its run in flight
+     * became long (the runs waiting behind it may move elsewhere): the driver rebalances.
+     */
+    onRebalance: (child: SandboxChild) => void;
   }) {
     this.#onEmpty = options.onEmpty;
+    this.#onRebalance = options.onRebalance;
     this.#graceMs = options.graceMs;
     this.#maxQueuedRuns = options.maxQueuedRuns;
     this.#onExit = options.onExit;
@@ -246,9 +271,43 @@ class SandboxChild {
     return this.#isReady;
   }
 
-  /** Whether a run is in flight or waiting here. */
+  /** Whether a run is in flight or waiting here, or a session is being opened here. */
   get busy(): boolean {
-    return this.#run !== undefined || this.#queue.length > 0;
+    return this.#run !== undefined || this.#queue.length > 0 || this.#arriving > 0;
+  }
+
+  /**
+   * How many runs wait here behind a long run (in flight for MOVE_AFTER_MS or more) that another process could take.
+   * Behind a short run they stay: it ends sooner than their session could be rebuilt elsewhere.
+   */
+  get waiting(): number {
+    const run = this.#run;
+    if (run === undefined || performance.now() - run.startedAt < MOVE_AFTER_MS) return 0;
+    return this.#queue.filter((queued) => queued.session.movable).length;
+  }
+
+  /**
+   * Takes the run that has waited longest here of a session that can move (one opened from its runtime's data), to
+   * run it in another process.
+   */
+  takeWaiting(): ChildRun | undefined {
+    if (this.waiting === 0) return undefined;
+    const index = this.#queue.findIndex((run) => run.session.movable);
+    if (index === -1) return undefined;
+    const run = this.#queue.splice(index, 1)[0]!;
+    this.#hold(false);
+    return run;
+  }
+
+  /** Queues a run taken from another process, once its session has been moved here. */
+  enqueue(run: ChildRun): void {
+    if (this.#exited) {
+      run.reject(new NotStarted("the sandbox process it moved to ended"));
+      return;
+    }
+    this.#queue.push(run);
+    this.#hold(true);
+    this.#next();
   }
 
   /** Kills the process; a run in flight ends with the kind the reason names (or from its stderr). */
@@ -284,6 +343,7 @@ class SandboxChild {
   /** Opens a session in a fresh isolate of this process. */
   async open(session: ProcessSession, setup: SessionSetup, memoryLimitBytes: number): Promise<void> {
     this.sessions.set(session.id, session);
+    this.#arriving++;
     this.#hold(true);
     try {
       await this.ready;
@@ -297,6 +357,7 @@ class SandboxChild {
       throw error;
     } finally {
       this.#opening.delete(session.id);
+      this.#arriving--;
       this.#hold(false);
     }
   }
@@ -330,7 +391,7 @@ class SandboxChild {
       );
     }
     return new Promise<SandboxRunResult>((resolve, reject) => {
-      this.#queue.push({ session, request, resolve, reject });
+      this.#queue.push({ session, request, resolve, reject, startedAt: 0 });
       this.#hold(true);
       this.#next();
     });
@@ -346,6 +407,11 @@ class SandboxChild {
       this.kill("timeout");
     }, limits.wallTimeMs + this.#graceMs);
     run.memoryWatch = this.#watchMemory(limits.memoryLimitBytes);
+    run.startedAt = performance.now();
+    run.longTimer = setTimeout(() => {
+      if (this.#run === run && this.#queue.length > 0) this.#onRebalance(this);
+    }, MOVE_AFTER_MS);
+    run.longTimer.unref();
     this.#run = run;
     this.#send({ type: "run", session: run.session.id, request: run.request });
   }
@@ -391,6 +457,7 @@ class SandboxChild {
         const run = this.#run;
         if (run === undefined || run.session.id !== message.session) return;
         clearTimeout(run.timer);
+        clearTimeout(run.longTimer);
         clearInterval(run.memoryWatch);
         this.#run = undefined;
         this.#hold(false);
@@ -402,6 +469,7 @@ class SandboxChild {
         run.resolve(message.result);
         this.#next();
         if (this.sessions.size === 0) this.#onEmpty(this);
+        else if (!this.busy) this.#onRebalance(this);
         return;
       }
       case "opened":
@@ -415,6 +483,7 @@ class SandboxChild {
       case "ready":
         this.#isReady = true;
         this.#onReady();
+        this.#onRebalance(this);
         return;
     }
   }
@@ -501,6 +570,7 @@ class SandboxChild {
     this.#run = undefined;
     if (run !== undefined) {
       clearTimeout(run.timer);
+      clearTimeout(run.longTimer);
       clearInterval(run.memoryWatch);
       run.resolve(this.#deathResult(run, message));
     }
@@ -567,31 +637,40 @@ export class ProcessDriver implements SandboxDriver {
     await Promise.all(this.#spares.map((child) => child.whenReady()));
   }
 
-  async open(setup: SessionSetup, membrane: HostMembrane, limits: ExecutionLimits): Promise<SandboxSession> {
-    if (this.#closed) throw new MossError("sandbox-failed", "the process sandbox driver is closed");
-    const child = await this.#place();
-    const session = new ProcessSession(this.#nextSession++, membrane, this);
-    session.child = child;
-    try {
-      await child.open(session, setup, limits.memoryLimitBytes);
-    } catch (error) {
-      session.lost();
-      if (child.sessions.size === 0 && this.#active.delete(child)) await child.stop();
-      throw error;
+  async open(
+    setup: SessionSetupSource,
+    membrane: HostMembrane,
+    limits: ExecutionLimits,
+  ): Promise<SandboxSession> {
+    for (let attempt = 1; ; attempt++) {
+      if (this.#closed) throw new MossError("sandbox-failed", "the process sandbox driver is closed");
+      const child = await this.#place();
+      const session = new ProcessSession(this.#nextSession++, membrane, setup, this);
+      session.child = child;
+      try {
+        await child.open(session, setupOf(setup), limits.memoryLimitBytes);
+        return session;
+      } catch (error) {
+        session.lost();
+        this.slotFreed();
+        if (child.sessions.size === 0 && this.#active.delete(child)) await child.stop();
+        // Its process ended during the open (another session's run there crashed it): open elsewhere, once.
+        if (!child.exited || attempt >= OPEN_ATTEMPTS) throw error;
+      }
     }
-    return session;
   }
 
   /**
-   * The process a new session goes to: a process of its own while the pool has room (a spare, replaced a moment
-   * later), then the live process with the fewest sessions (idle ones first), evicting the least recently used idle
-   * session when every slot is taken.
+   * The process a new session goes to: a process of its own while the pool has room and a spare is ready (the spare
+   * is replaced at once, ahead of the next open), else a live process with no run (opening an isolate there costs
+   * milliseconds, starting a process hundreds; the least recently used idle session there is evicted when it is
+   * full), else a starting spare while the pool has room; else it waits until a process finishes its run.
    */
   async #place(): Promise<SandboxChild> {
     for (;;) {
       const child = this.#placeNow();
       if (child !== undefined) return child;
-      // Every slot holds a session that is running: wait (bounded) until a run ends or a session leaves.
+      // Every process is running, or every slot holds a session that is: wait (bounded) until a run ends.
       if (this.#slotWaiters.length >= this.#maxQueuedRuns) {
         throw new MossError(
           "queue-full",
@@ -610,33 +689,96 @@ export class ProcessDriver implements SandboxDriver {
 
   #placeNow(): SandboxChild | undefined {
     const live = [...this.#active].filter((child) => !child.exited);
+    const idle = this.#idleProcess();
+    if (idle !== undefined) {
+      // Shared for want of a ready spare: the pool grows toward maxProcesses now, so later sessions spread out
+      // (a run waiting behind a long run moves to a process with nothing to do, and there must be some).
+      if (live.length < this.#maxProcesses) this.#fill();
+      return idle;
+    }
     if (live.length < this.#maxProcesses) {
-      // No spare at all (the first open, or a burst): start just the one this open needs; the pool refills later.
+      // No ready spare. None at all (the first open, a one-shot script): start just the one this open needs; the pool
+      // refills a moment later, off the critical path.
       if (this.#spares.length === 0) this.#fill(1);
-      const index = this.#spares.findIndex((child) => child.isReady);
-      const child = this.#spares.splice(index === -1 ? 0 : index, 1)[0]!;
+      const child = this.#spares.shift()!;
       this.#active.add(child);
       this.#scheduleRefill();
       return child;
     }
-    const withRoom = live.filter((child) => child.sessions.size < this.#sessionsPerProcess);
-    if (withRoom.length === 0) this.#evict();
-    const candidates = live.filter((child) => child.sessions.size < this.#sessionsPerProcess);
-    if (candidates.length === 0) return undefined;
-    candidates.sort((a, b) => Number(a.busy) - Number(b.busy) || a.sessions.size - b.sessions.size);
-    return candidates[0]!;
+    // Every process is running a session's run: the open waits for one to finish. Opened in a busy process, the
+    // session would wait for that run (a spinner's, to its limit) before its isolate even exists.
+    return undefined;
   }
 
-  /** Evicts the least recently used session that is not running or waiting to run: it rebuilds on its next run. */
-  #evict(): void {
+  /**
+   * A ready process with no run in flight or waiting that can take one more session: a ready spare while the pool
+   * has room (replaced at once), else a process holding sessions (after evicting an idle one if it is full).
+   */
+  #idleProcess(): SandboxChild | undefined {
+    const spare = this.#readySpare();
+    if (spare !== undefined) return spare;
+    const idle = [...this.#active].filter((child) => child.isReady && !child.busy);
+    idle.sort((a, b) => a.sessions.size - b.sessions.size);
+    for (const child of idle) {
+      // Opens placed at the same moment may have filled it past the bound: evict down to one free slot.
+      while (child.sessions.size >= this.#sessionsPerProcess && this.#evict(child));
+      if (child.sessions.size < this.#sessionsPerProcess) return child;
+    }
+    return undefined;
+  }
+
+  /** A ready spare while the pool has room, taken (and replaced at once, ahead of the next demand). */
+  #readySpare(): SandboxChild | undefined {
+    const live = [...this.#active].filter((child) => !child.exited).length;
+    const index = this.#spares.findIndex((child) => child.isReady);
+    if (live >= this.#maxProcesses || index === -1) return undefined;
+    const spare = this.#spares.splice(index, 1)[0]!;
+    this.#active.add(spare);
+    this.#fill();
+    return spare;
+  }
+
+  /**
+   * Moves runs that wait behind another session's run (a process runs one isolate at a time, so a V8 abort cannot
+   * take a neighbour's run with it) to processes with nothing to do: the session is rebuilt there from its runtime's
+   * data, as after an eviction. A session never waits for a long run of another while a process is idle.
+   */
+  balance(): void {
+    if (this.#closed) return;
+    for (;;) {
+      let source: SandboxChild | undefined;
+      for (const child of this.#active) {
+        if (child.waiting > 0 && (source === undefined || child.waiting > source.waiting)) source = child;
+      }
+      if (source === undefined) return;
+      const target = this.#idleProcess();
+      if (target === undefined) return;
+      const run = source.takeWaiting()!;
+      void this.#move(run, target);
+    }
+  }
+
+  async #move(run: ChildRun, target: SandboxChild): Promise<void> {
+    try {
+      await run.session.moveTo(target, run.request.limits.memoryLimitBytes);
+    } catch (error) {
+      run.reject(new NotStarted((error as Error)?.message ?? String(error)));
+      return;
+    }
+    target.enqueue(run);
+  }
+
+  /** Evicts the least recently used session (of one process, or of all) not running or waiting to run; false if none. */
+  #evict(within?: SandboxChild): boolean {
     let victim: ProcessSession | undefined;
-    for (const child of this.#active) {
+    for (const child of within === undefined ? this.#active : [within]) {
       for (const session of child.sessions.values()) {
         if (session.running) continue;
         if (victim === undefined || session.lastUsed < victim.lastUsed) victim = session;
       }
     }
     victim?.evict();
+    return victim !== undefined;
   }
 
   /** A session left its process (disposed or evicted): a process left with no session ends. */
@@ -678,6 +820,7 @@ export class ProcessDriver implements SandboxDriver {
         startTimeoutMs: this.#startTimeoutMs,
         maxQueuedRuns: this.#maxQueuedRuns,
         onEmpty: (empty) => this.released(empty),
+        onRebalance: () => this.balance(),
         onExit: () => {
           this.#active.delete(child);
           this.slotFreed();
@@ -697,6 +840,7 @@ export class ProcessDriver implements SandboxDriver {
 class ProcessSession implements SandboxSession {
   readonly id: number;
   readonly membrane: HostMembrane;
+  readonly #setup: SessionSetupSource;
   readonly #driver: ProcessDriver;
   child: SandboxChild | undefined;
   /** When the session last ran (eviction picks the least recently used). */
@@ -706,10 +850,16 @@ class ProcessSession implements SandboxSession {
   #fresh = true;
   #disposed = false;
 
-  constructor(id: number, membrane: HostMembrane, driver: ProcessDriver) {
+  constructor(id: number, membrane: HostMembrane, setup: SessionSetupSource, driver: ProcessDriver) {
     this.id = id;
     this.membrane = membrane;
+    this.#setup = setup;
     this.#driver = driver;
+  }
+
+  /** Whether the session can be rebuilt elsewhere from its runtime's current data (opened with a setup function). */
+  get movable(): boolean {
+    return typeof this.#setup === "function";
   }
 
   get alive(): boolean {
@@ -731,7 +881,10 @@ class ProcessSession implements SandboxSession {
     this.#fresh = false;
     this.lastUsed = performance.now();
     try {
-      return await child.run(this, request);
+      const result = child.run(this, request);
+      // Waiting behind another session's run: a process with nothing to do takes this run instead.
+      if (child.waiting > 0) this.#driver.balance();
+      return await result;
     } catch (error) {
       if (error instanceof NotStarted) {
         throw new MossError(
@@ -745,6 +898,22 @@ class ProcessSession implements SandboxSession {
       this.#runs--;
       this.lastUsed = performance.now();
       this.#driver.slotFreed();
+    }
+  }
+
+  /** Rebuilds the session in another process, from its runtime's data as they are now (its run waits meanwhile). */
+  async moveTo(target: SandboxChild, memoryLimitBytes: number): Promise<void> {
+    const home = this.child;
+    this.child = target;
+    if (home !== undefined) {
+      home.closeSession(this);
+      this.#driver.released(home);
+    }
+    try {
+      await target.open(this, setupOf(this.#setup), memoryLimitBytes);
+    } catch (error) {
+      this.child = undefined;
+      throw error;
     }
   }
 

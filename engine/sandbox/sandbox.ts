@@ -97,6 +97,14 @@ export interface SessionSetup {
   dataFields: string[];
 }
 
+/** A session's setup, or what makes it from the runtime's data as they are when called. */
+export type SessionSetupSource = SessionSetup | (() => SessionSetup);
+
+/** The setup a source gives now. */
+export function setupOf(source: SessionSetupSource): SessionSetup {
+  return typeof source === "function" ? source() : source;
+}
+
 /** One execution inside a session. */
 export interface SandboxRunRequest {
   /** Classic-script JavaScript (already compiled from the model's TypeScript); its top-level declarations persist. */
@@ -144,6 +152,10 @@ export interface SandboxSession {
 /** A pool of isolates (in child processes, or in this process). */
 export interface SandboxDriver {
   readonly name: "process" | "in-process";
-  open(setup: SessionSetup, membrane: HostMembrane, limits: ExecutionLimits): Promise<SandboxSession>;
+  /**
+   * Opens a session. Given a function, the driver may call it again to rebuild the session elsewhere before a run
+   * (from the runtime's data as they are then): the process driver moves a waiting run off a busy process so.
+   */
+  open(setup: SessionSetupSource, membrane: HostMembrane, limits: ExecutionLimits): Promise<SandboxSession>;
   close(): Promise<void>;
 }

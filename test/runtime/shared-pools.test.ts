@@ -107,24 +107,50 @@ describe.each([
     expect(rebuilt.returns).toEqual([42, "kept", "undefined"]);
   });
 
-  test("while one session spins until its limit, trivial executes of 20 other sessions complete", async () => {
-    const spinner = await compile();
+  test("while one session spins until its limit, trivial executes of 20 other sessions complete before it ends", async () => {
+    let signalSpinning!: () => void;
+    const spinningStarted = new Promise<void>((resolve) => {
+      signalSpinning = resolve;
+    });
+    const spinner = await new MossCompiler({ sandbox: driver, limits: LIMITS })
+      .bind(Vault, new Vault())
+      .withLocals({ spinning: () => signalSpinning() })
+      .compile(SECURITY_MODULE);
+    runtimes.push(spinner);
     const others = await Promise.all(Array.from({ length: 20 }, () => compile()));
-    expectOk(await run(spinner, "function main() { return 0; }"));
-    const spinning = run(spinner, "function main() { for (;;) {} }", { wallTimeMs: 2_000, cpuTimeMs: 2_000 });
+    // Every session is warm first (spread over the pool), so some share the spinner's process.
+    for (const runtime of [spinner, ...others]) expectOk(await run(runtime, "function main() { return 0; }"));
+    let spinnerEnded = false;
+    const spinning = run(spinner, "function main() { spinning(); for (;;) {} }", {
+      wallTimeMs: 4_000,
+      cpuTimeMs: 4_000,
+    }).finally(() => {
+      spinnerEnded = true;
+    });
+    await spinningStarted;
     const trivial = await Promise.all(
       others.map((other, index) =>
-        run(other, `function main(moss) { moss.counter = ${index}; return ${index}; }`),
+        run(other, `function main(moss) { moss.counter = ${index}; return ${index}; }`).then((execution) => ({
+          execution,
+          beforeSpinnerEnded: !spinnerEnded,
+        })),
       ),
     );
-    for (const [index, execution] of trivial.entries()) {
+    for (const [index, { execution, beforeSpinnerEnded }] of trivial.entries()) {
       expectOk(execution);
       expect(execution.returns).toBe(index);
+      // None waited for the spinner's run: each completed while it was still spinning.
+      expect(beforeSpinnerEnded, `session ${index} completed only after the spinner ended`).toBe(true);
     }
     const spun = await spinning;
     expect(spun.error?.kind).toBe("timeout");
-    // The spinner's session rebuilds; the others keep working.
+    // The spinner's session rebuilds; the others keep working and kept their data, wherever they ran.
     expectOk(await run(spinner, "function main() { return 1; }"));
+    for (const [index, other] of others.entries()) {
+      const after = await run(other, "function main(moss) { return moss.counter; }");
+      expectOk(after);
+      expect(after.returns).toBe(index);
+    }
   });
 
   test.runIf(name === "process")(
