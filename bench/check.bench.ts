@@ -5,7 +5,12 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Project } from "ts-morph";
-import { CHECK_COMPILER_OPTIONS, ModuleChecker, WorkerModuleChecker } from "../engine/check/index.ts";
+import {
+  CHECK_COMPILER_OPTIONS,
+  ModuleChecker,
+  WorkerModuleChecker,
+  warmCheckerPool,
+} from "../engine/check/index.ts";
 import { FLAWED_SNIPPETS, SPHERO_HIDDEN_NAMES, VALID_SNIPPETS } from "../test/fixtures/check/corpus.ts";
 
 /** One measured figure: the median of its samples. */
@@ -209,6 +214,15 @@ export async function run(): Promise<BenchResult[]> {
       await worker.close();
     }
     record(`${module.label}: cold first check, worker (start + load types + check)`, workerCold);
+    // A worker warmed ahead (TypeScript and its lib loaded before the module is known), as the CLI starts it.
+    const warmedCold: Sample[] = [];
+    for (let run = 0; run < COLD_RUNS; run++) {
+      await warmCheckerPool();
+      const worker = createWorkerChecker(module);
+      warmedCold.push(await timeAsync(() => worker.check(first)));
+      await worker.close();
+    }
+    record(`${module.label}: cold first check, worker warmed ahead (load the module + check)`, warmedCold);
     const worker = createWorkerChecker(module);
     await worker.check(first);
     const workerWarm: Sample[] = [];
@@ -217,6 +231,15 @@ export async function run(): Promise<BenchResult[]> {
       workerWarm.push(await timeAsync(() => worker.check(snippet)));
     }
     record(`${module.label}: warm re-check of a new snippet, worker`, workerWarm);
+    // A new session of the module (its own checker) while the module's worker is warm: no program build.
+    const newSession: Sample[] = [];
+    for (let run = 0; run < WARM_RUNS / 3; run++) {
+      const session = createWorkerChecker(module);
+      const snippet = `${module.snippets[run % module.snippets.length]}\n// new session ${run}`;
+      newSession.push(await timeAsync(() => session.check(snippet)));
+      await session.close();
+    }
+    record(`${module.label}: a new session's first check of a new snippet, module's worker warm`, newSession);
     await worker.close();
 
     const appended = appendedChecker(module);
@@ -227,6 +250,55 @@ export async function run(): Promise<BenchResult[]> {
       appendedSamples.push(time(() => appended(snippet)));
     }
     record(`${module.label}: warm re-check, appended strategy (comparison)`, appendedSamples);
+  }
+  results.push(...(await executeFigures()));
+  return results;
+}
+
+const LEDGER_PATH = fileURLToPath(new URL("./fixtures/ledger-context.ts", import.meta.url));
+const LEDGER_CALLS = `async function main(moss: Moss) {
+  const total = moss.ledger.add(1);
+  const current = await moss.ledger.total();
+  const label = moss.ledger.label("rent");
+  return total + current + label.length;
+}`;
+
+/** Issue 17's figure: a warm execute whose code is new (so it is type-checked), through MossRuntime, each driver. */
+async function executeFigures(): Promise<BenchResult[]> {
+  const { MossCompiler } = await import("../engine/compiler/moss-compiler.ts");
+  const results: BenchResult[] = [];
+  for (const sandbox of ["in-process", "process"] as const) {
+    const runtime = await new MossCompiler({ sandbox, typeCheck: "strict" }).compile(LEDGER_PATH);
+    const execute = async (code: string): Promise<void> => {
+      const execution = await runtime.execute({ code });
+      if (!execution.ok) throw new Error(`benchmark snippet failed: ${JSON.stringify(execution.error)}`);
+    };
+    await execute(LEDGER_CALLS);
+    const checked: Sample[] = [];
+    for (let run = 0; run < WARM_RUNS / 2; run++) {
+      checked.push(await timeAsync(() => execute(`${LEDGER_CALLS}\n// new snippet ${run}`)));
+    }
+    const unchecked: Sample[] = [];
+    for (let run = 0; run < WARM_RUNS / 2; run++) {
+      unchecked.push(
+        await timeAsync(async () => {
+          const execution = await runtime.execute({ code: LEDGER_CALLS, typeCheck: "off" });
+          if (!execution.ok) throw new Error("benchmark snippet failed");
+        }),
+      );
+    }
+    await runtime.close();
+    for (const [name, samples] of [
+      [`ledger, execute (${sandbox}): warm execute with strict type-check of a new snippet`, checked],
+      [`ledger, execute (${sandbox}): warm execute, type-check off (comparison)`, unchecked],
+    ] as const) {
+      results.push({
+        name,
+        medianMs: median(samples.map((sample) => sample.wallMs)),
+        medianCpuMs: median(samples.map((sample) => sample.cpuMs)),
+        samples: samples.length,
+      });
+    }
   }
   return results;
 }

@@ -29,6 +29,7 @@ export {
   ModuleChecker,
   renderDiagnostics,
   WorkerModuleChecker,
+  warmCheckerPool,
 } from "./check/index.ts";
 export {
   ModuleCache,

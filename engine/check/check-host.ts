@@ -21,6 +21,7 @@ export class CheckHost {
   readonly #shared: Map<string, ts.SourceFile>;
   readonly #compilerHost: ts.CompilerHost;
   #program: ts.Program | undefined;
+  #combinedLib: CombinedLib | undefined;
 
   /** A project shared by the caller: its already parsed files are reused when their text and options match. */
   readonly #project: Project | undefined;
@@ -120,6 +121,20 @@ export class CheckHost {
     return this.#program;
   }
 
+  /**
+   * A lib file as this host serves it: the first entry of `lib` holds the text of every lib file it references
+   * (transitively), in the order a program would list them; those referenced files are empty. Each check's new
+   * type checker then merges one file's globals, already merged by the binder once, instead of some sixty files'.
+   * Other lib files (one a package's `/// <reference lib>` adds) are served as they are.
+   */
+  #libText(fileName: string, host: ts.CompilerHost): string | undefined {
+    this.#combinedLib ??= combinedLib(this.options, (name) => host.readFile(`${LIB_FOLDER}/${name}`));
+    const name = fileName.slice(LIB_FOLDER.length + 1);
+    if (name === this.#combinedLib.entry) return this.#combinedLib.text;
+    if (this.#combinedLib.members.has(name)) return "";
+    return host.readFile(fileName);
+  }
+
   /** Drops the warm program and every parsed file this host owns. */
   clear(): void {
     this.#program = undefined;
@@ -152,7 +167,12 @@ export class CheckHost {
     const shared = this.#shared.get(sharedKey);
     // lib and node_modules files are trusted not to change; other files are reused only while their text is the same.
     const trusted = fileName.startsWith(LIB_FOLDER) || fileName.includes("/node_modules/");
-    const text = shared && trusted ? shared.text : host.readFile(fileName);
+    const text =
+      shared && trusted
+        ? shared.text
+        : fileName.startsWith(LIB_FOLDER)
+          ? this.#libText(fileName, host)
+          : host.readFile(fileName);
     if (text === undefined) return undefined;
     const fits = (candidate: ts.SourceFile | undefined): candidate is ts.SourceFile =>
       candidate !== undefined &&
@@ -168,6 +188,50 @@ export class CheckHost {
     this.#files.set(fileName, sourceFile);
     return sourceFile;
   }
+}
+
+interface CombinedLib {
+  /** The lib file name that holds the text of all. */
+  entry: string;
+  text: string;
+  /** The other lib file names whose text it holds. */
+  members: Set<string>;
+}
+
+/** TypeScript's table of lib names, in the order a program sorts lib files by (internal: absent, nothing is combined). */
+const LIB_ORDER = (ts as unknown as { libs?: readonly string[] }).libs;
+
+const LIB_REFERENCE = /^\/\/\/\s*<reference\s+lib=["']([^"']+)["']\s*\/>[^\n]*$/gm;
+
+/**
+ * The lib files of `options.lib` (or the target's default lib) and every lib file they reference, as one text: in
+ * the order a program sorts its lib files (TypeScript's `libs` table), their `/// <reference lib>` lines removed.
+ * Declarations merge in the same order as across the separate files.
+ */
+function combinedLib(options: ts.CompilerOptions, read: (name: string) => string | undefined): CombinedLib {
+  if (LIB_ORDER === undefined) return { entry: "", text: "", members: new Set() };
+  const libs = LIB_ORDER;
+  const entries = options.lib?.length ? [...options.lib] : [ts.getDefaultLibFileName(options)];
+  const texts = new Map<string, string>();
+  const visit = (name: string): void => {
+    if (texts.has(name)) return;
+    const text = read(name);
+    if (text === undefined) return;
+    texts.set(name, text);
+    for (const match of text.matchAll(LIB_REFERENCE)) visit(`lib.${match[1]!.toLowerCase()}.d.ts`);
+  };
+  for (const entry of entries) visit(entry);
+  const priority = (name: string): number => {
+    if (name === "lib.d.ts" || name === "lib.es6.d.ts") return 0;
+    const index = libs.indexOf(name.slice("lib.".length, -".d.ts".length));
+    return index === -1 ? libs.length + 1 : index + 1;
+  };
+  const ordered = [...texts.keys()].sort((a, b) => priority(a) - priority(b));
+  return {
+    entry: entries[0]!,
+    text: ordered.map((name) => texts.get(name)!.replace(LIB_REFERENCE, "")).join("\n"),
+    members: new Set(ordered.filter((name) => name !== entries[0])),
+  };
 }
 
 function libPath(fileName: string): string {

@@ -3,7 +3,7 @@
 // messages, inside the heap limit its parent set. Checking is model-controlled work: it never runs on the host's
 // main thread.
 import { parentPort, workerData } from "node:worker_threads";
-import { ModuleChecker, type ModuleCheckerOptions } from "./module-checker.ts";
+import { ModuleChecker, type ModuleCheckerOptions, warmCheckLibrary } from "./module-checker.ts";
 
 /** What the worker starts from. */
 export interface CheckWorkerData {
@@ -12,8 +12,14 @@ export interface CheckWorkerData {
   accepted: Array<[owner: string, snippets: string[]]>;
 }
 
+/** What a spare worker starts from: nothing of a module yet (it loads TypeScript and its lib, then waits). */
+export interface SpareCheckWorkerData {
+  spare: true;
+}
+
 /** A message from the host. */
 export type CheckWorkerRequest =
+  | { type: "start"; data: CheckWorkerData }
   | { type: "check"; id: number; owner: string; snippet: string }
   | { type: "accept"; owner: string; snippet: string }
   | { type: "forget"; owner: string }
@@ -23,6 +29,7 @@ export type CheckWorkerRequest =
 /** A message to the host. */
 export type CheckWorkerReply =
   | { type: "ready" }
+  | { type: "warmed" }
   | { type: "checked"; id: number; diagnostics: ReturnType<ModuleChecker["check"]> }
   | { type: "failed"; id?: number; message: string };
 
@@ -32,20 +39,35 @@ if (port) {
   // checker or a library prints may be written there.
   process.stdout.write = () => true;
   process.stderr.write = () => true;
-  const data = workerData as CheckWorkerData;
   const send = (reply: CheckWorkerReply): void => port.postMessage(reply);
   let checker: ModuleChecker | undefined;
-  try {
-    checker = new ModuleChecker(data.options);
-    for (const [owner, snippets] of data.accepted)
-      for (const snippet of snippets) checker.accept(snippet, owner);
-    // Builds the program (lib, the module and its imports) before the first check's time limit starts.
-    checker.check("");
-    send({ type: "ready" });
-  } catch (error) {
-    send({ type: "failed", message: error instanceof Error ? error.message : String(error) });
-  }
+  const start = (data: CheckWorkerData): void => {
+    try {
+      checker = new ModuleChecker(data.options);
+      for (const [owner, snippets] of data.accepted)
+        for (const snippet of snippets) checker.accept(snippet, owner);
+      // Builds the program (lib, the module and its imports) before the first check's time limit starts.
+      checker.check("");
+      send({ type: "ready" });
+    } catch (error) {
+      send({ type: "failed", message: error instanceof Error ? error.message : String(error) });
+    }
+  };
+  const given = workerData as CheckWorkerData | SpareCheckWorkerData;
+  if ("spare" in given) {
+    // A spare: TypeScript's lib is parsed and bound, and the checker's code compiled, before a module needs it.
+    try {
+      warmCheckLibrary();
+    } catch {
+      // The module's own start reports any real failure.
+    }
+    send({ type: "warmed" });
+  } else start(given);
   port.on("message", (request: CheckWorkerRequest) => {
+    if (request.type === "start") {
+      if (!checker) start(request.data);
+      return;
+    }
     if (!checker) return;
     try {
       if (request.type === "check") {

@@ -10,4 +10,5 @@ export {
   liveCheckerWorkers,
   WorkerModuleChecker,
   type WorkerModuleCheckerOptions,
+  warmCheckerPool,
 } from "./worker-checker.ts";

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Project, ts } from "ts-morph";
@@ -126,6 +127,23 @@ let checkerCount = 0;
 interface PreviousDefinition {
   names: string[];
   text: string;
+}
+
+/**
+ * Parses and binds TypeScript's lib, the sandbox's globals and moss-ts's own `Moss` into this thread's shared file
+ * cache, and runs the checker's code once, by checking a snippet against an empty module: a spare checker worker
+ * does this before it is given a module, so that module's first check builds only the module's own files.
+ */
+export function warmCheckLibrary(): void {
+  const checker = new ModuleChecker({
+    modulePath: path.join(tmpdir(), "moss-check-warm-up.ts"),
+    source: "",
+    hiddenNames: [],
+  });
+  checker.check(
+    "async function main(moss: Moss) {\n  const values: number[] = [1, 2];\n  return values.map((value) => value + 1);\n}",
+  );
+  checker.dispose();
 }
 
 /** Type-checks the model's snippets against a context module, as if each snippet were appended to it. */

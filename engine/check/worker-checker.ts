@@ -1,11 +1,20 @@
 import { createHash } from "node:crypto";
 import { availableParallelism } from "node:os";
 import path from "node:path";
-import { Worker } from "node:worker_threads";
+import type { Worker } from "node:worker_threads";
 import { MossError } from "../errors.ts";
-import { runnableEntryAsync } from "../runnable-entry.ts";
 import type { Diagnostic } from "../types.ts";
 import type { CheckWorkerData, CheckWorkerReply, CheckWorkerRequest } from "./check-worker.ts";
+import {
+  checkWorkerEntry,
+  DEFAULT_IDLE_TIMEOUT_MS,
+  DEFAULT_TYPE_CHECK_MEMORY_BYTES,
+  endSpareCheckWorker,
+  spareCheckWorkers,
+  startCheckWorker,
+  startSpareCheckWorker,
+  takeSpareCheckWorker,
+} from "./check-worker-start.ts";
 import { MOSS_DIAGNOSTIC_CODES } from "./diagnostic-codes.ts";
 import { checkLimitDiagnostic, type ModuleCheckerOptions } from "./module-checker.ts";
 import { scrubMessage } from "./scrub-message.ts";
@@ -24,27 +33,14 @@ export interface WorkerModuleCheckerOptions extends Omit<ModuleCheckerOptions, "
 
 /** Default time limit of one type-check. */
 export const DEFAULT_TYPE_CHECK_TIMEOUT_MS = 10_000;
-/** Default heap limit of the type-check worker. */
-export const DEFAULT_TYPE_CHECK_MEMORY_BYTES = 512 * 1024 * 1024;
+export { DEFAULT_TYPE_CHECK_MEMORY_BYTES };
+
 const DEFAULT_START_TIMEOUT_MS = 60_000;
-const DEFAULT_IDLE_TIMEOUT_MS = 300_000;
 const MEBIBYTE = 1024 * 1024;
-/**
- * The worker's young generation, fixed. Node ends a worker at its heap limit with only 16 MiB of leeway; past that V8
- * aborts the whole process. Left to Node, the young generation grows with the old one (Node 24: 192 MiB next to a
- * 160 MiB old generation), and one scavenge then promotes more than the leeway at the limit: a type bomb killed
- * the host ("Reached heap limit") instead of ending the worker with ERR_WORKER_OUT_OF_MEMORY.
- */
-const YOUNG_GENERATION_MB = 16;
 /** Most snippets replayed into a fresh worker (the newest; older definitions are usually redefined by then). */
 const MAX_ACCEPTED = 256;
 /** Longest text of a worker failure shown in a diagnostic. */
 const MAX_FAILURE_LENGTH = 500;
-
-const WORKER_ENTRY = new URL(
-  import.meta.url.endsWith(".ts") ? "./check-worker.ts" : "./check-worker.js",
-  import.meta.url,
-);
 
 interface Started {
   worker: Worker;
@@ -96,11 +92,15 @@ class CheckerPool {
     if (this.#byKey.get(shared.key) === shared) this.#byKey.delete(shared.key);
   }
 
-  /** Waits until a new worker may start: below the bound, or once the least recently used idle worker ended. */
+  /** Waits until a new worker may start: below the bound, or once the spare or the least recently used idle worker ended. */
   async room(): Promise<void> {
     for (;;) {
       const running = [...this.#byKey.values()].filter((shared) => shared.hasWorker);
-      if (running.length < this.maxWorkers) return;
+      if (running.length + spareCheckWorkers() < this.maxWorkers) return;
+      if (spareCheckWorkers() > 0) {
+        endSpareCheckWorker();
+        continue;
+      }
       const idle = running.filter((shared) => !shared.checking).sort((a, b) => a.lastUsed - b.lastUsed)[0];
       if (idle !== undefined) {
         await idle.endWorker();
@@ -117,9 +117,14 @@ class CheckerPool {
     for (const resolve of waiting) resolve();
   }
 
-  /** Process ids are not a thing for workers: the number of live workers (for tests and the bench). */
+  /** Whether a new worker may start now without ending another one. */
+  get hasFreeRoom(): boolean {
+    return this.liveWorkers < this.maxWorkers;
+  }
+
+  /** Process ids are not a thing for workers: the number of live workers, a spare included (for tests and the bench). */
   get liveWorkers(): number {
-    return [...this.#byKey.values()].filter((shared) => shared.hasWorker).length;
+    return [...this.#byKey.values()].filter((shared) => shared.hasWorker).length + spareCheckWorkers();
   }
 }
 
@@ -138,6 +143,16 @@ export function configureCheckerPool(options: CheckerPoolOptions): Required<Chec
   if (options.maxQueuedChecks !== undefined)
     pool.maxQueuedChecks = Math.max(1, Math.floor(options.maxQueuedChecks));
   return previous;
+}
+
+/**
+ * Starts a type-check worker before any module needs it, if the pool has room without ending another worker: it
+ * loads TypeScript and its lib, and the next module whose checker starts a worker takes it. Resolves once started.
+ */
+export function warmCheckerPool(
+  options: Pick<WorkerModuleCheckerOptions, "memoryLimitBytes" | "idleTimeoutMs"> = {},
+): Promise<void> {
+  return startSpareCheckWorker({ ...options, maxWorkers: pool.maxWorkers, liveWorkers: pool.liveWorkers });
 }
 
 /** How many type-check workers this process runs now (tests and the bench). */
@@ -204,9 +219,10 @@ class SharedChecker {
     }
   }
 
-  /** Starts the worker ahead of the first check (its program takes a while to build). */
+  /** Starts the worker ahead of the first check (its program takes a while to build), if that ends no other worker. */
   prime(): void {
-    if (this.#started === undefined && this.#pending === 0) void this.#start().catch(() => {});
+    if (this.#started !== undefined || this.#pending > 0) return;
+    void this.#start({ evict: false }).catch(() => {});
   }
 
   accept(owner: string, snippet: string): void {
@@ -316,30 +332,23 @@ class SharedChecker {
     });
   }
 
-  async #start(): Promise<Started> {
+  async #start(options: { evict?: boolean } = {}): Promise<Started> {
     if (this.#started) return this.#started;
-    const entry = await runnableEntryAsync(WORKER_ENTRY, { external: ["ts-morph"] });
-    if (this.#started) return this.#started;
-    await this.#pool.room();
+    const entry = await checkWorkerEntry();
     if (this.#started) return this.#started;
     const data: CheckWorkerData = {
       options: this.#options,
       accepted: [...this.#owners].map(([owner, snippets]) => [owner, [...snippets]]),
     };
-    const worker = new Worker(entry, {
-      workerData: data,
-      resourceLimits: {
-        maxOldGenerationSizeMb: Math.max(16, Math.floor(this.#limits.memoryLimitBytes / MEBIBYTE)),
-        maxYoungGenerationSizeMb: YOUNG_GENERATION_MB,
-      },
-      stdout: true,
-      stderr: true,
-    });
-    // An idle checker never keeps the process alive; a pending check holds its own timer. Its stdout and stderr
-    // are piped (so nothing it prints reaches the user's terminal) but never read: reading a worker's stdio
-    // re-references it on Node 20, and the process would not end until the idle timer (minutes later). The
-    // worker discards its own output (check-worker.ts), so nothing accumulates in the pipes.
-    worker.unref();
+    let worker = takeSpareCheckWorker(this.#limits.memoryLimitBytes);
+    if (worker !== undefined) {
+      worker.postMessage({ type: "start", data } satisfies CheckWorkerRequest);
+    } else {
+      if (options.evict === false && !this.#pool.hasFreeRoom) throw new Error("no room for a worker");
+      await this.#pool.room();
+      if (this.#started) return this.#started;
+      worker = startCheckWorker(entry, data, this.#limits.memoryLimitBytes);
+    }
     const started: Started = { worker, ready: Promise.resolve("ready") };
     started.ready = new Promise<"ready" | Diagnostic>((resolve) => {
       const finish = (result: "ready" | Diagnostic): void => {

@@ -1,3 +1,4 @@
+import { startSpareCheckWorker } from "../check/check-worker-start.ts";
 import { renderDiagnostics } from "../check/render-diagnostics.ts";
 import type { CliCommand } from "./cli-io.ts";
 import { EXIT } from "./exit-codes.ts";
@@ -25,6 +26,8 @@ export const checkCommand: CliCommand = async (argv, io) => {
   }
   const modulePath = requireModulePath(positionals, USAGE);
   const code = await readCode(values.code as string | undefined, io.stdin, USAGE);
+  // TypeScript loads in the checker's worker while this thread loads the module.
+  void startSpareCheckWorker().catch(() => {});
   const terminal = new Terminal(io);
   const runtime = await terminal.step(`loading ${modulePath}`, async () => {
     const { MossCompiler } = await import("../compiler/index.ts");

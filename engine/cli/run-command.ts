@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { inspect } from "node:util";
 import { describeRequest } from "../agent/observation.ts";
+import { startSpareCheckWorker } from "../check/check-worker-start.ts";
 import { renderDiagnostics } from "../check/render-diagnostics.ts";
 import { readContextFile, writeContextFile } from "../context/index.ts";
 import { MossError } from "../errors.ts";
@@ -97,6 +98,8 @@ export const runCommand: CliCommand = async (argv, io) => {
     ["strict", "warn", "off"] as const,
     "strict",
   );
+  // TypeScript loads in the checker's worker while this thread loads the module.
+  if (typeCheck !== "off") void startSpareCheckWorker().catch(() => {});
   const sandbox = oneOf(
     USAGE,
     "sandbox",

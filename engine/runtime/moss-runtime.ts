@@ -190,6 +190,8 @@ export class MossRuntime {
     for (const [field, service] of this.#services) moss[field] = service;
     Object.assign(moss, data);
     this.#hostMoss = moss;
+    // The module's checker starts loading now (shared by the module's sessions, only where the pool has room).
+    if (this.#typeCheck !== "off") this.#moduleChecker().prime();
   }
 
   /** The host-side `moss` handed to `__moss_compiled__` (services and data, before the first execute). */

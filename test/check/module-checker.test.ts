@@ -113,6 +113,33 @@ describe("scope", () => {
   });
 });
 
+describe("TypeScript's lib (ES2023, served to the program as one file)", () => {
+  it("has every ES2023 declaration, with TypeScript's own overloads, and nothing of ES2024", () => {
+    const valid =
+      "function main(moss: Moss) {\n" +
+      "  const last = [1, 2].findLast((value) => value > 1)?.toFixed();\n" +
+      '  const sorted = [3, 1].toSorted().at(-1)?.toFixed() + "a".replaceAll("a", "b");\n' +
+      '  const own = Object.hasOwn({}, "a") && new Error("x", { cause: 1 }).message.length > 0;\n' +
+      "  const pairs = new Map([[1, 'a']]).get(1)?.toUpperCase();\n" +
+      "  return [last, sorted, own, pairs, Symbol.asyncIterator];\n" +
+      "}";
+    expect(checker.check(valid)).toEqual([]);
+    const newer =
+      "const groups = Object.groupBy([1], (value: number) => value);\nconst all = Promise.withResolvers<number>();";
+    expect(
+      checker.check(newer).map((diagnostic) => [diagnostic.code, diagnostic.line, diagnostic.message]),
+    ).toEqual([
+      [2550, 1, "Property 'groupBy' does not exist on type 'ObjectConstructor'."],
+      [2550, 2, "Property 'withResolvers' does not exist on type 'PromiseConstructor'."],
+    ]);
+    // Promise.all's overloads are merged from several lib files: the tuple overload must win, as in TypeScript.
+    const overloads = "const all: Promise<number> = Promise.all([1, 'a']);";
+    expect(checker.check(overloads).map((diagnostic) => diagnostic.message)).toEqual([
+      "Type 'Promise<[number, string]>' is not assignable to type 'Promise<number>'.\n  Type '[number, string]' is not assignable to type 'number'.",
+    ]);
+  });
+});
+
 describe("previous definitions", () => {
   it("a definition from an accepted snippet is visible to later checks, and later ones win", () => {
     const session = spheroChecker();

@@ -8,6 +8,7 @@ import {
   MOSS_DIAGNOSTIC_CODES,
   ModuleChecker,
   WorkerModuleChecker,
+  warmCheckerPool,
 } from "../../engine/check/index.ts";
 import { MossError } from "../../engine/errors.ts";
 import { FLAWED_SNIPPETS, SPHERO_HIDDEN_NAMES, VALID_SNIPPETS } from "../fixtures/check/corpus.ts";
@@ -142,6 +143,59 @@ describe("WorkerModuleCheckers of one module share one worker", () => {
       configureCheckerPool(previous);
       await one.close();
       await other.close();
+    }
+  });
+
+  it("a worker warmed before any module needs it is the one the next module's checker uses, with the same findings", async () => {
+    expect(liveCheckerWorkers()).toBe(0);
+    await warmCheckerPool();
+    expect(liveCheckerWorkers()).toBe(1);
+    await warmCheckerPool();
+    expect(liveCheckerWorkers()).toBe(1);
+    const warmed = new WorkerModuleChecker(options);
+    const inThread = new ModuleChecker(options);
+    try {
+      for (const snippet of [...FLAWED_SNIPPETS.slice(0, 4), ...VALID_SNIPPETS.slice(0, 2)]) {
+        expect(await warmed.check(snippet.code)).toEqual(inThread.check(snippet.code));
+      }
+      // The module took the warmed worker: no second one started.
+      expect(liveCheckerWorkers()).toBe(1);
+    } finally {
+      await warmed.close();
+    }
+    expect(liveCheckerWorkers()).toBe(0);
+  });
+
+  it("no worker is warmed at the bound; a module needing room ends the warmed one", async () => {
+    const previous = configureCheckerPool({ maxWorkers: 1 });
+    const one = new WorkerModuleChecker(options);
+    const other = new WorkerModuleChecker({ ...options, memoryLimitBytes: 256 * 1024 * 1024 });
+    try {
+      expect(await one.check("function main(moss: Moss) {\n  moss.count = 1;\n}")).toEqual([]);
+      await warmCheckerPool();
+      expect(liveCheckerWorkers()).toBe(1);
+      await one.dispose();
+      await warmCheckerPool();
+      expect(liveCheckerWorkers()).toBe(1);
+      // Another heap limit than the warmed worker's: a new worker starts in its place, within the bound.
+      expect(await other.check("function main(moss: Moss) {\n  moss.count = 'x';\n}")).toHaveLength(1);
+      expect(liveCheckerWorkers()).toBe(1);
+    } finally {
+      configureCheckerPool(previous);
+      await one.close();
+      await other.close();
+    }
+  });
+
+  it("prime starts the module's worker ahead of its first check", async () => {
+    const primed = new WorkerModuleChecker(options);
+    try {
+      primed.prime();
+      await expect.poll(() => liveCheckerWorkers(), { timeout: 60_000 }).toBe(1);
+      expect(await primed.check("function main(moss: Moss) {\n  moss.count = 1;\n}")).toEqual([]);
+      expect(liveCheckerWorkers()).toBe(1);
+    } finally {
+      await primed.close();
     }
   });
 });
