@@ -3,7 +3,7 @@
 // time (hand-written .d.ts such as the vendored isolated-vm types, and any other non-TypeScript asset) to the same
 // place under dist/, so code in dist finds them relative to its own `import.meta.url`.
 import { spawnSync } from "node:child_process";
-import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -33,7 +33,12 @@ for (const folder of sources) {
     copied++;
   }
 }
-console.error(`dist/ built; ${copied} file(s) tsc does not emit copied beside the output`);
+// The isolate half of the membrane as one classic script (engine/membrane/isolate-script.ts reads it in dist/).
+const isolate = await import(path.join(dist, "engine", "membrane", "isolate-script.js"));
+writeFileSync(path.join(dist, "engine", "membrane", isolate.ISOLATE_SCRIPT_FILE), isolate.isolateScript());
+console.error(
+  `dist/ built; ${copied} file(s) tsc does not emit copied beside the output; the isolate script bundled`,
+);
 
 /** Declaration files and assets: everything in the source folders tsc does not compile itself. */
 function needsCopy(name) {

@@ -1,10 +1,12 @@
 import { type Context, trace as otelTrace, type Span, SpanStatusCode } from "@opentelemetry/api";
-import { hostErrorWire } from "../sandbox/host-error.ts";
 import type {
+  CallbackOperation,
+  HandleOperation,
   HostMembrane as HostMembraneContract,
   HostOutcome,
   SettledOutcome,
-} from "../sandbox/sandbox.ts";
+} from "../membrane/index.ts";
+import { hostErrorWire } from "../sandbox/host-error.ts";
 import { decodeWire, encodeWire } from "../sandbox/wire.ts";
 import type { Answers, CallPolicy, HostCallRecord, PendingRequest } from "../types.ts";
 import { decideByPolicies, type PolicyOutcome } from "./call-policy.ts";
@@ -71,8 +73,6 @@ export interface RunLogOptions {
   /** Called each time a new call of the kept log gets its result (or its denial): a journal may store the log. */
   onSettled?: () => void;
 }
-
-type Operation = "call" | "construct" | "get";
 
 /** What becomes of a new call: it runs, waits for a person (an approval, an answer), or is denied. */
 type Decision =
@@ -198,7 +198,7 @@ export class RunLog implements HostMembraneContract {
   }
 
   #handle(
-    operation: Operation,
+    operation: HandleOperation,
     handle: number,
     member: string | null,
     args: string,
@@ -238,7 +238,7 @@ export class RunLog implements HostMembraneContract {
    * cannot wait for a person inside another call: it runs on a need for approval only when a person approved the
    * call that handed it over, and is denied otherwise.
    */
-  callback(operation: "call" | "construct", handle: number, args: string): HostOutcome {
+  callback(operation: CallbackOperation, handle: number, args: string): HostOutcome {
     const membrane = this.#options.membrane;
     const run = () =>
       operation === "call" ? membrane.call(handle, null, args) : membrane.construct(handle, args);

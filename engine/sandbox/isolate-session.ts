@@ -1,10 +1,11 @@
 import { MossError } from "../errors.ts";
+import type { HostOperation, HostOutcome, SandboxEnvelope } from "../membrane/index.ts";
 import { DEFAULT_LIMITS, type ExecutionErrorKind, type ExecutionLimits } from "../types.ts";
-import { bootstrapSource, type SandboxEnvelope } from "./bootstrap.ts";
+import { bootstrapSource } from "./bootstrap.ts";
 import { crashResult } from "./crash-result.ts";
 import ivm from "./isolated-vm.ts";
-import { errorWire, type HostOperation } from "./membrane-call.ts";
-import type { HostOutcome, SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbox.ts";
+import { errorWire } from "./membrane-call.ts";
+import type { SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbox.ts";
 import { WIRE_TEXT_SLACK } from "./wire.ts";
 
 /*
@@ -149,7 +150,7 @@ export class IsolateSession {
       const done = new ivm.Callback((envelope: string) => {
         if (session !== undefined) session.#done(envelope);
       });
-      const entry = (await context.evalClosure(bootstrapSource, [bridge, emit, done], {
+      const entry = (await context.evalClosure(bootstrapSource(), [bridge, emit, done], {
         filename: "moss-sandbox-bootstrap.js",
         result: { reference: true },
       })) as ivm.Reference;

@@ -1,8 +1,7 @@
+import type { HostMembrane, HostOperation, HostOutcome } from "../membrane/index.ts";
 import { hostErrorWire } from "./host-error.ts";
-import type { HostMembrane, HostOutcome } from "./sandbox.ts";
 
-/** The membrane operations a proxy inside the isolate can request. */
-export type HostOperation = "call" | "construct" | "get" | "ask" | "show";
+export type { HostOperation } from "../membrane/index.ts";
 
 /** Dispatches one proxy access to the membrane; a membrane that throws becomes an error outcome. */
 export function callMembrane(

@@ -155,6 +155,18 @@ describe("a copy of the repository with planted imports", () => {
       "engine/sandbox/planted-peer.ts",
       'import { createContext } from "../context/index.ts";\nexport { createContext };\n',
     );
+    // The isolate half of the membrane: a host-only file of its own folder, and a package, are both refused.
+    plant(
+      "engine/membrane/isolate/planted-isolate.ts",
+      [
+        'import { isolateScript } from "../isolate-script.ts";',
+        'import { readFileSync } from "node:fs";',
+        'import { isReachableName } from "../visibility.ts";',
+        'import type { HostOperation } from "../protocol.ts";',
+        "export { isolateScript, isReachableName, readFileSync, type HostOperation };",
+        "",
+      ].join("\n"),
+    );
     // A front door names its exports.
     const door = path.join(copy, "engine/prompter/index.ts");
     const doorText = readFileSync(door, "utf8");
@@ -193,6 +205,8 @@ describe("a copy of the repository with planted imports", () => {
         "engine/runtime/planted-dynamic.ts:3 -> engine/cli/index.ts",
         "engine/runtime/planted-dynamic.ts:4 -> engine/server/index.ts",
         "moss-modules/planted.ts:2 -> engine/runtime/host-membrane.ts",
+        "engine/membrane/isolate/planted-isolate.ts:1 -> engine/membrane/isolate-script.ts",
+        "engine/membrane/isolate/planted-isolate.ts:2 -> undefined",
       ].sort(),
     );
     const problem = (from: string) => report.violations.find((violation) => violation.from === from)?.problem;
@@ -205,6 +219,13 @@ describe("a copy of the repository with planted imports", () => {
     expect(problem("engine/sandbox/planted-peer.ts")).toMatch(
       /^engine\/sandbox\/ and engine\/context\/ import each other \(also engine\/context\/[a-z-]+\.ts:\d+\)/,
     );
+    const isolateProblems = report.violations
+      .filter((violation) => violation.from === "engine/membrane/isolate/planted-isolate.ts")
+      .map((violation) => violation.problem);
+    expect(isolateProblems).toEqual([
+      "the isolate half of the membrane may import only engine/membrane/isolate/, wire/, protocol.ts and visibility.ts, not engine/membrane/isolate-script.ts",
+      "the isolate half of the membrane may import no package (node:fs): it is bundled into the script that runs beside model code",
+    ]);
     expect(problem("engine/prompter/index.ts")).toBe(
       'front doors name their exports: replace `export * from "./render-declaration.ts"` with the names',
     );

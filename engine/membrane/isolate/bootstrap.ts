@@ -1,0 +1,1074 @@
+import { type HostOperation, type SandboxEnvelope, stdoutTruncationMarker } from "../protocol.ts";
+import { isReachableName } from "../visibility.ts";
+import type { WireCodec } from "../wire/codec.ts";
+
+/*
+ * The isolate-side half of the membrane. `sandboxBootstrap` is never called on the host: it is bundled by esbuild
+ * (membrane/isolate-script.ts) into the one classic script that runs inside the isolate (strict mode, before any
+ * model code). It may import only the wire codec, protocol.ts and visibility.ts (scripts/check-arrows.js checks).
+ * Everything it needs from the host arrives as arguments: the wire codec, `hostCall` (a synchronous bridge
+ * that takes and returns strings only), `emit` (stdout text) and `done` (a run's envelope). Those bridges live
+ * only in this closure; the function returns the entry points the host drives (`install`, `runScript`,
+ * `settle`).
+ *
+ * Rule for this code: it runs beside model code that may patch any prototype, so it calls intrinsics captured
+ * up front through `ReflectApply`, builds descriptors and records with null prototypes, and never hands an
+ * internal object to a method looked up on a prototype.
+ */
+
+/** The entry points the bootstrap returns to the host (reached through isolated-vm references only). */
+export interface SandboxEntryPoints {
+  install(globals: string, mossData: string, mossServices: string, dataFields: string): void;
+  /** Resets the run's state, evaluates the script as a classic script and starts the target: one entry, one hop. */
+  runScript(
+    maxStdoutBytes: number,
+    source: string,
+    filename: string,
+    target: string,
+    argumentsJson: string,
+    maxResultBytes: number,
+    replayJson: string,
+  ): void;
+  settle(promiseId: number, tag: string, body: string): void;
+  /** The clock and random values the current run has read so far (JSON `{ clock, random }`): a paused run's log. */
+  recorded(): string;
+}
+
+export function sandboxBootstrap(
+  codec: WireCodec,
+  hostCall: (
+    operation: HostOperation,
+    handle: number,
+    member: string | null,
+    args: string,
+    line: number,
+  ) => string,
+  emit: (text: string) => void,
+  done: (envelope: string) => void,
+): SandboxEntryPoints {
+  const global = globalThis as any;
+  const ReflectApply = Reflect.apply;
+  // Called through this binding, eval is indirect: the code runs in global scope with classic-script semantics.
+  // biome-ignore lint/security/noGlobalEval: evaluating the model's code inside the isolate is the point.
+  const IndirectEval = eval;
+  const ReflectDefineProperty = Reflect.defineProperty;
+  const ReflectGet = Reflect.get;
+  const ReflectHas = Reflect.has;
+  const ReflectGetPrototypeOf = Reflect.getPrototypeOf;
+  const ReflectSetPrototypeOf = Reflect.setPrototypeOf;
+  const ReflectDeleteProperty = Reflect.deleteProperty;
+  const ObjectCreate = Object.create;
+  const ObjectFreeze = Object.freeze;
+  const ObjectKeys = Object.keys;
+  const ObjectHasOwn = Object.hasOwn;
+  const ObjectPrototype = Object.prototype;
+  const ObjectIs = Object.is;
+  const ArrayIsArray = Array.isArray;
+  const JSONStringify = JSON.stringify;
+  const StringIncludesMethod = String.prototype.includes;
+  const StringIncludes = (text: string, part: string): boolean =>
+    ReflectApply(StringIncludesMethod, text, [part]);
+  const JSONParse = JSON.parse;
+  const StringCtor = String;
+  const NumberCtor = Number;
+  const NumberIsNaN = Number.isNaN;
+  const MathMin = Math.min;
+  const MathTrunc = Math.trunc;
+  const MapCtor = Map;
+  const WeakMapCtor = WeakMap;
+  const PromiseCtor = Promise;
+  const PromiseThen = Promise.prototype.then;
+  const ErrorCtor = Error;
+  const TypeErrorCtor = TypeError;
+  const ReferenceErrorCtor = ReferenceError;
+  const ErrorCaptureStackTrace = (Error as any).captureStackTrace as (target: object) => void;
+  const FunctionBind = Function.prototype.bind;
+  const FunctionToString = Function.prototype.toString;
+  const StringSlice = String.prototype.slice;
+  const StringCharCodeAt = String.prototype.charCodeAt;
+  const StringStartsWith = String.prototype.startsWith;
+  const StringReplace = String.prototype.replace;
+  const StringIndexOf = String.prototype.indexOf;
+  const StringSplit = String.prototype.split;
+  const ArrayJoin = Array.prototype.join;
+  const MapGet = Map.prototype.get;
+  const MapSet = Map.prototype.set;
+  const MapDelete = Map.prototype.delete;
+  const MapClear = Map.prototype.clear;
+  const MapEntries = Map.prototype.entries;
+  const SetValues = Set.prototype.values;
+  const WeakMapGet = WeakMap.prototype.get;
+  const WeakMapSet = WeakMap.prototype.set;
+  const IteratorNext = Object.getPrototypeOf(new Map().entries()).next;
+  const SetIteratorNext = Object.getPrototypeOf(new Set().values()).next;
+  const DateCtor = Date;
+  const DateNow = Date.now;
+  const DateToString = Date.prototype.toString;
+  const MathObject = Math;
+  const MathRandom = Math.random;
+  const ProxyCtor = Proxy;
+  const DateToISOString = Date.prototype.toISOString;
+  const DateGetTime = Date.prototype.getTime;
+  const RegExpToString = RegExp.prototype.toString;
+  const MapSize = Object.getOwnPropertyDescriptor(Map.prototype, "size")!.get!;
+  const SetSize = Object.getOwnPropertyDescriptor(Set.prototype, "size")!.get!;
+  const ObjectToString = Object.prototype.toString;
+  const SymbolToString = Symbol.prototype.toString;
+  const errorConstructors: Record<string, ErrorConstructor> = {
+    __proto__: null,
+    Error,
+    TypeError,
+    RangeError,
+    SyntaxError,
+    ReferenceError,
+    EvalError,
+    URIError,
+  } as any;
+
+  // WebAssembly memory and SharedArrayBuffer escape memoryLimit; Atomics.waitAsync, FinalizationRegistry and
+  // WeakRef let model code schedule work the host would run after its run is over.
+  for (const name of ["WebAssembly", "SharedArrayBuffer", "Atomics", "FinalizationRegistry", "WeakRef"]) {
+    ReflectDeleteProperty(global, name);
+  }
+  // Growing a resizable ArrayBuffer commits memory that the isolate's memoryLimit does not count, and only Node 20
+  // accepts --no-harmony-rab-gsab (never the in-process host): every buffer is fixed-size on every Node line. The
+  // constructor drops its options argument (`{ maxByteLength }`), and nothing can resize or transfer a buffer.
+  for (const name of ["resize", "transfer", "transferToFixedLength"]) {
+    ReflectDeleteProperty(ArrayBuffer.prototype, name);
+  }
+  const ReflectConstruct = Reflect.construct;
+  const FixedArrayBuffer = new Proxy(ArrayBuffer, {
+    __proto__: null,
+    construct: (target: Function, args: unknown[], newTarget: Function) =>
+      ReflectConstruct(target, [args[0]], newTarget),
+  } as ProxyHandler<ArrayBufferConstructor>);
+  ReflectDefineProperty(ArrayBuffer.prototype, "constructor", {
+    __proto__: null,
+    value: FixedArrayBuffer,
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  } as PropertyDescriptor);
+  ReflectDefineProperty(global, "ArrayBuffer", {
+    __proto__: null,
+    value: FixedArrayBuffer,
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  } as PropertyDescriptor);
+
+  function data(value: unknown, writable = false, enumerable = true): PropertyDescriptor {
+    return { __proto__: null, value, writable, enumerable, configurable: false } as PropertyDescriptor;
+  }
+
+  function append(list: unknown[], value: unknown): void {
+    ReflectDefineProperty(list, list.length, {
+      __proto__: null,
+      value,
+      writable: true,
+      enumerable: true,
+      configurable: true,
+    } as PropertyDescriptor);
+  }
+
+  function slice(text: string, start: number, end?: number): string {
+    return ReflectApply(StringSlice, text, end === undefined ? [start] : [start, end]);
+  }
+
+  function hasBrand(method: Function, value: unknown): boolean {
+    try {
+      ReflectApply(method, value, []);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  // ---- per-run state -------------------------------------------------------------------------------------
+  let maxStdout = 65536;
+  let stdoutBytes = 0;
+  let stdoutClosed = false;
+  // `paused`: a call that returns a plain value waits for a person; the isolate stops making host calls and the host
+  // reports the run as paused (it never delivers this envelope's error).
+  let limitHit: null | {
+    kind: "output-limit" | "call-limit" | "replay-diverged" | "paused";
+    message: string;
+  } = null;
+  const pending = new MapCtor<
+    number,
+    { resolve: (value: unknown) => void; reject: (error: unknown) => void; site?: string }
+  >();
+
+  // ---- handles and proxies -------------------------------------------------------------------------------
+  const shapeOfProxy = new WeakMapCtor<object, any>();
+  const proxyById = new MapCtor<number, object>();
+
+  function seal(fn: Function): Function {
+    ReflectDeleteProperty(fn, "name");
+    ReflectDeleteProperty(fn, "length");
+    ReflectSetPrototypeOf(fn, null);
+    return ObjectFreeze(fn);
+  }
+
+  function makeProxy(shape: any): object {
+    const known = ReflectApply(MapGet, proxyById, [shape.id]);
+    if (known !== undefined) return known;
+    const id = NumberCtor(shape.id);
+    let target: any;
+    if (shape.kind === "function") {
+      target = (...args: unknown[]) => callHost("call", id, null, args);
+    } else if (shape.kind === "class") {
+      const construct = function (this: unknown, ...args: unknown[]) {
+        if (new.target === undefined)
+          throw new TypeErrorCtor("a host class constructor cannot be invoked without 'new'");
+        const instance = callHost("construct", id, null, args);
+        if ((typeof instance !== "object" && typeof instance !== "function") || instance === null) {
+          throw new TypeErrorCtor("the host constructor did not return an object");
+        }
+        return instance;
+      };
+      target = ReflectApply(FunctionBind, construct, [null]);
+    } else {
+      target = ObjectCreate(null);
+    }
+    if (typeof target === "function") {
+      ReflectDeleteProperty(target, "name");
+      ReflectDeleteProperty(target, "length");
+      ReflectSetPrototypeOf(target, null);
+    }
+    const methods = ArrayIsArray(shape.methods) ? shape.methods : [];
+    for (let i = 0; i < methods.length; i++) {
+      const name = methods[i];
+      if (!isReachableName(name)) continue;
+      const method = seal((...args: unknown[]) => callHost("call", id, name, args));
+      ReflectDefineProperty(target, name, data(method));
+    }
+    const properties = ArrayIsArray(shape.properties) ? shape.properties : [];
+    for (let i = 0; i < properties.length; i++) {
+      const name = properties[i];
+      if (!isReachableName(name)) continue;
+      const getter = seal(() => callHost("get", id, name, []));
+      ReflectDefineProperty(target, name, {
+        __proto__: null,
+        get: getter,
+        enumerable: true,
+        configurable: false,
+      } as any);
+    }
+    ObjectFreeze(target);
+    ReflectApply(WeakMapSet, shapeOfProxy, [target, shape]);
+    ReflectApply(MapSet, proxyById, [id, target]);
+    return target;
+  }
+
+  const decodeOptions = ObjectFreeze({ __proto__: null, onHandle: makeProxy }) as any;
+
+  function knownHandle(value: object): any {
+    return ReflectApply(WeakMapGet, shapeOfProxy, [value]);
+  }
+
+  function hostError(value: any): Error {
+    const name = typeof value?.name === "string" ? value.name : "Error";
+    const message = typeof value?.message === "string" ? value.message : StringCtor(value);
+    const ctor = errorConstructors[name];
+    let error: any;
+    if (ctor !== undefined) {
+      error = new ctor(message);
+    } else {
+      error = ObjectCreate(ErrorCtor.prototype);
+      ReflectDefineProperty(error, "name", {
+        __proto__: null,
+        value: name,
+        writable: true,
+        enumerable: false,
+        configurable: true,
+      } as PropertyDescriptor);
+      ReflectDefineProperty(error, "message", {
+        __proto__: null,
+        value: message,
+        writable: true,
+        enumerable: false,
+        configurable: true,
+      } as PropertyDescriptor);
+      ErrorCaptureStackTrace(error);
+    }
+    if (
+      value !== null &&
+      typeof value === "object" &&
+      (typeof value.code === "string" || typeof value.code === "number")
+    ) {
+      ReflectDefineProperty(error, "code", {
+        __proto__: null,
+        value: value.code,
+        writable: true,
+        enumerable: true,
+        configurable: true,
+      } as PropertyDescriptor);
+    }
+    const fields = value !== null && typeof value === "object" ? value.fields : undefined;
+    if (fields !== null && typeof fields === "object" && !ArrayIsArray(fields)) {
+      for (const key of ObjectKeys(fields)) {
+        if (key === "name" || key === "message" || key === "code" || key === "stack" || key === "__proto__")
+          continue;
+        ReflectDefineProperty(error, key, {
+          __proto__: null,
+          value: fields[key],
+          writable: true,
+          enumerable: true,
+          configurable: true,
+        } as PropertyDescriptor);
+      }
+    }
+    return error;
+  }
+
+  // ---- the run's clock and random values: recorded, and replayed on resume -----------------------------------
+  let runFilename = "";
+  let clockLog: number[] = [];
+  let randomLog: number[] = [];
+  let clockReplay: number[] = [];
+  let randomReplay: number[] = [];
+
+  // A run that reads the clock in a busy loop must not fill its heap with the log: past this many values per kind
+  // nothing more is logged (a resume then reads fresh values there, and reports any path that changes as a result).
+  const MAX_LOGGED_VALUES = 100_000;
+
+  function replayed(log: number[], replay: number[], fresh: () => number): number {
+    const index = log.length;
+    if (index >= MAX_LOGGED_VALUES) return fresh();
+    const value = index < replay.length && typeof replay[index] === "number" ? replay[index]! : fresh();
+    append(log, value);
+    return value;
+  }
+  function clock(): number {
+    return replayed(clockLog, clockReplay, () => ReflectApply(DateNow, DateCtor, []));
+  }
+  function random(): number {
+    return replayed(randomLog, randomReplay, () => ReflectApply(MathRandom, MathObject, []));
+  }
+  // `new Date()`, `Date()` and `Date.now()` read the run's clock; every other use of Date is untouched.
+  const RecordedDate = new ProxyCtor(DateCtor, {
+    __proto__: null,
+    construct(target: DateConstructor, args: unknown[], newTarget: Function) {
+      return ReflectConstruct(target, args.length === 0 ? [clock()] : args, newTarget);
+    },
+    apply() {
+      return ReflectApply(DateToString, ReflectConstruct(DateCtor, [clock()]), []);
+    },
+  } as ProxyHandler<DateConstructor>);
+  ReflectDefineProperty(DateCtor, "now", {
+    __proto__: null,
+    value: function now() {
+      return clock();
+    },
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  } as PropertyDescriptor);
+  ReflectDefineProperty(DateCtor.prototype, "constructor", {
+    __proto__: null,
+    value: RecordedDate,
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  } as PropertyDescriptor);
+  ReflectDefineProperty(global, "Date", {
+    __proto__: null,
+    value: RecordedDate,
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  } as PropertyDescriptor);
+  ReflectDefineProperty(MathObject, "random", {
+    __proto__: null,
+    value: function random_() {
+      return random();
+    },
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  } as PropertyDescriptor);
+
+  function recorded(): string {
+    return JSONStringify({ __proto__: null, clock: clockLog, random: randomLog });
+  }
+
+  // Where in the model's script the current host call is made, as one number: line * 65536 + column (1-based; 0 when
+  // not found). The host reads it with `callSiteOf` (sandbox.ts, CALL_SITE_COLUMNS): approvals, policies and the
+  // trace name the call's own line, even on a continuation line.
+  function callerSite(): number {
+    const site: { stack?: string } = ObjectCreate(null);
+    ErrorCaptureStackTrace(site);
+    const stack = site.stack;
+    if (typeof stack !== "string" || runFilename === "") return 0;
+    const at = ReflectApply(StringIndexOf, stack, [`${runFilename}:`]);
+    if (at === -1) return 0;
+    let line = 0;
+    let column = 0;
+    let i = at + runFilename.length + 1;
+    for (; i < stack.length; i++) {
+      const code = ReflectApply(StringCharCodeAt, stack, [i]);
+      if (code < 48 || code > 57) break;
+      line = line * 10 + (code - 48);
+    }
+    if (ReflectApply(StringCharCodeAt, stack, [i]) === 58) {
+      for (i++; i < stack.length; i++) {
+        const code = ReflectApply(StringCharCodeAt, stack, [i]);
+        if (code < 48 || code > 57) break;
+        column = column * 10 + (code - 48);
+      }
+    }
+    return line * 65536 + (column > 65535 ? 0 : column);
+  }
+
+  function callHost(operation: HostOperation, id: number, member: string | null, args: unknown[]): unknown {
+    if (limitHit !== null && limitHit.kind !== "output-limit") throw new ErrorCtor(limitHit.message);
+    const label = member === null ? "host function" : `${member}()`;
+    const encoded = codec.encode(args, {
+      __proto__: null,
+      rootPath: `arguments of ${label}`,
+      knownHandle,
+    } as any);
+    const reply = hostCall(operation, id, member, encoded, callerSite());
+    const tag = slice(reply, 0, 1);
+    const body = slice(reply, 1);
+    if (tag === "v") return codec.decode(body, decodeOptions);
+    if (tag === "e") throw hostError(codec.decode(body, decodeOptions));
+    if (tag === "p") {
+      const promiseId = NumberCtor(body);
+      // The rejection arrives later from bootstrap code: keep the caller's frames for its stack now.
+      const site: { stack?: string } = ObjectCreate(null);
+      ErrorCaptureStackTrace(site);
+      return new PromiseCtor((resolve, reject) => {
+        ReflectApply(MapSet, pending, [promiseId, { __proto__: null, resolve, reject, site: site.stack }]);
+      });
+    }
+    // The call waits for a person's decision: the run pauses once nothing else can happen (the host decides when).
+    if (tag === "w") return new PromiseCtor(() => {});
+    if (tag === "l" || tag === "d" || tag === "s") {
+      const kind = tag === "l" ? "call-limit" : tag === "d" ? "replay-diverged" : "paused";
+      if (limitHit === null) limitHit = { __proto__: null, kind, message: body } as any;
+      throw new ErrorCtor(body);
+    }
+    throw new ErrorCtor(`unexpected host reply ${JSONStringify(tag)}`);
+  }
+
+  function settle(promiseId: number, tag: string, body: string): void {
+    const entry = ReflectApply(MapGet, pending, [promiseId]);
+    if (entry === undefined) return;
+    ReflectApply(MapDelete, pending, [promiseId]);
+    let value: unknown;
+    try {
+      value = codec.decode(body, decodeOptions);
+    } catch (error) {
+      entry.reject(error);
+      return;
+    }
+    if (tag === "v") {
+      entry.resolve(value);
+      return;
+    }
+    const error: any = hostError(value);
+    const site = entry.site;
+    if (typeof site === "string") {
+      const firstFrame = ReflectApply(StringIndexOf, site, ["\n"]);
+      const header = `${StringCtor(error.name)}: ${StringCtor(error.message)}`;
+      ReflectDefineProperty(error, "stack", {
+        __proto__: null,
+        value: firstFrame === -1 ? header : `${header}${slice(site, firstFrame)}`,
+        writable: true,
+        enumerable: false,
+        configurable: true,
+      } as PropertyDescriptor);
+    }
+    entry.reject(error);
+  }
+
+  // ---- formatting (a compact util.inspect) ---------------------------------------------------------------
+  function quote(text: string): string {
+    const json = JSONStringify(text);
+    return `'${ReflectApply(StringReplace, slice(json, 1, json.length - 1), [/'/g, "\\'"])}'`;
+  }
+
+  function keyText(key: string): string {
+    return /^[A-Za-z_$][\w$]*$/.test(key) ? key : quote(key);
+  }
+
+  function functionText(value: Function): string {
+    if (ReflectApply(WeakMapGet, shapeOfProxy, [value]) !== undefined) return "[host function]";
+    let source = "";
+    try {
+      source = ReflectApply(FunctionToString, value, []);
+    } catch {}
+    let name = "";
+    try {
+      const own = (value as any).name;
+      name = typeof own === "string" ? own : "";
+    } catch {}
+    if (ReflectApply(StringStartsWith, source, ["class"])) return `[class ${name || "(anonymous)"}]`;
+    return name === "" ? "[Function (anonymous)]" : `[Function: ${name}]`;
+  }
+
+  function errorText(value: any): string {
+    try {
+      const stack = value.stack;
+      if (typeof stack === "string" && stack !== "") {
+        const lines = ReflectApply(StringSplit, stack, ["\n"]) as string[];
+        const kept: string[] = [];
+        for (let i = 0; i < lines.length; i++) {
+          if (ReflectApply(StringIndexOf, lines[i], ["moss-sandbox-bootstrap"]) === -1)
+            append(kept, lines[i]);
+        }
+        return ReflectApply(ArrayJoin, kept, ["\n"]);
+      }
+      return `${StringCtor(value.name)}: ${StringCtor(value.message)}`;
+    } catch {
+      return "[Error]";
+    }
+  }
+
+  function inspect(value: unknown, pretty: boolean, depth: number, seen: unknown[], indent: string): string {
+    switch (typeof value) {
+      case "string":
+        return depth === 0 ? value : quote(value);
+      case "number":
+        return ObjectIs(value, -0) ? "-0" : StringCtor(value);
+      case "bigint":
+        return `${StringCtor(value)}n`;
+      case "boolean":
+      case "undefined":
+        return StringCtor(value);
+      case "symbol":
+        return ReflectApply(SymbolToString, value, []);
+      case "function":
+        return functionText(value);
+    }
+    if (value === null) return "null";
+    const object = value as object;
+    for (let i = 0; i < seen.length; i++) if (seen[i] === object) return "[Circular]";
+    if (ReflectApply(WeakMapGet, shapeOfProxy, [object]) !== undefined) return "[host object]";
+    if (hasBrand(DateGetTime, object)) {
+      const time = ReflectApply(DateGetTime, object, []);
+      return NumberIsNaN(time) ? "Invalid Date" : ReflectApply(DateToISOString, object, []);
+    }
+    if (hasBrand(RegExpToString, object) && ReflectApply(ObjectToString, object, []) === "[object RegExp]") {
+      return ReflectApply(RegExpToString, object, []);
+    }
+    if (ReflectApply(ObjectToString, object, []) === "[object Error]")
+      return depth === 0 ? errorText(object) : `[${errorText(object)}]`;
+    const nested = depth >= (pretty ? 4 : 2);
+    const parts: string[] = [];
+    let open = "{";
+    let close = "}";
+    let prefix = "";
+    const inner = [...seen, object];
+    const childIndent = `${indent}  `;
+    const show = (item: unknown) => inspect(item, pretty, depth + 1, inner, childIndent);
+    try {
+      if (ArrayIsArray(object)) {
+        if (nested) return "[Array]";
+        open = "[";
+        close = "]";
+        const items = object as unknown[];
+        const shown = MathMin(items.length, 100);
+        for (let i = 0; i < shown; i++) append(parts, show(items[i]));
+        if (items.length > shown) append(parts, `... ${items.length - shown} more items`);
+      } else if (hasBrand(MapSize, object)) {
+        const size = ReflectApply(MapSize, object, []);
+        prefix = `Map(${size}) `;
+        if (nested) return "[Map]";
+        const iterator = ReflectApply(MapEntries, object, []);
+        for (;;) {
+          const step: any = ReflectApply(IteratorNext, iterator, []);
+          if (step.done) break;
+          append(parts, `${show(step.value[0])} => ${show(step.value[1])}`);
+        }
+      } else if (hasBrand(SetSize, object)) {
+        const size = ReflectApply(SetSize, object, []);
+        prefix = `Set(${size}) `;
+        if (nested) return "[Set]";
+        const iterator = ReflectApply(SetValues, object, []);
+        for (;;) {
+          const step: any = ReflectApply(SetIteratorNext, iterator, []);
+          if (step.done) break;
+          append(parts, show(step.value));
+        }
+      } else {
+        const prototype = ReflectGetPrototypeOf(object);
+        if (prototype === null) prefix = "[Object: null prototype] ";
+        else if (prototype !== ObjectPrototype) {
+          const name = (prototype as any).constructor?.name;
+          if (typeof name === "string" && name !== "" && name !== "Object") prefix = `${name} `;
+        }
+        if (nested) return prefix === "" ? "[Object]" : `[${slice(prefix, 0, prefix.length - 1)}]`;
+        const keys = ObjectKeys(object);
+        for (let i = 0; i < keys.length; i++) {
+          const key = keys[i]!;
+          append(parts, `${keyText(key)}: ${show((object as any)[key])}`);
+        }
+      }
+    } catch (error) {
+      return `[uninspectable: ${errorText(error)}]`;
+    }
+    if (parts.length === 0) return `${prefix}${open}${close}`;
+    const flat = `${prefix}${open} ${ReflectApply(ArrayJoin, parts, [", "])} ${close}`;
+    if (!pretty || flat.length + indent.length <= 72) return flat;
+    return `${prefix}${open}\n${childIndent}${ReflectApply(ArrayJoin, parts, [`,\n${childIndent}`])}\n${indent}${close}`;
+  }
+
+  function formatValues(values: unknown[], pretty: boolean): string {
+    const out: string[] = [];
+    let start = 0;
+    const first = values[0];
+    if (typeof first === "string" && values.length > 1 && /%[sdifjoOc%]/.test(first)) {
+      let next = 1;
+      const formatted = ReflectApply(StringReplace, first, [
+        /%([sdifjoOc%])/g,
+        (match: string, letter: string) => {
+          if (letter === "%") return "%";
+          if (next >= values.length) return match;
+          const value = values[next++];
+          switch (letter) {
+            case "s":
+              return typeof value === "string" ? value : inspect(value, false, 1, [], "");
+            case "d":
+            case "i": {
+              if (typeof value === "bigint") return `${StringCtor(value)}n`;
+              const number = NumberCtor(value);
+              return StringCtor(letter === "i" ? MathTrunc(number) : number);
+            }
+            case "f":
+              return StringCtor(NumberCtor(value));
+            case "j":
+              try {
+                return JSONStringify(value);
+              } catch {
+                return "[Circular]";
+              }
+            case "c":
+              return "";
+            default:
+              return inspect(value, pretty, 1, [], "");
+          }
+        },
+      ]);
+      append(out, formatted);
+      start = next;
+    }
+    for (let i = start; i < values.length; i++) append(out, inspect(values[i], pretty, 0, [], ""));
+    return ReflectApply(ArrayJoin, out, [" "]);
+  }
+
+  // ---- stdout --------------------------------------------------------------------------------------------
+  function utf8Length(text: string): number {
+    let bytes = 0;
+    for (let i = 0; i < text.length; i++) {
+      const code = ReflectApply(StringCharCodeAt, text, [i]);
+      if (code < 0x80) bytes += 1;
+      else if (code < 0x800) bytes += 2;
+      else if (code >= 0xd800 && code <= 0xdbff && i + 1 < text.length) {
+        bytes += 4;
+        i++;
+      } else bytes += 3;
+    }
+    return bytes;
+  }
+
+  function truncateToBytes(text: string, budget: number): string {
+    let bytes = 0;
+    let end = 0;
+    while (end < text.length) {
+      const code = ReflectApply(StringCharCodeAt, text, [end]);
+      const pair = code >= 0xd800 && code <= 0xdbff && end + 1 < text.length;
+      const size = code < 0x80 ? 1 : code < 0x800 ? 2 : pair ? 4 : 3;
+      if (bytes + size > budget) break;
+      bytes += size;
+      end += pair ? 2 : 1;
+    }
+    return slice(text, 0, end);
+  }
+
+  function write(text: string): void {
+    if (stdoutClosed) throw new ErrorCtor(`stdout limit of ${maxStdout} bytes reached`);
+    const line = `${text}\n`;
+    const bytes = utf8Length(line);
+    if (stdoutBytes + bytes <= maxStdout) {
+      stdoutBytes += bytes;
+      emit(line);
+      return;
+    }
+    const kept = truncateToBytes(line, maxStdout - stdoutBytes);
+    const marker = stdoutTruncationMarker(maxStdout);
+    emit(`${kept}${kept === "" ? "" : "\n"}${marker}\n`);
+    stdoutBytes = maxStdout;
+    stdoutClosed = true;
+    if (limitHit === null)
+      limitHit = {
+        __proto__: null,
+        kind: "output-limit",
+        message: `stdout limit of ${maxStdout} bytes reached`,
+      } as any;
+    throw new ErrorCtor(`stdout limit of ${maxStdout} bytes reached`);
+  }
+
+  function logger(pretty: boolean): Function {
+    return seal((...values: unknown[]) => {
+      write(formatValues(values, pretty));
+    });
+  }
+
+  const consoleObject = ObjectCreate(ObjectPrototype);
+  for (const name of ["log", "info", "warn", "error", "debug"])
+    ReflectDefineProperty(consoleObject, name, data(logger(false), false));
+  ObjectFreeze(consoleObject);
+  ReflectDefineProperty(global, "console", {
+    __proto__: null,
+    value: consoleObject,
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  } as PropertyDescriptor);
+
+  // ---- install: globals and moss -------------------------------------------------------------------------
+  let moss: any;
+  let dataFields: string[] = [];
+  let installed = false;
+
+  function install(globals: string, mossData: string, mossServices: string, fields: string): void {
+    if (installed) throw new ErrorCtor("the session is already installed");
+    installed = true;
+    const names = codec.decode(globals, decodeOptions) as Record<string, unknown>;
+    const keys = ObjectKeys(names);
+    for (let i = 0; i < keys.length; i++) {
+      const name = keys[i]!;
+      const value = names[name];
+      const isProxy =
+        (typeof value === "object" || typeof value === "function") &&
+        value !== null &&
+        knownHandle(value) !== undefined;
+      ReflectDefineProperty(global, name, data(value, !isProxy));
+    }
+    moss = ObjectCreate(ObjectPrototype);
+    const values = codec.decode(mossData, decodeOptions) as Record<string, unknown>;
+    const valueKeys = ObjectKeys(values);
+    for (let i = 0; i < valueKeys.length; i++) {
+      const name = valueKeys[i]!;
+      ReflectApply(MapSet, knownFields, [name, true]);
+      ReflectDefineProperty(moss, name, {
+        __proto__: null,
+        value: values[name],
+        writable: true,
+        enumerable: true,
+        configurable: true,
+      } as PropertyDescriptor);
+    }
+    const services = codec.decode(mossServices, decodeOptions) as Record<string, unknown>;
+    const serviceKeys = ObjectKeys(services);
+    for (let i = 0; i < serviceKeys.length; i++) {
+      const name = serviceKeys[i]!;
+      ReflectDefineProperty(moss, name, data(services[name], false));
+    }
+    ReflectDefineProperty(moss, "pprint", data(logger(true), false, false));
+    ReflectDefineProperty(
+      moss,
+      "ask",
+      data(
+        async function ask(question: unknown, options?: unknown) {
+          return callHost("ask", 0, "ask", [question, options]);
+        },
+        false,
+        false,
+      ),
+    );
+    ReflectDefineProperty(
+      moss,
+      "show",
+      data(
+        function show(image: unknown) {
+          callHost("show", 0, "show", [image]);
+        },
+        false,
+        false,
+      ),
+    );
+    ReflectDefineProperty(global, "moss", data(moss, false));
+    const parsed = JSONParse(fields);
+    dataFields = ArrayIsArray(parsed) ? parsed : [];
+    lastSnapshot = mossData;
+  }
+
+  // ---- data snapshot -----------------------------------------------------------------------------------------
+  // The wire text holding the last saved value of every data field (the installed data, then each snapshot).
+  let lastSnapshot = "";
+  // Encoded text may be this many times longer than the expanded-size budget (indices, tags): a first, cheap bound.
+  const WIRE_SLACK = 4;
+
+  // Warnings about values left out of a snapshot are capped below the host's own cap (model code decides how many
+  // there are), so the refusals, listed first, and the count of the rest always reach the host.
+  const MAX_SNAPSHOT_WARNINGS = 30;
+
+  function warn(warnings: string[], text: string, dropped: { count: number }): void {
+    if (warnings.length < MAX_SNAPSHOT_WARNINGS) append(warnings, text);
+    else dropped.count++;
+  }
+
+  // Data fields that have lived on `moss` (installed, or set by the code since). One that was never there (refused
+  // when installed) is left out of the snapshot while it stays absent: the host keeps its saved value.
+  const knownFields = new MapCtor<string, true>();
+
+  function presentFields(): string[] {
+    const present: string[] = [];
+    for (let i = 0; i < dataFields.length; i++) {
+      const field = dataFields[i]!;
+      if (ObjectHasOwn(moss, field)) ReflectApply(MapSet, knownFields, [field, true]);
+      if (ReflectApply(MapGet, knownFields, [field]) === true) append(present, field);
+    }
+    return present;
+  }
+
+  /**
+   * Encodes the data fields present on `moss`, each bounded on its own (its expanded size against what is left of
+   * the result budget, its depth, its bigints). A refused field is named in a warning and set back to its last
+   * saved value, so the isolate and the persisted context agree; a field deleted by the code is left as it was.
+   */
+  function snapshotData(warnings: string[], budget: number): { text: string; expanded: number } {
+    const refused: string[] = [];
+    const refusals: string[] = [];
+    const leftOut: string[] = [];
+    const dropped = { __proto__: null, count: 0 };
+    const options = {
+      __proto__: null,
+      rootPath: "moss",
+      knownHandle: (value: object) => (knownHandle(value) === undefined ? undefined : null),
+      onUnsupported: (unsupported: { path: string; description: string }) =>
+        warn(leftOut, `${unsupported.path} is ${unsupported.description} and was not persisted`, dropped),
+      onRefused: (field: string, reason: string) => {
+        append(refused, field);
+        append(refusals, `moss.${field} ${reason}; it was not persisted and keeps its last saved value`);
+      },
+      maxLength: WIRE_SLACK * budget,
+      maxExpanded: budget,
+    };
+    let snapshot = codec.encodeFields(moss, presentFields(), options as any);
+    if (refused.length > 0) {
+      restoreFields(refused);
+      const quiet = {
+        __proto__: null,
+        rootPath: "moss",
+        knownHandle: options.knownHandle,
+        onUnsupported: () => {},
+        onRefused: () => {},
+        maxLength: options.maxLength,
+        maxExpanded: options.maxExpanded,
+      };
+      snapshot = codec.encodeFields(moss, presentFields(), quiet as any);
+    }
+    for (let i = 0; i < refusals.length; i++) append(warnings, refusals[i]);
+    for (let i = 0; i < leftOut.length; i++) append(warnings, leftOut[i]);
+    if (dropped.count > 0) append(warnings, `… and ${dropped.count} more values that were not persisted`);
+    lastSnapshot = snapshot.text;
+    return snapshot;
+  }
+
+  function restoreFields(fields: string[]): void {
+    let saved: any = ObjectCreate(null);
+    try {
+      if (lastSnapshot !== "") saved = codec.decode(lastSnapshot, decodeOptions);
+    } catch {}
+    for (let i = 0; i < fields.length; i++) {
+      const field = fields[i]!;
+      try {
+        if (ObjectHasOwn(saved, field)) {
+          ReflectDefineProperty(moss, field, {
+            __proto__: null,
+            value: saved[field],
+            writable: true,
+            enumerable: true,
+            configurable: true,
+          } as PropertyDescriptor);
+        } else {
+          // No saved value inside: the field goes back to absent, and the host keeps whatever it holds.
+          ReflectDeleteProperty(moss, field);
+          ReflectApply(MapDelete, knownFields, [field]);
+        }
+      } catch {}
+    }
+  }
+
+  // ---- run -----------------------------------------------------------------------------------------------
+  function begin(maxStdoutBytes: number): void {
+    maxStdout = maxStdoutBytes;
+    stdoutBytes = 0;
+    stdoutClosed = false;
+    limitHit = null;
+    ReflectApply(MapClear, pending, []);
+  }
+
+  function describeError(error: unknown): { name: string; message: string; stack?: string } {
+    if ((typeof error === "object" || typeof error === "function") && error !== null) {
+      try {
+        const isError = ReflectApply(ObjectToString, error, []) === "[object Error]";
+        const name = (error as any).name;
+        const message = (error as any).message;
+        const stack = (error as any).stack;
+        if (isError || typeof message === "string") {
+          return {
+            __proto__: null,
+            name: typeof name === "string" ? name : "Error",
+            message: typeof message === "string" ? message : StringCtor(message),
+            stack: typeof stack === "string" ? stack : undefined,
+          } as any;
+        }
+      } catch {}
+    }
+    let text: string;
+    try {
+      text = inspect(error, false, 0, [], "");
+    } catch {
+      text = "a value that cannot be shown";
+    }
+    return { __proto__: null, name: "Error", message: `Uncaught ${text}` } as any;
+  }
+
+  async function run(
+    target: string,
+    argumentsJson: string,
+    maxResultBytes: number,
+    scriptError: string,
+  ): Promise<string> {
+    let ok = false;
+    let returned: unknown;
+    let error: any;
+    if (scriptError !== "") {
+      error = JSONParse(scriptError);
+    } else {
+      try {
+        if (!ReflectHas(global, target)) {
+          throw new ReferenceErrorCtor(
+            `${target} is not defined: the code must declare \`function ${target}(...)\` at its top level`,
+          );
+        }
+        const fn = ReflectGet(global, target);
+        if (typeof fn !== "function")
+          throw new TypeErrorCtor(`${target} is not a function (it is ${typeof fn})`);
+        const specs = JSONParse(argumentsJson);
+        const args: unknown[] = [];
+        for (let i = 0; i < specs.length; i++) {
+          const spec = specs[i];
+          if (typeof spec.local === "string") {
+            if (!ReflectHas(global, spec.local)) throw new ReferenceErrorCtor(`${spec.local} is not defined`);
+            append(args, ReflectGet(global, spec.local));
+          } else {
+            append(args, codec.decode(spec.wire, decodeOptions));
+          }
+        }
+        let result = ReflectApply(fn, undefined, args);
+        if (
+          (typeof result === "object" || typeof result === "function") &&
+          result !== null &&
+          typeof (result as any).then === "function"
+        ) {
+          result = await result;
+        }
+        returned = result;
+        ok = true;
+      } catch (caught) {
+        error = describeError(caught);
+      }
+    }
+    ReflectApply(MapClear, pending, []);
+
+    // Prototype-less, like every part of the envelope: JSON.stringify must find no toJSON planted by model code.
+    const warnings: string[] = [];
+    ReflectSetPrototypeOf(warnings, null);
+    const envelope: SandboxEnvelope = { __proto__: null, ok, warnings } as any;
+    let budget = maxResultBytes;
+    let resultError: any;
+    // The text shares one bound too: the snapshot's text is taken from what the return value may use.
+    let textBudget = WIRE_SLACK * maxResultBytes;
+    if (moss !== undefined) {
+      const snapshot = snapshotData(warnings, budget);
+      envelope.mossData = snapshot.text;
+      budget -= snapshot.expanded;
+      textBudget -= snapshot.text.length;
+    }
+    if (ok) {
+      try {
+        envelope.returns = codec.encode(returned, {
+          __proto__: null,
+          rootPath: "returns",
+          knownHandle,
+          onUnsupported: (unsupported: { path: string; description: string }) =>
+            append(warnings, `${unsupported.path} is ${unsupported.description} and was not returned`),
+          maxLength: textBudget,
+          maxExpanded: budget,
+        } as any);
+      } catch (caught) {
+        resultError = describeError(caught);
+      }
+    }
+    if (resultError !== undefined) {
+      envelope.ok = false;
+      envelope.returns = undefined;
+      envelope.error =
+        resultError.name === "WireLimitError"
+          ? ({
+              __proto__: null,
+              kind: "output-limit",
+              name: "RangeError",
+              message: `the return value cannot be sent back: ${resultError.message} (the result limit of ${maxResultBytes} bytes counts the moss data too)`,
+            } as any)
+          : ({ __proto__: null, kind: "runtime", ...resultError } as any);
+    } else if (limitHit !== null) {
+      envelope.ok = false;
+      envelope.returns = undefined;
+      const limitError = error !== undefined && error.message === limitHit.message ? error : undefined;
+      envelope.error = {
+        __proto__: null,
+        kind: limitHit.kind,
+        name: "RangeError",
+        message: limitHit.message,
+        stack: limitError?.stack,
+      } as any;
+    } else if (!ok) {
+      envelope.error = { __proto__: null, kind: "runtime", ...error } as any;
+    }
+    return JSONStringify(envelope);
+  }
+
+  // Starts a run and returns at once; the envelope reaches the host through `done` when the run settles.
+  function start(target: string, argumentsJson: string, maxResultBytes: number, scriptError: string): void {
+    ReflectApply(PromiseThen, run(target, argumentsJson, maxResultBytes, scriptError), [done]);
+  }
+
+  // Evaluates the model's script and starts its target in one entry; frames of the script are named `filename`.
+  function runScript(
+    maxStdoutBytes: number,
+    source: string,
+    filename: string,
+    target: string,
+    argumentsJson: string,
+    maxResultBytes: number,
+    replayJson: string,
+  ): void {
+    begin(maxStdoutBytes);
+    runFilename = filename;
+    clockLog = [];
+    randomLog = [];
+    const replay = replayJson === "" ? null : JSONParse(replayJson);
+    clockReplay = replay !== null && ArrayIsArray(replay.clock) ? replay.clock : [];
+    randomReplay = replay !== null && ArrayIsArray(replay.random) ? replay.random : [];
+    let scriptError = "";
+    try {
+      IndirectEval(`${source}\n//# sourceURL=${filename}`);
+    } catch (caught) {
+      const described = describeError(caught);
+      const parsed =
+        described.name === "SyntaxError" && !StringIncludes(described.stack ?? "", `${filename}:`);
+      scriptError = JSONStringify({ __proto__: null, kind: parsed ? "syntax" : "runtime", ...described });
+    }
+    start(target, argumentsJson, maxResultBytes, scriptError);
+  }
+
+  return ObjectFreeze({ __proto__: null, install, runScript, settle, recorded } as any);
+}
