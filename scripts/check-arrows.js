@@ -89,19 +89,11 @@ export const ALLOWED = [
     from: "engine/runtime/",
     to: [
       "engine/sandbox/sandbox.ts",
-      "engine/sandbox/host-error.ts",
-      "engine/sandbox/wire.ts",
       "engine/sandbox/in-process-driver.ts",
       "engine/sandbox/process-driver.ts",
     ],
     reason:
-      "the runtime's membrane half uses the sandbox's contract, codec and host errors; issue 17 moves all into membrane/",
-  },
-  {
-    from: "engine/context/",
-    to: "engine/sandbox/wire.ts",
-    reason:
-      "the persisted codec shares the wire's limits; sandbox/index.ts loads both drivers (issue 17: one codec in membrane/wire/)",
+      "the runtime opens sessions through the sandbox's contract and drivers; sandbox/index.ts loads both drivers",
   },
   {
     from: "engine/runtime/moss-runtime.ts",

@@ -2,7 +2,7 @@
  * The membrane's one vocabulary: the operations model code can ask of the host, their outcomes, the shapes of the
  * handles host objects cross as, and the envelope a run ends with. The host half (runtime/, sandbox drivers) and the
  * isolate half (bootstrap) use these names; the pipe between a sandbox process and its parent carries them too.
- * Values inside travel as wire text (sandbox/wire.ts).
+ * Values inside travel as wire text (wire/).
  */
 
 /** The operations a proxy inside the isolate can request of the host. */

@@ -1,13 +1,15 @@
 import {
   type CallbackOperation,
+  decodeWire,
+  encodeWire,
   type HandleOperation,
   type HandleShape,
   type HostMembrane as HostMembraneContract,
   type HostOutcome,
+  hostErrorWire,
   isReachableName,
+  redactErrorValues,
 } from "../membrane/index.ts";
-import { hostErrorWire, redactErrorValues } from "../sandbox/host-error.ts";
-import { decodeWire, encodeWire } from "../sandbox/wire.ts";
 import { type DeclaredType, NOTHING, RUNTIME, UNDECLARED } from "./declared-members.ts";
 import { withRunSignal } from "./run-signal.ts";
 

@@ -1,13 +1,14 @@
 import { type Context, trace as otelTrace, type Span, SpanStatusCode } from "@opentelemetry/api";
-import type {
-  CallbackOperation,
-  HandleOperation,
-  HostMembrane as HostMembraneContract,
-  HostOutcome,
-  SettledOutcome,
+import {
+  type CallbackOperation,
+  decodeWire,
+  encodeWire,
+  type HandleOperation,
+  type HostMembrane as HostMembraneContract,
+  type HostOutcome,
+  hostErrorWire,
+  type SettledOutcome,
 } from "../membrane/index.ts";
-import { hostErrorWire } from "../sandbox/host-error.ts";
-import { decodeWire, encodeWire } from "../sandbox/wire.ts";
 import type { Answers, CallPolicy, HostCallRecord, PendingRequest } from "../types.ts";
 import { decideByPolicies, type PolicyOutcome } from "./call-policy.ts";
 import type { CallTarget, HostMembrane } from "./host-membrane.ts";

@@ -1,7 +1,7 @@
 import { MossError } from "../errors.ts";
+import { callMembrane } from "../membrane/index.ts";
 import type { ExecutionLimits } from "../types.ts";
 import { type IsolateSession, memoryLimitMebibytes } from "./isolate-session.ts";
-import { callMembrane } from "./membrane-call.ts";
 import type {
   HostMembrane,
   SandboxDriver,

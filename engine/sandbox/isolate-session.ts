@@ -1,12 +1,16 @@
 import { MossError } from "../errors.ts";
-import type { HostOperation, HostOutcome, SandboxEnvelope } from "../membrane/index.ts";
+import {
+  errorWire,
+  type HostOperation,
+  type HostOutcome,
+  type SandboxEnvelope,
+  WIRE_TEXT_SLACK,
+} from "../membrane/index.ts";
 import { DEFAULT_LIMITS, type ExecutionErrorKind, type ExecutionLimits } from "../types.ts";
 import { bootstrapSource } from "./bootstrap.ts";
 import { crashResult } from "./crash-result.ts";
 import ivm from "./isolated-vm.ts";
-import { errorWire } from "./membrane-call.ts";
 import type { SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbox.ts";
-import { WIRE_TEXT_SLACK } from "./wire.ts";
 
 /*
  * One isolate + one context, the only file that imports isolated-vm. Used by both drivers. Host calls are always

@@ -15,7 +15,7 @@ export {
  * of child processes (the default), and an in-process isolated-vm driver (faster, no crash containment).
  * Only `isolated-vm-driver`/the sandbox process entry import `isolated-vm`.
  *
- * Values cross the boundary as strings in the wire encoding of `wire.ts` (a typed JSON encoding where
+ * Values cross the boundary as strings in the wire encoding of `membrane/wire/` (a typed JSON encoding where
  * Date, Map, Set, bigint, undefined, NaN/Infinity and -0 survive, and host objects appear as handles).
  */
 

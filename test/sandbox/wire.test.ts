@@ -1,8 +1,6 @@
 import vm from "node:vm";
 import { describe, expect, test } from "vitest";
 import { measureValue } from "../../engine/context/measure-value.ts";
-import { isolateScript } from "../../engine/membrane/isolate-script.ts";
-import type { HandleShape } from "../../engine/sandbox/sandbox.ts";
 import {
   createWireCodec,
   decodeWire,
@@ -10,7 +8,9 @@ import {
   joinWireRecord,
   measureWire,
   WIRE_MAX_BIGINT_DIGITS,
-} from "../../engine/sandbox/wire.ts";
+} from "../../engine/membrane/index.ts";
+import { isolateScript } from "../../engine/membrane/isolate-script.ts";
+import type { HandleShape } from "../../engine/sandbox/sandbox.ts";
 
 const roundTrip = (value: unknown) => decodeWire(encodeWire(value));
 

@@ -1,6 +1,70 @@
 import { type HostOperation, type SandboxEnvelope, stdoutTruncationMarker } from "../protocol.ts";
 import { isReachableName } from "../visibility.ts";
 import type { WireCodec } from "../wire/codec.ts";
+import {
+  ArrayIsArray,
+  ArrayJoin,
+  DateCtor,
+  DateGetTime,
+  DateNow,
+  DateToISOString,
+  DateToString,
+  ErrorCtor,
+  errorConstructors,
+  FunctionBind,
+  FunctionToString,
+  IteratorNext,
+  JSONParse,
+  JSONStringify,
+  MapClear,
+  MapCtor,
+  MapDelete,
+  MapEntries,
+  MapGet,
+  MapSet,
+  MapSize,
+  MathMin,
+  MathObject,
+  MathRandom,
+  MathTrunc,
+  NumberCtor,
+  NumberIsNaN,
+  ObjectCreate,
+  ObjectFreeze,
+  ObjectHasOwn,
+  ObjectIs,
+  ObjectKeys,
+  ObjectPrototype,
+  ObjectToString,
+  PromiseCtor,
+  PromiseThen,
+  ProxyCtor,
+  ReferenceErrorCtor,
+  ReflectApply,
+  ReflectDefineProperty,
+  ReflectDeleteProperty,
+  ReflectGet,
+  ReflectGetPrototypeOf,
+  ReflectHas,
+  ReflectSetPrototypeOf,
+  RegExpToString,
+  SetIteratorNext,
+  SetSize,
+  SetValues,
+  StringCharCodeAt,
+  StringCtor,
+  StringIncludesMethod,
+  StringIndexOf,
+  StringReplace,
+  StringSlice,
+  StringSplit,
+  StringStartsWith,
+  SymbolToString,
+  TypeErrorCtor,
+  WeakMapCtor,
+  WeakMapGet,
+  WeakMapSet,
+} from "../wire/intrinsics.ts";
 
 /*
  * The isolate-side half of the membrane. `sandboxBootstrap` is never called on the host: it is bundled by esbuild
@@ -47,83 +111,12 @@ export function sandboxBootstrap(
   done: (envelope: string) => void,
 ): SandboxEntryPoints {
   const global = globalThis as any;
-  const ReflectApply = Reflect.apply;
   // Called through this binding, eval is indirect: the code runs in global scope with classic-script semantics.
   // biome-ignore lint/security/noGlobalEval: evaluating the model's code inside the isolate is the point.
   const IndirectEval = eval;
-  const ReflectDefineProperty = Reflect.defineProperty;
-  const ReflectGet = Reflect.get;
-  const ReflectHas = Reflect.has;
-  const ReflectGetPrototypeOf = Reflect.getPrototypeOf;
-  const ReflectSetPrototypeOf = Reflect.setPrototypeOf;
-  const ReflectDeleteProperty = Reflect.deleteProperty;
-  const ObjectCreate = Object.create;
-  const ObjectFreeze = Object.freeze;
-  const ObjectKeys = Object.keys;
-  const ObjectHasOwn = Object.hasOwn;
-  const ObjectPrototype = Object.prototype;
-  const ObjectIs = Object.is;
-  const ArrayIsArray = Array.isArray;
-  const JSONStringify = JSON.stringify;
-  const StringIncludesMethod = String.prototype.includes;
   const StringIncludes = (text: string, part: string): boolean =>
     ReflectApply(StringIncludesMethod, text, [part]);
-  const JSONParse = JSON.parse;
-  const StringCtor = String;
-  const NumberCtor = Number;
-  const NumberIsNaN = Number.isNaN;
-  const MathMin = Math.min;
-  const MathTrunc = Math.trunc;
-  const MapCtor = Map;
-  const WeakMapCtor = WeakMap;
-  const PromiseCtor = Promise;
-  const PromiseThen = Promise.prototype.then;
-  const ErrorCtor = Error;
-  const TypeErrorCtor = TypeError;
-  const ReferenceErrorCtor = ReferenceError;
   const ErrorCaptureStackTrace = (Error as any).captureStackTrace as (target: object) => void;
-  const FunctionBind = Function.prototype.bind;
-  const FunctionToString = Function.prototype.toString;
-  const StringSlice = String.prototype.slice;
-  const StringCharCodeAt = String.prototype.charCodeAt;
-  const StringStartsWith = String.prototype.startsWith;
-  const StringReplace = String.prototype.replace;
-  const StringIndexOf = String.prototype.indexOf;
-  const StringSplit = String.prototype.split;
-  const ArrayJoin = Array.prototype.join;
-  const MapGet = Map.prototype.get;
-  const MapSet = Map.prototype.set;
-  const MapDelete = Map.prototype.delete;
-  const MapClear = Map.prototype.clear;
-  const MapEntries = Map.prototype.entries;
-  const SetValues = Set.prototype.values;
-  const WeakMapGet = WeakMap.prototype.get;
-  const WeakMapSet = WeakMap.prototype.set;
-  const IteratorNext = Object.getPrototypeOf(new Map().entries()).next;
-  const SetIteratorNext = Object.getPrototypeOf(new Set().values()).next;
-  const DateCtor = Date;
-  const DateNow = Date.now;
-  const DateToString = Date.prototype.toString;
-  const MathObject = Math;
-  const MathRandom = Math.random;
-  const ProxyCtor = Proxy;
-  const DateToISOString = Date.prototype.toISOString;
-  const DateGetTime = Date.prototype.getTime;
-  const RegExpToString = RegExp.prototype.toString;
-  const MapSize = Object.getOwnPropertyDescriptor(Map.prototype, "size")!.get!;
-  const SetSize = Object.getOwnPropertyDescriptor(Set.prototype, "size")!.get!;
-  const ObjectToString = Object.prototype.toString;
-  const SymbolToString = Symbol.prototype.toString;
-  const errorConstructors: Record<string, ErrorConstructor> = {
-    __proto__: null,
-    Error,
-    TypeError,
-    RangeError,
-    SyntaxError,
-    ReferenceError,
-    EvalError,
-    URIError,
-  } as any;
 
   // WebAssembly memory and SharedArrayBuffer escape memoryLimit; Atomics.waitAsync, FinalizationRegistry and
   // WeakRef let model code schedule work the host would run after its run is over.

@@ -1,3 +1,4 @@
+import "../wire/intrinsics.ts";
 import type { HostOperation } from "../protocol.ts";
 import { createWireCodec } from "../wire/codec.ts";
 import { type SandboxEntryPoints, sandboxBootstrap } from "./bootstrap.ts";

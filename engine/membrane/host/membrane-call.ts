@@ -1,7 +1,5 @@
-import type { HostMembrane, HostOperation, HostOutcome } from "../membrane/index.ts";
+import type { HostMembrane, HostOperation, HostOutcome } from "../protocol.ts";
 import { hostErrorWire } from "./host-error.ts";
-
-export type { HostOperation } from "../membrane/index.ts";
 
 /** Dispatches one proxy access to the membrane; a membrane that throws becomes an error outcome. */
 export function callMembrane(

@@ -1,28 +1,19 @@
-import { MossError } from "../errors.ts";
+import { MossError } from "../../errors.ts";
+import { DEFAULT_LIMITS } from "../../types.ts";
+import type { HandleShape } from "../protocol.ts";
 import {
   createWireCodec,
-  type HandleShape,
   type WireCodec,
   type WireDecodeOptions,
   type WireEncodeOptions,
   type WireFieldsOptions,
   type WireUnsupported,
-} from "../membrane/index.ts";
-import { DEFAULT_LIMITS } from "../types.ts";
+} from "../wire/codec.ts";
 
 /*
- * The host's use of the wire codec (membrane/wire/codec.ts, the one encoding for everything that crosses host <->
+ * The host's use of the wire codec (../wire/codec.ts, the one encoding for everything that crosses host <->
  * sandbox process <-> isolate): codec failures become MossErrors, and decoding is bounded before anything is built.
  */
-
-export {
-  createWireCodec,
-  type WireCodec,
-  type WireDecodeOptions,
-  type WireEncodeOptions,
-  type WireFieldsOptions,
-  type WireUnsupported,
-};
 
 const hostCodec = createWireCodec();
 
