@@ -3,11 +3,11 @@ import {
   errorWire,
   type HostOperation,
   type HostOutcome,
+  isolateClosureSource,
   type SandboxEnvelope,
   WIRE_TEXT_SLACK,
 } from "../membrane/index.ts";
 import { DEFAULT_LIMITS, type ExecutionErrorKind, type ExecutionLimits } from "../types.ts";
-import { bootstrapSource } from "./bootstrap.ts";
 import { crashResult } from "./crash-result.ts";
 import ivm from "./isolated-vm.ts";
 import type { SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbox.ts";
@@ -154,7 +154,7 @@ export class IsolateSession {
       const done = new ivm.Callback((envelope: string) => {
         if (session !== undefined) session.#done(envelope);
       });
-      const entry = (await context.evalClosure(bootstrapSource(), [bridge, emit, done], {
+      const entry = (await context.evalClosure(isolateClosureSource(), [bridge, emit, done], {
         filename: "moss-sandbox-bootstrap.js",
         result: { reference: true },
       })) as ivm.Reference;

@@ -3,36 +3,25 @@ import { isReachableName } from "../visibility.ts";
 import type { WireCodec } from "../wire/codec.ts";
 import {
   ArrayIsArray,
-  ArrayJoin,
   DateCtor,
-  DateGetTime,
   DateNow,
-  DateToISOString,
   DateToString,
   ErrorCtor,
   errorConstructors,
   FunctionBind,
-  FunctionToString,
-  IteratorNext,
   JSONParse,
   JSONStringify,
   MapClear,
   MapCtor,
   MapDelete,
-  MapEntries,
   MapGet,
   MapSet,
-  MapSize,
-  MathMin,
   MathObject,
   MathRandom,
-  MathTrunc,
   NumberCtor,
-  NumberIsNaN,
   ObjectCreate,
   ObjectFreeze,
   ObjectHasOwn,
-  ObjectIs,
   ObjectKeys,
   ObjectPrototype,
   ObjectToString,
@@ -44,32 +33,27 @@ import {
   ReflectDefineProperty,
   ReflectDeleteProperty,
   ReflectGet,
-  ReflectGetPrototypeOf,
   ReflectHas,
   ReflectSetPrototypeOf,
-  RegExpToString,
-  SetIteratorNext,
-  SetSize,
-  SetValues,
   StringCharCodeAt,
   StringCtor,
   StringIncludesMethod,
   StringIndexOf,
-  StringReplace,
-  StringSlice,
-  StringSplit,
-  StringStartsWith,
-  SymbolToString,
   TypeErrorCtor,
-  WeakMapCtor,
   WeakMapGet,
   WeakMapSet,
 } from "../wire/intrinsics.ts";
+import { formatValues, inspect } from "./format.ts";
+import { shapeOfProxy } from "./proxy-shapes.ts";
+import { append, data, slice } from "./records.ts";
+import { truncateToBytes, utf8Length } from "./stdout-text.ts";
 
 /*
  * The isolate-side half of the membrane. `sandboxBootstrap` is never called on the host: it is bundled by esbuild
  * (membrane/isolate-script.ts) into the one classic script that runs inside the isolate (strict mode, before any
- * model code). It may import only the wire codec, protocol.ts and visibility.ts (scripts/check-arrows.js checks).
+ * model code). It may import only isolate/, wire/, protocol.ts and visibility.ts (scripts/check-arrows.js checks);
+ * pure jobs live in files of their own (records.ts, format.ts, stdout-text.ts, proxy-shapes.ts), and since the
+ * script is evaluated once per isolate, their module state is per isolate like this closure's.
  * Everything it needs from the host arrives as arguments: the wire codec, `hostCall` (a synchronous bridge
  * that takes and returns strings only), `emit` (stdout text) and `done` (a run's envelope). Those bridges live
  * only in this closure; the function returns the entry points the host drives (`install`, `runScript`,
@@ -150,33 +134,6 @@ export function sandboxBootstrap(
     configurable: true,
   } as PropertyDescriptor);
 
-  function data(value: unknown, writable = false, enumerable = true): PropertyDescriptor {
-    return { __proto__: null, value, writable, enumerable, configurable: false } as PropertyDescriptor;
-  }
-
-  function append(list: unknown[], value: unknown): void {
-    ReflectDefineProperty(list, list.length, {
-      __proto__: null,
-      value,
-      writable: true,
-      enumerable: true,
-      configurable: true,
-    } as PropertyDescriptor);
-  }
-
-  function slice(text: string, start: number, end?: number): string {
-    return ReflectApply(StringSlice, text, end === undefined ? [start] : [start, end]);
-  }
-
-  function hasBrand(method: Function, value: unknown): boolean {
-    try {
-      ReflectApply(method, value, []);
-      return true;
-    } catch {
-      return false;
-    }
-  }
-
   // ---- per-run state -------------------------------------------------------------------------------------
   let maxStdout = 65536;
   let stdoutBytes = 0;
@@ -193,7 +150,6 @@ export function sandboxBootstrap(
   >();
 
   // ---- handles and proxies -------------------------------------------------------------------------------
-  const shapeOfProxy = new WeakMapCtor<object, any>();
   const proxyById = new MapCtor<number, object>();
 
   function seal(fn: Function): Function {
@@ -477,210 +433,7 @@ export function sandboxBootstrap(
     entry.reject(error);
   }
 
-  // ---- formatting (a compact util.inspect) ---------------------------------------------------------------
-  function quote(text: string): string {
-    const json = JSONStringify(text);
-    return `'${ReflectApply(StringReplace, slice(json, 1, json.length - 1), [/'/g, "\\'"])}'`;
-  }
-
-  function keyText(key: string): string {
-    return /^[A-Za-z_$][\w$]*$/.test(key) ? key : quote(key);
-  }
-
-  function functionText(value: Function): string {
-    if (ReflectApply(WeakMapGet, shapeOfProxy, [value]) !== undefined) return "[host function]";
-    let source = "";
-    try {
-      source = ReflectApply(FunctionToString, value, []);
-    } catch {}
-    let name = "";
-    try {
-      const own = (value as any).name;
-      name = typeof own === "string" ? own : "";
-    } catch {}
-    if (ReflectApply(StringStartsWith, source, ["class"])) return `[class ${name || "(anonymous)"}]`;
-    return name === "" ? "[Function (anonymous)]" : `[Function: ${name}]`;
-  }
-
-  function errorText(value: any): string {
-    try {
-      const stack = value.stack;
-      if (typeof stack === "string" && stack !== "") {
-        const lines = ReflectApply(StringSplit, stack, ["\n"]) as string[];
-        const kept: string[] = [];
-        for (let i = 0; i < lines.length; i++) {
-          if (ReflectApply(StringIndexOf, lines[i], ["moss-sandbox-bootstrap"]) === -1)
-            append(kept, lines[i]);
-        }
-        return ReflectApply(ArrayJoin, kept, ["\n"]);
-      }
-      return `${StringCtor(value.name)}: ${StringCtor(value.message)}`;
-    } catch {
-      return "[Error]";
-    }
-  }
-
-  function inspect(value: unknown, pretty: boolean, depth: number, seen: unknown[], indent: string): string {
-    switch (typeof value) {
-      case "string":
-        return depth === 0 ? value : quote(value);
-      case "number":
-        return ObjectIs(value, -0) ? "-0" : StringCtor(value);
-      case "bigint":
-        return `${StringCtor(value)}n`;
-      case "boolean":
-      case "undefined":
-        return StringCtor(value);
-      case "symbol":
-        return ReflectApply(SymbolToString, value, []);
-      case "function":
-        return functionText(value);
-    }
-    if (value === null) return "null";
-    const object = value as object;
-    for (let i = 0; i < seen.length; i++) if (seen[i] === object) return "[Circular]";
-    if (ReflectApply(WeakMapGet, shapeOfProxy, [object]) !== undefined) return "[host object]";
-    if (hasBrand(DateGetTime, object)) {
-      const time = ReflectApply(DateGetTime, object, []);
-      return NumberIsNaN(time) ? "Invalid Date" : ReflectApply(DateToISOString, object, []);
-    }
-    if (hasBrand(RegExpToString, object) && ReflectApply(ObjectToString, object, []) === "[object RegExp]") {
-      return ReflectApply(RegExpToString, object, []);
-    }
-    if (ReflectApply(ObjectToString, object, []) === "[object Error]")
-      return depth === 0 ? errorText(object) : `[${errorText(object)}]`;
-    const nested = depth >= (pretty ? 4 : 2);
-    const parts: string[] = [];
-    let open = "{";
-    let close = "}";
-    let prefix = "";
-    const inner = [...seen, object];
-    const childIndent = `${indent}  `;
-    const show = (item: unknown) => inspect(item, pretty, depth + 1, inner, childIndent);
-    try {
-      if (ArrayIsArray(object)) {
-        if (nested) return "[Array]";
-        open = "[";
-        close = "]";
-        const items = object as unknown[];
-        const shown = MathMin(items.length, 100);
-        for (let i = 0; i < shown; i++) append(parts, show(items[i]));
-        if (items.length > shown) append(parts, `... ${items.length - shown} more items`);
-      } else if (hasBrand(MapSize, object)) {
-        const size = ReflectApply(MapSize, object, []);
-        prefix = `Map(${size}) `;
-        if (nested) return "[Map]";
-        const iterator = ReflectApply(MapEntries, object, []);
-        for (;;) {
-          const step: any = ReflectApply(IteratorNext, iterator, []);
-          if (step.done) break;
-          append(parts, `${show(step.value[0])} => ${show(step.value[1])}`);
-        }
-      } else if (hasBrand(SetSize, object)) {
-        const size = ReflectApply(SetSize, object, []);
-        prefix = `Set(${size}) `;
-        if (nested) return "[Set]";
-        const iterator = ReflectApply(SetValues, object, []);
-        for (;;) {
-          const step: any = ReflectApply(SetIteratorNext, iterator, []);
-          if (step.done) break;
-          append(parts, show(step.value));
-        }
-      } else {
-        const prototype = ReflectGetPrototypeOf(object);
-        if (prototype === null) prefix = "[Object: null prototype] ";
-        else if (prototype !== ObjectPrototype) {
-          const name = (prototype as any).constructor?.name;
-          if (typeof name === "string" && name !== "" && name !== "Object") prefix = `${name} `;
-        }
-        if (nested) return prefix === "" ? "[Object]" : `[${slice(prefix, 0, prefix.length - 1)}]`;
-        const keys = ObjectKeys(object);
-        for (let i = 0; i < keys.length; i++) {
-          const key = keys[i]!;
-          append(parts, `${keyText(key)}: ${show((object as any)[key])}`);
-        }
-      }
-    } catch (error) {
-      return `[uninspectable: ${errorText(error)}]`;
-    }
-    if (parts.length === 0) return `${prefix}${open}${close}`;
-    const flat = `${prefix}${open} ${ReflectApply(ArrayJoin, parts, [", "])} ${close}`;
-    if (!pretty || flat.length + indent.length <= 72) return flat;
-    return `${prefix}${open}\n${childIndent}${ReflectApply(ArrayJoin, parts, [`,\n${childIndent}`])}\n${indent}${close}`;
-  }
-
-  function formatValues(values: unknown[], pretty: boolean): string {
-    const out: string[] = [];
-    let start = 0;
-    const first = values[0];
-    if (typeof first === "string" && values.length > 1 && /%[sdifjoOc%]/.test(first)) {
-      let next = 1;
-      const formatted = ReflectApply(StringReplace, first, [
-        /%([sdifjoOc%])/g,
-        (match: string, letter: string) => {
-          if (letter === "%") return "%";
-          if (next >= values.length) return match;
-          const value = values[next++];
-          switch (letter) {
-            case "s":
-              return typeof value === "string" ? value : inspect(value, false, 1, [], "");
-            case "d":
-            case "i": {
-              if (typeof value === "bigint") return `${StringCtor(value)}n`;
-              const number = NumberCtor(value);
-              return StringCtor(letter === "i" ? MathTrunc(number) : number);
-            }
-            case "f":
-              return StringCtor(NumberCtor(value));
-            case "j":
-              try {
-                return JSONStringify(value);
-              } catch {
-                return "[Circular]";
-              }
-            case "c":
-              return "";
-            default:
-              return inspect(value, pretty, 1, [], "");
-          }
-        },
-      ]);
-      append(out, formatted);
-      start = next;
-    }
-    for (let i = start; i < values.length; i++) append(out, inspect(values[i], pretty, 0, [], ""));
-    return ReflectApply(ArrayJoin, out, [" "]);
-  }
-
   // ---- stdout --------------------------------------------------------------------------------------------
-  function utf8Length(text: string): number {
-    let bytes = 0;
-    for (let i = 0; i < text.length; i++) {
-      const code = ReflectApply(StringCharCodeAt, text, [i]);
-      if (code < 0x80) bytes += 1;
-      else if (code < 0x800) bytes += 2;
-      else if (code >= 0xd800 && code <= 0xdbff && i + 1 < text.length) {
-        bytes += 4;
-        i++;
-      } else bytes += 3;
-    }
-    return bytes;
-  }
-
-  function truncateToBytes(text: string, budget: number): string {
-    let bytes = 0;
-    let end = 0;
-    while (end < text.length) {
-      const code = ReflectApply(StringCharCodeAt, text, [end]);
-      const pair = code >= 0xd800 && code <= 0xdbff && end + 1 < text.length;
-      const size = code < 0x80 ? 1 : code < 0x800 ? 2 : pair ? 4 : 3;
-      if (bytes + size > budget) break;
-      bytes += size;
-      end += pair ? 2 : 1;
-    }
-    return slice(text, 0, end);
-  }
-
   function write(text: string): void {
     if (stdoutClosed) throw new ErrorCtor(`stdout limit of ${maxStdout} bytes reached`);
     const line = `${text}\n`;
