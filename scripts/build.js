@@ -4,7 +4,7 @@
 // place under dist/, so code in dist finds them relative to its own `import.meta.url`.
 // `--out-dir <folder>` builds there instead of dist/ (the CLI benchmark builds the published layout in bench/.tmp).
 import { spawnSync } from "node:child_process";
-import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -40,8 +40,11 @@ for (const folder of sources) {
     copied++;
   }
 }
+// The isolate half of the membrane as one classic script (engine/membrane/isolate-script.ts reads it in dist/).
+const isolate = await import(path.join(dist, "engine", "membrane", "isolate-script.js"));
+writeFileSync(path.join(dist, "engine", "membrane", isolate.ISOLATE_SCRIPT_FILE), isolate.isolateScript());
 console.error(
-  `${path.relative(root, dist) || dist}/ built; ${copied} file(s) tsc does not emit copied beside the output`,
+  `${path.relative(root, dist) || dist}/ built; ${copied} file(s) tsc does not emit copied beside the output; the isolate script bundled`,
 );
 
 /** Declaration files and assets: everything in the source folders tsc does not compile itself. */

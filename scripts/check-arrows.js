@@ -2,7 +2,8 @@
 //   cli → server → agent → compiler → runtime → check/context/prompter/sandbox → membrane → foundation → types/errors
 // An import may point down or sideways within its layer, never up, and two folders of one layer may not import each
 // other; across folders it goes through the folder's front door (`index.ts`, which names its exports: no
-// `export *`); moss-modules/ may use only names the public API (engine/index.ts, container/index.ts) exports.
+// `export *`); moss-modules/ may use only names the public API (engine/index.ts, container/index.ts) exports; the
+// isolate half of the membrane (ISOLATE_BUNDLE) imports only itself, wire/, protocol.ts and visibility.ts, no package.
 // Imports are read by TypeScript's parser (static, type-only, re-exports, `import()` and `require()` calls), not by a
 // regular expression. Usage: node scripts/check-arrows.js [--root <dir>] [--json]
 import { existsSync, readdirSync, readFileSync } from "node:fs";
@@ -35,6 +36,18 @@ export const LAYERS = [
   { name: "cli", members: ["engine/cli/"] },
   { name: "public API", members: ["engine/index.ts"] },
   { name: "moss-modules", members: ["moss-modules/"] },
+];
+
+/**
+ * The isolate half of the membrane is bundled into the one script that runs inside the isolate, beside model code
+ * (engine/membrane/isolate-script.ts): a file of the bundle may import only other files of the bundle (isolate/,
+ * wire/, protocol.ts, visibility.ts), and no package at all, not even a type.
+ */
+export const ISOLATE_BUNDLE = [
+  "engine/membrane/isolate/",
+  "engine/membrane/wire/",
+  "engine/membrane/protocol.ts",
+  "engine/membrane/visibility.ts",
 ];
 
 /** The files whose exports are the public API; moss-modules/ may import only what these export. */
@@ -77,19 +90,11 @@ export const ALLOWED = [
     from: "engine/runtime/",
     to: [
       "engine/sandbox/sandbox.ts",
-      "engine/sandbox/host-error.ts",
-      "engine/sandbox/wire.ts",
       "engine/sandbox/in-process-driver.ts",
       "engine/sandbox/process-driver.ts",
     ],
     reason:
-      "the runtime's membrane half uses the sandbox's contract, codec and host errors; issue 17 moves all into membrane/",
-  },
-  {
-    from: "engine/context/",
-    to: "engine/sandbox/wire.ts",
-    reason:
-      "the persisted codec shares the wire's limits; sandbox/index.ts loads both drivers (issue 17: one codec in membrane/wire/)",
+      "the runtime opens sessions through the sandbox's contract and drivers; sandbox/index.ts loads both drivers",
   },
   {
     from: "engine/runtime/moss-runtime.ts",
@@ -108,6 +113,7 @@ export const ALLOWED = [
       "engine/agent/conversation-store.ts",
       "engine/agent/moss-test-suite.ts",
       "engine/check/render-diagnostics.ts",
+      "engine/check/check-worker-start.ts",
       "engine/compiler/esm-package.ts",
       "engine/compiler/load-module.ts",
       "engine/runtime/shared-sandbox.ts",
@@ -195,10 +201,15 @@ export function checkArrows(options = {}) {
   const files = listFiles(base).map(toPosix);
   const sources = new Map(files.map((file) => [file, readFileSync(path.join(base, file), "utf8")]));
   const selfNames = packageSelfNames(base);
-  const imports = files.flatMap((file) => readImports(base, file, sources.get(file), selfNames));
+  const everyImport = files.flatMap((file) => readImports(base, file, sources.get(file), selfNames));
+  const imports = everyImport.filter((entry) => entry.package === undefined);
   const publicNames = collectPublicNames(base, sources, selfNames);
   const used = new Set();
   const violations = [];
+  for (const entry of everyImport) {
+    const problem = bundleBreak(entry);
+    if (problem !== undefined) violations.push({ ...entry, problem });
+  }
   for (const entry of imports) {
     const problem = ruleBreak(base, entry, publicNames);
     if (problem === undefined) continue;
@@ -238,6 +249,16 @@ function peerCycles(imports) {
     });
   }
   return cycles;
+}
+
+/** The break of the isolate bundle's rule (see ISOLATE_BUNDLE), in words, or undefined. */
+function bundleBreak(entry) {
+  if (!ISOLATE_BUNDLE.some((member) => matches(entry.from, member))) return undefined;
+  if (entry.package !== undefined) {
+    return `the isolate half of the membrane may import no package (${entry.package}): it is bundled into the script that runs beside model code`;
+  }
+  if (ISOLATE_BUNDLE.some((member) => matches(entry.to, member))) return undefined;
+  return `the isolate half of the membrane may import only engine/membrane/isolate/, wire/, protocol.ts and visibility.ts, not ${entry.to}`;
 }
 
 /** The rule an import breaks, in words, or undefined when it keeps every rule. */
@@ -318,7 +339,10 @@ function packageSelfNames(base) {
   return names;
 }
 
-/** Every import of one file: `{ from, to, line, specifier, names, typeOnly, reExport }`, names undefined for `*`. */
+/**
+ * Every import of one file: `{ from, to, line, specifier, names, typeOnly, reExport }`, names undefined for `*`; an
+ * import of a package other than moss-ts itself has `package` set and `to` undefined.
+ */
 function readImports(base, file, text, selfNames) {
   const kind = file.endsWith(".ts") ? ts.ScriptKind.TS : ts.ScriptKind.JS;
   const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, kind);
@@ -326,9 +350,11 @@ function readImports(base, file, text, selfNames) {
   const add = (node, specifierNode, names, typeOnly, reExport = false) => {
     const specifier = specifierNode.text;
     const to = resolveSpecifier(base, file, specifier, selfNames);
-    if (to === undefined) return;
     const line = source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1;
-    found.push({ from: file, to, line, specifier, names, typeOnly, reExport });
+    // A package: only the isolate bundle's rule reads these (`package` names it; `to` is undefined).
+    if (to === undefined)
+      found.push({ from: file, to, line, specifier, names, typeOnly, reExport, package: specifier });
+    else found.push({ from: file, to, line, specifier, names, typeOnly, reExport });
   };
   const visit = (node) => {
     if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
@@ -405,7 +431,7 @@ function collectPublicNames(base, sources, selfNames) {
       sources.get(file) ??
       (existsSync(path.join(base, file)) ? readFileSync(path.join(base, file), "utf8") : "");
     for (const entry of readImports(base, file, text, selfNames)) {
-      if (!entry.reExport) continue;
+      if (!entry.reExport || entry.package !== undefined) continue;
       const exported = entry.names ?? [];
       const lent = names === undefined ? exported : exported.filter((name) => names.has(name));
       if (lent.length === 0) continue;

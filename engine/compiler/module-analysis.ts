@@ -12,6 +12,7 @@ import {
   ts,
 } from "ts-morph";
 import { locatedMessage, MossError } from "../errors.ts";
+import { isReachableMember } from "../membrane/index.ts";
 import { findHiddenRegions, type HiddenRegion, isLineHidden } from "./hidden-regions.ts";
 
 /** The lifecycle hooks a context module may export. */
@@ -286,8 +287,12 @@ function classifyFields(project: Project, mossClass: ClassDeclaration): MossFiel
   for (const property of mossClass.getProperties()) {
     if (property.isStatic()) continue;
     const name = property.getName();
-    if (name.startsWith("#") || name.startsWith("_") || property.hasModifier(ts.SyntaxKind.PrivateKeyword))
-      continue;
+    const reachable = isReachableMember({
+      name,
+      private: property.hasModifier(ts.SyntaxKind.PrivateKeyword),
+      protected: property.hasModifier(ts.SyntaxKind.ProtectedKeyword),
+    });
+    if (!reachable) continue;
     if (property.hasModifier(ts.SyntaxKind.DeclareKeyword)) continue;
     const position = property.getSourceFile().getLineAndColumnAtPos(property.getNameNode().getStart());
     const typeNode = property.getTypeNode();
@@ -369,16 +374,15 @@ function hasCallableMembers(type: Type, node: Node): boolean {
   });
 }
 
-const NEVER_EXPOSED = new Set(["constructor", "prototype", "__proto__", "__prompt__", "__class_prompt__"]);
-const HIDDEN_MODIFIERS = ts.ModifierFlags.Private | ts.ModifierFlags.Protected;
-
-/** Whether a member may be shown and reached: not private/protected/`#`/`_`, not prototype plumbing. */
+/** Whether a member may be shown and reached: `isReachableMember` (membrane/visibility.ts) on its modifiers. */
 export function isPublicMember(symbol: ts.Symbol): boolean {
-  const name = symbol.getName();
-  if (NEVER_EXPOSED.has(name) || name.startsWith("_") || name.startsWith("#")) return false;
-  return !(symbol.declarations ?? []).some(
-    (node) => (ts.getCombinedModifierFlags(node) & HIDDEN_MODIFIERS) !== 0,
-  );
+  const declarations = symbol.declarations ?? [];
+  const flags = declarations.reduce((all, node) => all | ts.getCombinedModifierFlags(node), 0);
+  return isReachableMember({
+    name: symbol.getName(),
+    private: (flags & ts.ModifierFlags.Private) !== 0,
+    protected: (flags & ts.ModifierFlags.Protected) !== 0,
+  });
 }
 
 /** Public member names of a type (see `isPublicMember`), sorted. */

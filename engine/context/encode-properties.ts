@@ -1,7 +1,7 @@
 import { types } from "node:util";
 import SuperJSON from "superjson";
 import { MossError } from "../errors.ts";
-import { WIRE_MAX_BIGINT_DIGITS } from "../sandbox/wire.ts";
+import { WIRE_MAX_BIGINT_DIGITS } from "../membrane/index.ts";
 import { DEFAULT_LIMITS } from "../types.ts";
 import { expandedSizeProblem } from "./measure-value.ts";
 import { decodeWithReferentialEqualities } from "./referential-equalities.ts";

@@ -1,6 +1,6 @@
 import { types } from "node:util";
 import { MossError } from "../errors.ts";
-import { WIRE_MAX_BIGINT_DIGITS, WIRE_MAX_DEPTH } from "../sandbox/wire.ts";
+import { WIRE_MAX_BIGINT_DIGITS, WIRE_MAX_DEPTH } from "../membrane/index.ts";
 
 /*
  * The expanded size of a host value, counted like the wire codec's `measure`: every use of a shared object counts

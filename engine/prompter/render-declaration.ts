@@ -1,4 +1,5 @@
 import { type ClassDeclaration, Node, ts } from "ts-morph";
+import { isReachableMember } from "../membrane/index.ts";
 
 /** A text edit relative to the start of the rendered node. */
 interface Edit {
@@ -82,18 +83,20 @@ function renderClass(node: ClassDeclaration): string {
   return renderWithEdits(node, edits);
 }
 
-/** Private, protected, `#`/`_`-prefixed and prompt-hook members: never shown, never reachable. */
+/**
+ * Whether a class member is left out of the prompt: `isReachableMember` (membrane/visibility.ts) says no. A
+ * constructor is the class's construct signature, not a member model code reaches by name, so it is kept.
+ */
 export function isNonPublicMember(member: Node): boolean {
   if (Node.isConstructorDeclaration(member)) return false;
   const name = (member as { getName?: () => string }).getName?.();
-  if (name !== undefined && (name.startsWith("#") || name.startsWith("_"))) return true;
-  if (name === "__prompt__" || name === "__class_prompt__") return true;
-  if (Node.isModifierable(member)) {
-    return (
-      member.hasModifier(ts.SyntaxKind.PrivateKeyword) || member.hasModifier(ts.SyntaxKind.ProtectedKeyword)
-    );
-  }
-  return false;
+  if (name === undefined) return false;
+  const modifiable = Node.isModifierable(member);
+  return !isReachableMember({
+    name,
+    private: modifiable && member.hasModifier(ts.SyntaxKind.PrivateKeyword),
+    protected: modifiable && member.hasModifier(ts.SyntaxKind.ProtectedKeyword),
+  });
 }
 
 function renderConstant(node: Node): string | undefined {

@@ -1,22 +1,17 @@
-import { hostErrorWire, redactErrorValues } from "../sandbox/host-error.ts";
-import type { HandleShape, HostMembrane as HostMembraneContract, HostOutcome } from "../sandbox/sandbox.ts";
-import { decodeWire, encodeWire } from "../sandbox/wire.ts";
+import {
+  type CallbackOperation,
+  decodeWire,
+  encodeWire,
+  type HandleOperation,
+  type HandleShape,
+  type HostMembrane as HostMembraneContract,
+  type HostOutcome,
+  hostErrorWire,
+  isReachableName,
+  redactErrorValues,
+} from "../membrane/index.ts";
 import { type DeclaredType, NOTHING, RUNTIME, UNDECLARED } from "./declared-members.ts";
 import { withRunSignal } from "./run-signal.ts";
-
-const NEVER_EXPOSED = new Set([
-  "constructor",
-  "prototype",
-  "__proto__",
-  "__prompt__",
-  "__class_prompt__",
-  "caller",
-  "callee",
-  "arguments",
-  // Injection lifecycle hooks belong to the runtime: model code calling onDestroy() would tear a service down early.
-  "onInject",
-  "onDestroy",
-]);
 
 interface HandleEntry {
   value: object;
@@ -61,7 +56,7 @@ export interface CallTarget {
  * Where host code's calls of a function or class model code handed over go (a function handle passed to a host
  * function, which calls it): the run in progress decides them as it decides the code's own calls.
  */
-export type CallbackRoute = (operation: "call" | "construct", handle: number, args: string) => HostOutcome;
+export type CallbackRoute = (operation: CallbackOperation, handle: number, args: string) => HostOutcome;
 
 /** What host code's call of a function model code handed over gets when no run is in progress. */
 export function outsideRun(): HostOutcome {
@@ -150,11 +145,7 @@ export class HostMembrane implements HostMembraneContract {
   }
 
   /** What a call names (`operation` as the isolate sends it), or undefined for a handle that does not exist. */
-  describe(
-    operation: "call" | "construct" | "get",
-    handle: number,
-    member: string | null,
-  ): CallTarget | undefined {
+  describe(operation: HandleOperation, handle: number, member: string | null): CallTarget | undefined {
     const entry = this.#entries.get(handle);
     if (entry === undefined) return undefined;
     const { service, name } = entry.label;
@@ -471,7 +462,7 @@ function declaredView(value: unknown, type: DeclaredType, depth = 0): unknown {
   let changed = holdsFunctions;
   for (const key of keys) {
     const memberType = type.members.get(key);
-    if (memberType === undefined || NEVER_EXPOSED.has(key)) {
+    if (memberType === undefined || !isReachableName(key)) {
       if (holdsFunctions) continue;
       view[key] = record[key];
       continue;
@@ -547,7 +538,7 @@ function memberNames(value: object, kind: HandleShape["kind"]): string[] {
   ) {
     if (kind !== "object" && current !== value) break;
     for (const name of Object.getOwnPropertyNames(current)) {
-      if (NEVER_EXPOSED.has(name) || name.startsWith("_") || name.startsWith("#")) continue;
+      if (!isReachableName(name)) continue;
       if (kind !== "object" && (name === "length" || name === "name")) continue;
       names.add(name);
     }

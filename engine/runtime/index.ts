@@ -1,6 +1,6 @@
 // The runtime: one session of a compiled module, executing checked snippets in the sandbox. Every export is named
 // here; the membrane's host half (host-membrane.ts, run-log.ts, declared-members.ts) is internal to this folder.
-export { answerShapeProblem, checkAnswers, missingAnswers } from "./answers.ts";
+export { answerShapeProblem, checkAnswers, missingAnswers, requestAnswerProblem } from "./answers.ts";
 export {
   type ContinuationPayload,
   continuationCode,

@@ -6,9 +6,16 @@ import { DEFAULT_TYPE_CHECK_TIMEOUT_MS, renderDiagnostics, WorkerModuleChecker }
 import { type CompiledModule, hiddenNames, visibleValueNames } from "../compiler/compiled-module.ts";
 import { createContext, decodeProperties, encodeProperties, partitionProperties } from "../context/index.ts";
 import { codeFrame, MossError } from "../errors.ts";
+import {
+  addHostRoot,
+  decodeWire,
+  encodeWire,
+  encodeWireFields,
+  joinWireRecord,
+  redactHostPaths,
+} from "../membrane/index.ts";
 import type { Injection } from "../moss.ts";
 import { MossPrompter } from "../prompter/moss-prompter.ts";
-import { addHostRoot, redactHostPaths } from "../sandbox/host-error.ts";
 import type {
   HostMembrane as HostMembraneContract,
   Nondeterminism,
@@ -17,7 +24,6 @@ import type {
   SandboxSession,
   SessionSetup,
 } from "../sandbox/sandbox.ts";
-import { decodeWire, encodeWire, encodeWireFields, joinWireRecord } from "../sandbox/wire.ts";
 import {
   type Answers,
   type CallPolicy,

@@ -6,7 +6,7 @@ import {
 } from "@jridgewell/trace-mapping";
 import { transform } from "esbuild";
 import { ts } from "ts-morph";
-import { callSiteOf } from "../sandbox/sandbox.ts";
+import { callSiteOf } from "../membrane/index.ts";
 
 /** The file names model code is known by: in diagnostics, stacks and code frames. */
 export const SNIPPET_FILE = "snippet.ts";

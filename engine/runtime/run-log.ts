@@ -1,12 +1,15 @@
 import { type Context, trace as otelTrace, type Span, SpanStatusCode } from "@opentelemetry/api";
-import { hostErrorWire } from "../sandbox/host-error.ts";
-import type {
-  HostMembrane as HostMembraneContract,
-  HostOutcome,
-  Nondeterminism,
-  SettledOutcome,
-} from "../sandbox/sandbox.ts";
-import { decodeWire, encodeWire } from "../sandbox/wire.ts";
+import {
+  type CallbackOperation,
+  decodeWire,
+  encodeWire,
+  type HandleOperation,
+  type HostMembrane as HostMembraneContract,
+  type HostOutcome,
+  hostErrorWire,
+  type SettledOutcome,
+} from "../membrane/index.ts";
+import type { Nondeterminism } from "../sandbox/index.ts";
 import type { Answers, CallPolicy, HostCallRecord, PendingRequest } from "../types.ts";
 import { decideByPolicies, type PolicyOutcome } from "./call-policy.ts";
 import type { CallTarget, HostMembrane } from "./host-membrane.ts";
@@ -86,8 +89,6 @@ export interface RunLogOptions {
    */
   onStarted?: () => Promise<unknown> | undefined;
 }
-
-type Operation = "call" | "construct" | "get";
 
 /** What becomes of a new call: it runs, waits for a person (an approval, an answer), or is denied. */
 type Decision =
@@ -248,7 +249,7 @@ export class RunLog implements HostMembraneContract {
   }
 
   #handle(
-    operation: Operation,
+    operation: HandleOperation,
     handle: number,
     member: string | null,
     args: string,
@@ -288,7 +289,7 @@ export class RunLog implements HostMembraneContract {
    * cannot wait for a person inside another call: it runs on a need for approval only when a person approved the
    * call that handed it over, and is denied otherwise.
    */
-  callback(operation: "call" | "construct", handle: number, args: string): HostOutcome {
+  callback(operation: CallbackOperation, handle: number, args: string): HostOutcome {
     const membrane = this.#options.membrane;
     const run = () =>
       operation === "call" ? membrane.call(handle, null, args) : membrane.construct(handle, args);

@@ -1,13 +1,14 @@
 import { MossError } from "../errors.ts";
+import { callMembrane } from "../membrane/index.ts";
 import type { ExecutionLimits } from "../types.ts";
 import { type IsolateSession, memoryLimitMebibytes } from "./isolate-session.ts";
-import { callMembrane } from "./membrane-call.ts";
 import {
   type HostMembrane,
   type SandboxDriver,
   type SandboxRunRequest,
   type SandboxRunResult,
   type SandboxSession,
+  type SessionSetup,
   type SessionSetupSource,
   setupOf,
 } from "./sandbox.ts";

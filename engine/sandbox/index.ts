@@ -3,18 +3,6 @@ import { InProcessDriver, type InProcessDriverOptions } from "./in-process-drive
 import { ProcessDriver, type ProcessDriverOptions } from "./process-driver.ts";
 import type { SandboxDriver } from "./sandbox.ts";
 
-export { InProcessDriver, type InProcessDriverOptions } from "./in-process-driver.ts";
-export { ProcessDriver, type ProcessDriverOptions } from "./process-driver.ts";
-export type {
-  HandleShape,
-  HostMembrane,
-  HostOutcome,
-  SandboxDriver,
-  SandboxRunRequest,
-  SandboxRunResult,
-  SandboxSession,
-  SessionSetup,
-} from "./sandbox.ts";
 export {
   createWireCodec,
   DEFAULT_MAX_EXPANDED_BYTES,
@@ -29,7 +17,20 @@ export {
   WIRE_MAX_BIGINT_DIGITS,
   WIRE_MAX_DEPTH,
   type WireUnsupported,
-} from "./wire.ts";
+} from "../membrane/index.ts";
+export { InProcessDriver, type InProcessDriverOptions } from "./in-process-driver.ts";
+export { ProcessDriver, type ProcessDriverOptions } from "./process-driver.ts";
+export type {
+  HandleShape,
+  HostMembrane,
+  HostOutcome,
+  Nondeterminism,
+  SandboxDriver,
+  SandboxRunRequest,
+  SandboxRunResult,
+  SandboxSession,
+  SessionSetup,
+} from "./sandbox.ts";
 
 /** Creates a sandbox driver of the given kind: "process" (the default, crash-contained) or "in-process". */
 export function createSandboxDriver(

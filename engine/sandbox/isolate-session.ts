@@ -1,11 +1,16 @@
 import { MossError } from "../errors.ts";
+import {
+  errorWire,
+  type HostOperation,
+  type HostOutcome,
+  isolateClosureSource,
+  type SandboxEnvelope,
+  WIRE_TEXT_SLACK,
+} from "../membrane/index.ts";
 import { DEFAULT_LIMITS, type ExecutionErrorKind, type ExecutionLimits } from "../types.ts";
-import { bootstrapSource, type SandboxEnvelope } from "./bootstrap.ts";
 import { crashResult } from "./crash-result.ts";
 import ivm from "./isolated-vm.ts";
-import { errorWire, type HostOperation } from "./membrane-call.ts";
-import type { HostOutcome, SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbox.ts";
-import { WIRE_TEXT_SLACK } from "./wire.ts";
+import type { SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbox.ts";
 
 /*
  * One isolate + one context, the only file that imports isolated-vm. Used by both drivers. Host calls are always
@@ -41,8 +46,12 @@ export interface IsolateSessionOptions {
 
 type Failure = { kind: ExecutionErrorKind; name: string; message: string };
 
-/** The bootstrap as a script whose value is the closure `evalClosure` would make (same line numbers). */
-const bootstrapScript = `(function ($0, $1, $2) {${bootstrapSource}\n})`;
+/** The isolate half as a script whose value is the closure `evalClosure` would make (same line numbers). */
+let bootstrapScript: string | undefined;
+function bootstrapScriptSource(): string {
+  bootstrapScript ??= `(function ($0, $1, $2) {${isolateClosureSource()}\n})`;
+  return bootstrapScript;
+}
 const BOOTSTRAP_FILENAME = "moss-sandbox-bootstrap.js";
 
 /**
@@ -60,7 +69,7 @@ async function bootstrapEntry(
 ): Promise<ivm.Reference> {
   const cached = bootstrapCache;
   const script = (await isolate.compileScript(
-    bootstrapScript,
+    bootstrapScriptSource(),
     cached === undefined
       ? { filename: BOOTSTRAP_FILENAME, produceCachedData: true }
       : { filename: BOOTSTRAP_FILENAME, cachedData: cached },

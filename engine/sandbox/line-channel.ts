@@ -1,4 +1,5 @@
 import type { Duplex } from "node:stream";
+import type { CallReply, HostOperation } from "../membrane/index.ts";
 import type { SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbox.ts";
 
 /*
@@ -10,7 +11,7 @@ import type { SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbo
 /** A host call from an isolate, as the sandbox process writes it on the call pipe. */
 export interface HostCall {
   session: number;
-  operation: "call" | "construct" | "get" | "ask" | "show";
+  operation: HostOperation;
   handle: number;
   member: string | null;
   args: string;
@@ -20,13 +21,7 @@ export interface HostCall {
   nondeterminism?: string;
 }
 
-/** The parent's answer to a host call: a value, an error, or the id of a promise settled later on fd 3. */
-export type CallReply =
-  | { kind: "value" | "error"; wire: string }
-  | { kind: "promise"; promiseId: number }
-  | { kind: "pending" }
-  | { kind: "pause" }
-  | { kind: "refuse"; failure: "replay-diverged"; message: string };
+export type { CallReply } from "../membrane/index.ts";
 
 /** Messages the parent sends to a sandbox process. */
 export type ParentMessage =
@@ -46,7 +41,7 @@ export type ChildMessage =
       type: "call";
       session: number;
       call: number;
-      operation: "call" | "construct" | "get" | "ask" | "show";
+      operation: HostOperation;
       handle: number;
       member: string | null;
       args: string;

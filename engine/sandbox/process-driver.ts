@@ -4,6 +4,7 @@ import { availableParallelism } from "node:os";
 import type { Duplex } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { MossError } from "../errors.ts";
+import { callMembrane, errorWire } from "../membrane/index.ts";
 import { runnableEntry } from "../runnable-entry.ts";
 import type { ExecutionLimits } from "../types.ts";
 import { crashResult } from "./crash-result.ts";
@@ -14,7 +15,6 @@ import {
   LineChannel,
   type ParentMessage,
 } from "./line-channel.ts";
-import { callMembrane, errorWire } from "./membrane-call.ts";
 import {
   type HostMembrane,
   type SandboxDriver,

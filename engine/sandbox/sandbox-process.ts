@@ -1,10 +1,9 @@
 import { readSync, writeSync } from "node:fs";
 import { Socket } from "node:net";
+import type { CallReply, HostOperation, HostOutcome, SettledOutcome } from "../membrane/index.ts";
 import { crashResult } from "./crash-result.ts";
 import { type IsolateSession, memoryLimitMebibytes } from "./isolate-session.ts";
-import { type CallReply, type ChildMessage, LineChannel, type ParentMessage } from "./line-channel.ts";
-import type { HostOperation } from "./membrane-call.ts";
-import type { HostOutcome, SettledOutcome } from "./sandbox.ts";
+import { type ChildMessage, LineChannel, type ParentMessage } from "./line-channel.ts";
 import { WarmIsolates } from "./warm-isolates.ts";
 
 /*

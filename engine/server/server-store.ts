@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from "node:crypto";
-import { requestAnswerProblem } from "../runtime/answers.ts";
+import { requestAnswerProblem } from "../runtime/index.ts";
 import type { Answer, Answers, ImageContent, PendingRequest } from "../types.ts";
 import type { Database, SqlExecutor } from "./database.ts";
 import { ServerError } from "./server-error.ts";

@@ -150,10 +150,26 @@ describe("a copy of the repository with planted imports", () => {
         "",
       ].join("\n"),
     );
-    // Sideways is allowed, a cycle between peers is not: context already imports sandbox's wire limits.
+    // Sideways is allowed, a cycle between peers is not: context and sandbox each import the other's front door.
     plant(
       "engine/sandbox/planted-peer.ts",
       'import { createContext } from "../context/index.ts";\nexport { createContext };\n',
+    );
+    plant(
+      "engine/context/planted-peer.ts",
+      'import { createSandboxDriver } from "../sandbox/index.ts";\nexport { createSandboxDriver };\n',
+    );
+    // The isolate half of the membrane: a host-only file of its own folder, and a package, are both refused.
+    plant(
+      "engine/membrane/isolate/planted-isolate.ts",
+      [
+        'import { isolateScript } from "../isolate-script.ts";',
+        'import { readFileSync } from "node:fs";',
+        'import { isReachableName } from "../visibility.ts";',
+        'import type { HostOperation } from "../protocol.ts";',
+        "export { isolateScript, isReachableName, readFileSync, type HostOperation };",
+        "",
+      ].join("\n"),
     );
     // A front door names its exports.
     const door = path.join(copy, "engine/prompter/index.ts");
@@ -188,11 +204,14 @@ describe("a copy of the repository with planted imports", () => {
       [
         `engine/prompter/index.ts:${doorLine} -> engine/prompter/render-declaration.ts`,
         "engine/sandbox/planted-peer.ts:1 -> engine/context/index.ts",
+        "engine/context/planted-peer.ts:1 -> engine/sandbox/index.ts",
         "engine/agent/planted-deep.ts:3 -> engine/runtime/moss-runtime.ts",
         "engine/check/planted-upward.ts:1 -> engine/agent/index.ts",
         "engine/runtime/planted-dynamic.ts:3 -> engine/cli/index.ts",
         "engine/runtime/planted-dynamic.ts:4 -> engine/server/index.ts",
         "moss-modules/planted.ts:2 -> engine/runtime/host-membrane.ts",
+        "engine/membrane/isolate/planted-isolate.ts:1 -> engine/membrane/isolate-script.ts",
+        "engine/membrane/isolate/planted-isolate.ts:2 -> undefined",
       ].sort(),
     );
     const problem = (from: string) => report.violations.find((violation) => violation.from === from)?.problem;
@@ -205,17 +224,21 @@ describe("a copy of the repository with planted imports", () => {
     expect(problem("engine/sandbox/planted-peer.ts")).toMatch(
       /^engine\/sandbox\/ and engine\/context\/ import each other \(also engine\/context\/[a-z-]+\.ts:\d+\)/,
     );
+    const isolateProblems = report.violations
+      .filter((violation) => violation.from === "engine/membrane/isolate/planted-isolate.ts")
+      .map((violation) => violation.problem);
+    expect(isolateProblems).toEqual([
+      "the isolate half of the membrane may import only engine/membrane/isolate/, wire/, protocol.ts and visibility.ts, not engine/membrane/isolate-script.ts",
+      "the isolate half of the membrane may import no package (node:fs): it is bundled into the script that runs beside model code",
+    ]);
     expect(problem("engine/prompter/index.ts")).toBe(
       'front doors name their exports: replace `export * from "./render-declaration.ts"` with the names',
     );
-    // The other side of the cycle is named too, and nothing else of the unchanged code is reported.
-    const others = report.violations.filter((violation) => !planted.includes(violation));
-    expect(others.length).toBeGreaterThan(0);
-    for (const other of others) {
-      expect(other.from).toMatch(/^engine\/context\//);
-      expect(other.to).toMatch(/^engine\/sandbox\//);
-      expect(other.problem).toMatch(/^engine\/context\/ and engine\/sandbox\/ import each other/);
-    }
+    // The other side of the cycle is named too, and nothing of the unchanged code is reported.
+    expect(problem("engine/context/planted-peer.ts")).toMatch(
+      /^engine\/context\/ and engine\/sandbox\/ import each other \(also engine\/sandbox\/planted-peer\.ts:1\)/,
+    );
+    expect(report.violations.filter((violation) => !planted.includes(violation))).toEqual([]);
     expect(problem("moss-modules/planted.ts")).toMatch(
       /^moss-modules may import only the public API .*; HostMembrane from engine\/runtime\/host-membrane\.ts is not in it$/,
     );

@@ -4,7 +4,7 @@ import { parseContextText } from "../../engine/context/context-file.ts";
 import { decodeProperties, encodeProperties } from "../../engine/context/encode-properties.ts";
 import { measureValue } from "../../engine/context/measure-value.ts";
 import { MossError } from "../../engine/errors.ts";
-import { WIRE_MAX_BIGINT_DIGITS } from "../../engine/sandbox/wire.ts";
+import { WIRE_MAX_BIGINT_DIGITS } from "../../engine/membrane/host/host-wire.ts";
 
 /*
  * Property-based tests of the context encoding and decoder: random and hostile values and documents round-trip,

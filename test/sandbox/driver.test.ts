@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { decodeWire, encodeWire } from "../../engine/membrane/host/host-wire.ts";
 import { InProcessDriver } from "../../engine/sandbox/in-process-driver.ts";
 import { ProcessDriver } from "../../engine/sandbox/process-driver.ts";
 import type { SandboxDriver, SandboxRunRequest } from "../../engine/sandbox/sandbox.ts";
-import { decodeWire, encodeWire } from "../../engine/sandbox/wire.ts";
 import { DEFAULT_LIMITS, type ExecutionLimits } from "../../engine/types.ts";
 import { Ball, TestMembrane } from "./test-membrane.ts";
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { hostErrorFields, MAX_ERROR_FIELDS_BYTES } from "../../engine/sandbox/host-error.ts";
+import { hostErrorFields, MAX_ERROR_FIELDS_BYTES } from "../../engine/membrane/host/host-error.ts";
 
 class ApiFailure extends Error {
   static readonly mossErrorFields = ["status", "detail", "request", "big", "stack", "_secret"];
@@ -35,7 +35,7 @@ describe("host error fields", () => {
 
 describe("routes are not host paths", () => {
   it("an HTTP route in a host error stays readable; a path under a real root folder does not", async () => {
-    const { redactHostPaths } = await import("../../engine/sandbox/host-error.ts");
+    const { redactHostPaths } = await import("../../engine/membrane/host/host-error.ts");
     expect(redactHostPaths("HTTP 404 from GET /pets/{petId}: '/pets/7' not found")).toBe(
       "HTTP 404 from GET /pets/{petId}: '/pets/7' not found",
     );
@@ -50,7 +50,7 @@ describe("a host path spelled another way is still removed", () => {
     const { mkdtempSync, mkdirSync, rmSync } = await import("node:fs");
     const { tmpdir } = await import("node:os");
     const path = await import("node:path");
-    const { redactHostPaths } = await import("../../engine/sandbox/host-error.ts");
+    const { redactHostPaths } = await import("../../engine/membrane/host/host-error.ts");
     const root = mkdtempSync(path.join(tmpdir(), "moss-spelling-"));
     const folder = path.join(root, "café privé 'x', #1");
     mkdirSync(folder);

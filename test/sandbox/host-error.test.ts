@@ -1,7 +1,7 @@
 import { homedir, tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, test } from "vitest";
-import { addHostRoot, hostErrorFields, redactHostPaths } from "../../engine/sandbox/host-error.ts";
+import { addHostRoot, hostErrorFields, redactHostPaths } from "../../engine/membrane/host/host-error.ts";
 
 describe("redactHostPaths: no host path survives, whatever the folder names", () => {
   test.each([

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { decodeWire } from "../../engine/membrane/host/host-wire.ts";
 import { acceptsRabGsabFlag, ProcessDriver } from "../../engine/sandbox/process-driver.ts";
 import type { SandboxRunRequest, SandboxSession } from "../../engine/sandbox/sandbox.ts";
-import { decodeWire } from "../../engine/sandbox/wire.ts";
 import { DEFAULT_LIMITS } from "../../engine/types.ts";
 import { Ball, TestMembrane } from "./test-membrane.ts";
 

@@ -1,5 +1,5 @@
+import { decodeWire, encodeWire } from "../../engine/membrane/host/host-wire.ts";
 import type { HandleShape, HostMembrane, HostOutcome, SessionSetup } from "../../engine/sandbox/sandbox.ts";
-import { decodeWire, encodeWire } from "../../engine/sandbox/wire.ts";
 
 /** A small real membrane over host objects: handles by id, public members only, errors as {name, message}. */
 export class TestMembrane implements HostMembrane {

@@ -8,7 +8,7 @@ import {
   measureWire,
   WIRE_MAX_BIGINT_DIGITS,
   WIRE_MAX_DEPTH,
-} from "../../engine/sandbox/wire.ts";
+} from "../../engine/membrane/host/host-wire.ts";
 
 /*
  * Property-based tests of the wire codec: random and hostile values either round-trip or are refused with a

@@ -1,7 +1,6 @@
 import vm from "node:vm";
 import { describe, expect, test } from "vitest";
 import { measureValue } from "../../engine/context/measure-value.ts";
-import type { HandleShape } from "../../engine/sandbox/sandbox.ts";
 import {
   createWireCodec,
   decodeWire,
@@ -9,8 +8,9 @@ import {
   joinWireRecord,
   measureWire,
   WIRE_MAX_BIGINT_DIGITS,
-  wireCodecSource,
-} from "../../engine/sandbox/wire.ts";
+} from "../../engine/membrane/index.ts";
+import { isolateScript } from "../../engine/membrane/isolate-script.ts";
+import type { HandleShape } from "../../engine/sandbox/sandbox.ts";
 
 const roundTrip = (value: unknown) => decodeWire(encodeWire(value));
 
@@ -161,9 +161,12 @@ describe("wire codec", () => {
     expect(codec.encode("x".repeat(10), { maxLength: 100 })).toBe(JSON.stringify(["x".repeat(10)]));
   });
 
-  test("the codec source is self-contained and interoperates from another realm", () => {
+  test("the isolate script's codec is self-contained and interoperates from another realm", () => {
     const context = vm.createContext({});
-    const codec = vm.runInContext(`"use strict"; const __name = (t) => t; (${wireCodecSource})()`, context);
+    const script = isolateScript();
+    expect(script).not.toMatch(/\b__name\d*\b/);
+    expect(script).not.toMatch(/\b(import|require)\s*\(/);
+    const codec = vm.runInContext(`"use strict"; ${script}; mossIsolate.createWireCodec()`, context);
     const text = codec.encode(
       vm.runInContext("({ when: new Date(5), set: new Set([1n]), map: new Map([['a', -0]]) })", context),
     );

@@ -1,8 +1,5 @@
+import type { HostMembrane, HostOperation, HostOutcome } from "../protocol.ts";
 import { hostErrorWire } from "./host-error.ts";
-import type { HostMembrane, HostOutcome } from "./sandbox.ts";
-
-/** The membrane operations a proxy inside the isolate can request. */
-export type HostOperation = "call" | "construct" | "get" | "ask" | "show";
 
 /** Dispatches one proxy access to the membrane; a membrane that throws becomes an error outcome. */
 export function callMembrane(

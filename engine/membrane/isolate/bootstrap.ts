@@ -1,8 +1,59 @@
-import { wireCodecSource } from "./wire.ts";
+import { type HostOperation, type SandboxEnvelope, stdoutTruncationMarker } from "../protocol.ts";
+import { isReachableName } from "../visibility.ts";
+import type { WireCodec } from "../wire/codec.ts";
+import {
+  ArrayIsArray,
+  DateCtor,
+  DateNow,
+  DateToString,
+  ErrorCtor,
+  errorConstructors,
+  FunctionBind,
+  JSONParse,
+  JSONStringify,
+  MapClear,
+  MapCtor,
+  MapDelete,
+  MapGet,
+  MapSet,
+  MathObject,
+  MathRandom,
+  NumberCtor,
+  ObjectCreate,
+  ObjectFreeze,
+  ObjectHasOwn,
+  ObjectKeys,
+  ObjectPrototype,
+  ObjectToString,
+  PromiseCtor,
+  PromiseThen,
+  ProxyCtor,
+  ReferenceErrorCtor,
+  ReflectApply,
+  ReflectDefineProperty,
+  ReflectDeleteProperty,
+  ReflectGet,
+  ReflectHas,
+  ReflectSetPrototypeOf,
+  StringCharCodeAt,
+  StringCtor,
+  StringIncludesMethod,
+  StringIndexOf,
+  TypeErrorCtor,
+  WeakMapGet,
+  WeakMapSet,
+} from "../wire/intrinsics.ts";
+import { formatValues, inspect } from "./format.ts";
+import { shapeOfProxy } from "./proxy-shapes.ts";
+import { append, data, slice } from "./records.ts";
+import { truncateToBytes, utf8Length } from "./stdout-text.ts";
 
 /*
- * The isolate-side half of the membrane. `sandboxBootstrap` is never called on the host: its `.toString()`
- * runs inside the isolate (strict mode, before any model code), so it may reference nothing from module scope.
+ * The isolate-side half of the membrane. `sandboxBootstrap` is never called on the host: it is bundled by esbuild
+ * (membrane/isolate-script.ts) into the one classic script that runs inside the isolate (strict mode, before any
+ * model code). It may import only isolate/, wire/, protocol.ts and visibility.ts (scripts/check-arrows.js checks);
+ * pure jobs live in files of their own (records.ts, format.ts, stdout-text.ts, proxy-shapes.ts), and since the
+ * script is evaluated once per isolate, their module state is per isolate like this closure's.
  * Everything it needs from the host arrives as arguments: the wire codec, `hostCall` (a synchronous bridge
  * that takes and returns strings only), `emit` (stdout text) and `done` (a run's envelope). Those bridges live
  * only in this closure; the function returns the entry points the host drives (`install`, `runScript`,
@@ -31,29 +82,10 @@ export interface SandboxEntryPoints {
   recorded(): string;
 }
 
-/** The JSON envelope a run hands to `done`. */
-export interface SandboxEnvelope {
-  ok: boolean;
-  returns?: string;
-  mossData?: string;
-  error?: {
-    kind: "runtime" | "output-limit" | "call-limit" | "replay-diverged";
-    name: string;
-    message: string;
-    stack?: string;
-  };
-  warnings: string[];
-}
-
-/** Marker line appended when a run's stdout exceeds its byte limit. */
-export function stdoutTruncationMarker(limitBytes: number): string {
-  return `… [stdout truncated: limit of ${limitBytes} bytes reached]`;
-}
-
-function sandboxBootstrap(
-  codec: import("./wire.ts").WireCodec,
+export function sandboxBootstrap(
+  codec: WireCodec,
   hostCall: (
-    operation: string,
+    operation: HostOperation,
     handle: number,
     member: string | null,
     args: string,
@@ -64,83 +96,12 @@ function sandboxBootstrap(
   done: (envelope: string) => void,
 ): SandboxEntryPoints {
   const global = globalThis as any;
-  const ReflectApply = Reflect.apply;
   // Called through this binding, eval is indirect: the code runs in global scope with classic-script semantics.
   // biome-ignore lint/security/noGlobalEval: evaluating the model's code inside the isolate is the point.
   const IndirectEval = eval;
-  const ReflectDefineProperty = Reflect.defineProperty;
-  const ReflectGet = Reflect.get;
-  const ReflectHas = Reflect.has;
-  const ReflectGetPrototypeOf = Reflect.getPrototypeOf;
-  const ReflectSetPrototypeOf = Reflect.setPrototypeOf;
-  const ReflectDeleteProperty = Reflect.deleteProperty;
-  const ObjectCreate = Object.create;
-  const ObjectFreeze = Object.freeze;
-  const ObjectKeys = Object.keys;
-  const ObjectHasOwn = Object.hasOwn;
-  const ObjectPrototype = Object.prototype;
-  const ObjectIs = Object.is;
-  const ArrayIsArray = Array.isArray;
-  const JSONStringify = JSON.stringify;
-  const StringIncludesMethod = String.prototype.includes;
   const StringIncludes = (text: string, part: string): boolean =>
     ReflectApply(StringIncludesMethod, text, [part]);
-  const JSONParse = JSON.parse;
-  const StringCtor = String;
-  const NumberCtor = Number;
-  const NumberIsNaN = Number.isNaN;
-  const MathMin = Math.min;
-  const MathTrunc = Math.trunc;
-  const MapCtor = Map;
-  const WeakMapCtor = WeakMap;
-  const PromiseCtor = Promise;
-  const PromiseThen = Promise.prototype.then;
-  const ErrorCtor = Error;
-  const TypeErrorCtor = TypeError;
-  const ReferenceErrorCtor = ReferenceError;
   const ErrorCaptureStackTrace = (Error as any).captureStackTrace as (target: object) => void;
-  const FunctionBind = Function.prototype.bind;
-  const FunctionToString = Function.prototype.toString;
-  const StringSlice = String.prototype.slice;
-  const StringCharCodeAt = String.prototype.charCodeAt;
-  const StringStartsWith = String.prototype.startsWith;
-  const StringReplace = String.prototype.replace;
-  const StringIndexOf = String.prototype.indexOf;
-  const StringSplit = String.prototype.split;
-  const ArrayJoin = Array.prototype.join;
-  const MapGet = Map.prototype.get;
-  const MapSet = Map.prototype.set;
-  const MapDelete = Map.prototype.delete;
-  const MapClear = Map.prototype.clear;
-  const MapEntries = Map.prototype.entries;
-  const SetValues = Set.prototype.values;
-  const WeakMapGet = WeakMap.prototype.get;
-  const WeakMapSet = WeakMap.prototype.set;
-  const IteratorNext = Object.getPrototypeOf(new Map().entries()).next;
-  const SetIteratorNext = Object.getPrototypeOf(new Set().values()).next;
-  const DateCtor = Date;
-  const DateNow = Date.now;
-  const DateToString = Date.prototype.toString;
-  const MathObject = Math;
-  const MathRandom = Math.random;
-  const ProxyCtor = Proxy;
-  const DateToISOString = Date.prototype.toISOString;
-  const DateGetTime = Date.prototype.getTime;
-  const RegExpToString = RegExp.prototype.toString;
-  const MapSize = Object.getOwnPropertyDescriptor(Map.prototype, "size")!.get!;
-  const SetSize = Object.getOwnPropertyDescriptor(Set.prototype, "size")!.get!;
-  const ObjectToString = Object.prototype.toString;
-  const SymbolToString = Symbol.prototype.toString;
-  const errorConstructors: Record<string, ErrorConstructor> = {
-    __proto__: null,
-    Error,
-    TypeError,
-    RangeError,
-    SyntaxError,
-    ReferenceError,
-    EvalError,
-    URIError,
-  } as any;
 
   // WebAssembly memory and SharedArrayBuffer escape memoryLimit; Atomics.waitAsync, FinalizationRegistry and
   // WeakRef let model code schedule work the host would run after its run is over.
@@ -174,33 +135,6 @@ function sandboxBootstrap(
     configurable: true,
   } as PropertyDescriptor);
 
-  function data(value: unknown, writable = false, enumerable = true): PropertyDescriptor {
-    return { __proto__: null, value, writable, enumerable, configurable: false } as PropertyDescriptor;
-  }
-
-  function append(list: unknown[], value: unknown): void {
-    ReflectDefineProperty(list, list.length, {
-      __proto__: null,
-      value,
-      writable: true,
-      enumerable: true,
-      configurable: true,
-    } as PropertyDescriptor);
-  }
-
-  function slice(text: string, start: number, end?: number): string {
-    return ReflectApply(StringSlice, text, end === undefined ? [start] : [start, end]);
-  }
-
-  function hasBrand(method: Function, value: unknown): boolean {
-    try {
-      ReflectApply(method, value, []);
-      return true;
-    } catch {
-      return false;
-    }
-  }
-
   // ---- per-run state -------------------------------------------------------------------------------------
   let maxStdout = 65536;
   let stdoutBytes = 0;
@@ -217,14 +151,7 @@ function sandboxBootstrap(
   >();
 
   // ---- handles and proxies -------------------------------------------------------------------------------
-  const shapeOfProxy = new WeakMapCtor<object, any>();
   const proxyById = new MapCtor<number, object>();
-
-  function memberAllowed(name: unknown): name is string {
-    if (typeof name !== "string" || name === "") return false;
-    if (name === "constructor" || name === "__proto__" || name === "prototype") return false;
-    return !ReflectApply(StringStartsWith, name, ["_"]) && !ReflectApply(StringStartsWith, name, ["#"]);
-  }
 
   function seal(fn: Function): Function {
     ReflectDeleteProperty(fn, "name");
@@ -262,14 +189,14 @@ function sandboxBootstrap(
     const methods = ArrayIsArray(shape.methods) ? shape.methods : [];
     for (let i = 0; i < methods.length; i++) {
       const name = methods[i];
-      if (!memberAllowed(name)) continue;
+      if (!isReachableName(name)) continue;
       const method = seal((...args: unknown[]) => callHost("call", id, name, args));
       ReflectDefineProperty(target, name, data(method));
     }
     const properties = ArrayIsArray(shape.properties) ? shape.properties : [];
     for (let i = 0; i < properties.length; i++) {
       const name = properties[i];
-      if (!memberAllowed(name)) continue;
+      if (!isReachableName(name)) continue;
       const getter = seal(() => callHost("get", id, name, []));
       ReflectDefineProperty(target, name, {
         __proto__: null,
@@ -459,7 +386,7 @@ function sandboxBootstrap(
     return line * 65536 + (column > 65535 ? 0 : column);
   }
 
-  function callHost(operation: string, id: number, member: string | null, args: unknown[]): unknown {
+  function callHost(operation: HostOperation, id: number, member: string | null, args: unknown[]): unknown {
     if (limitHit !== null && limitHit.kind !== "output-limit") throw new ErrorCtor(limitHit.message);
     const label = member === null ? "host function" : `${member}()`;
     const encoded = codec.encode(args, {
@@ -522,210 +449,7 @@ function sandboxBootstrap(
     entry.reject(error);
   }
 
-  // ---- formatting (a compact util.inspect) ---------------------------------------------------------------
-  function quote(text: string): string {
-    const json = JSONStringify(text);
-    return `'${ReflectApply(StringReplace, slice(json, 1, json.length - 1), [/'/g, "\\'"])}'`;
-  }
-
-  function keyText(key: string): string {
-    return /^[A-Za-z_$][\w$]*$/.test(key) ? key : quote(key);
-  }
-
-  function functionText(value: Function): string {
-    if (ReflectApply(WeakMapGet, shapeOfProxy, [value]) !== undefined) return "[host function]";
-    let source = "";
-    try {
-      source = ReflectApply(FunctionToString, value, []);
-    } catch {}
-    let name = "";
-    try {
-      const own = (value as any).name;
-      name = typeof own === "string" ? own : "";
-    } catch {}
-    if (ReflectApply(StringStartsWith, source, ["class"])) return `[class ${name || "(anonymous)"}]`;
-    return name === "" ? "[Function (anonymous)]" : `[Function: ${name}]`;
-  }
-
-  function errorText(value: any): string {
-    try {
-      const stack = value.stack;
-      if (typeof stack === "string" && stack !== "") {
-        const lines = ReflectApply(StringSplit, stack, ["\n"]) as string[];
-        const kept: string[] = [];
-        for (let i = 0; i < lines.length; i++) {
-          if (ReflectApply(StringIndexOf, lines[i], ["moss-sandbox-bootstrap"]) === -1)
-            append(kept, lines[i]);
-        }
-        return ReflectApply(ArrayJoin, kept, ["\n"]);
-      }
-      return `${StringCtor(value.name)}: ${StringCtor(value.message)}`;
-    } catch {
-      return "[Error]";
-    }
-  }
-
-  function inspect(value: unknown, pretty: boolean, depth: number, seen: unknown[], indent: string): string {
-    switch (typeof value) {
-      case "string":
-        return depth === 0 ? value : quote(value);
-      case "number":
-        return ObjectIs(value, -0) ? "-0" : StringCtor(value);
-      case "bigint":
-        return `${StringCtor(value)}n`;
-      case "boolean":
-      case "undefined":
-        return StringCtor(value);
-      case "symbol":
-        return ReflectApply(SymbolToString, value, []);
-      case "function":
-        return functionText(value);
-    }
-    if (value === null) return "null";
-    const object = value as object;
-    for (let i = 0; i < seen.length; i++) if (seen[i] === object) return "[Circular]";
-    if (ReflectApply(WeakMapGet, shapeOfProxy, [object]) !== undefined) return "[host object]";
-    if (hasBrand(DateGetTime, object)) {
-      const time = ReflectApply(DateGetTime, object, []);
-      return NumberIsNaN(time) ? "Invalid Date" : ReflectApply(DateToISOString, object, []);
-    }
-    if (hasBrand(RegExpToString, object) && ReflectApply(ObjectToString, object, []) === "[object RegExp]") {
-      return ReflectApply(RegExpToString, object, []);
-    }
-    if (ReflectApply(ObjectToString, object, []) === "[object Error]")
-      return depth === 0 ? errorText(object) : `[${errorText(object)}]`;
-    const nested = depth >= (pretty ? 4 : 2);
-    const parts: string[] = [];
-    let open = "{";
-    let close = "}";
-    let prefix = "";
-    const inner = [...seen, object];
-    const childIndent = `${indent}  `;
-    const show = (item: unknown) => inspect(item, pretty, depth + 1, inner, childIndent);
-    try {
-      if (ArrayIsArray(object)) {
-        if (nested) return "[Array]";
-        open = "[";
-        close = "]";
-        const items = object as unknown[];
-        const shown = MathMin(items.length, 100);
-        for (let i = 0; i < shown; i++) append(parts, show(items[i]));
-        if (items.length > shown) append(parts, `... ${items.length - shown} more items`);
-      } else if (hasBrand(MapSize, object)) {
-        const size = ReflectApply(MapSize, object, []);
-        prefix = `Map(${size}) `;
-        if (nested) return "[Map]";
-        const iterator = ReflectApply(MapEntries, object, []);
-        for (;;) {
-          const step: any = ReflectApply(IteratorNext, iterator, []);
-          if (step.done) break;
-          append(parts, `${show(step.value[0])} => ${show(step.value[1])}`);
-        }
-      } else if (hasBrand(SetSize, object)) {
-        const size = ReflectApply(SetSize, object, []);
-        prefix = `Set(${size}) `;
-        if (nested) return "[Set]";
-        const iterator = ReflectApply(SetValues, object, []);
-        for (;;) {
-          const step: any = ReflectApply(SetIteratorNext, iterator, []);
-          if (step.done) break;
-          append(parts, show(step.value));
-        }
-      } else {
-        const prototype = ReflectGetPrototypeOf(object);
-        if (prototype === null) prefix = "[Object: null prototype] ";
-        else if (prototype !== ObjectPrototype) {
-          const name = (prototype as any).constructor?.name;
-          if (typeof name === "string" && name !== "" && name !== "Object") prefix = `${name} `;
-        }
-        if (nested) return prefix === "" ? "[Object]" : `[${slice(prefix, 0, prefix.length - 1)}]`;
-        const keys = ObjectKeys(object);
-        for (let i = 0; i < keys.length; i++) {
-          const key = keys[i]!;
-          append(parts, `${keyText(key)}: ${show((object as any)[key])}`);
-        }
-      }
-    } catch (error) {
-      return `[uninspectable: ${errorText(error)}]`;
-    }
-    if (parts.length === 0) return `${prefix}${open}${close}`;
-    const flat = `${prefix}${open} ${ReflectApply(ArrayJoin, parts, [", "])} ${close}`;
-    if (!pretty || flat.length + indent.length <= 72) return flat;
-    return `${prefix}${open}\n${childIndent}${ReflectApply(ArrayJoin, parts, [`,\n${childIndent}`])}\n${indent}${close}`;
-  }
-
-  function formatValues(values: unknown[], pretty: boolean): string {
-    const out: string[] = [];
-    let start = 0;
-    const first = values[0];
-    if (typeof first === "string" && values.length > 1 && /%[sdifjoOc%]/.test(first)) {
-      let next = 1;
-      const formatted = ReflectApply(StringReplace, first, [
-        /%([sdifjoOc%])/g,
-        (match: string, letter: string) => {
-          if (letter === "%") return "%";
-          if (next >= values.length) return match;
-          const value = values[next++];
-          switch (letter) {
-            case "s":
-              return typeof value === "string" ? value : inspect(value, false, 1, [], "");
-            case "d":
-            case "i": {
-              if (typeof value === "bigint") return `${StringCtor(value)}n`;
-              const number = NumberCtor(value);
-              return StringCtor(letter === "i" ? MathTrunc(number) : number);
-            }
-            case "f":
-              return StringCtor(NumberCtor(value));
-            case "j":
-              try {
-                return JSONStringify(value);
-              } catch {
-                return "[Circular]";
-              }
-            case "c":
-              return "";
-            default:
-              return inspect(value, pretty, 1, [], "");
-          }
-        },
-      ]);
-      append(out, formatted);
-      start = next;
-    }
-    for (let i = start; i < values.length; i++) append(out, inspect(values[i], pretty, 0, [], ""));
-    return ReflectApply(ArrayJoin, out, [" "]);
-  }
-
   // ---- stdout --------------------------------------------------------------------------------------------
-  function utf8Length(text: string): number {
-    let bytes = 0;
-    for (let i = 0; i < text.length; i++) {
-      const code = ReflectApply(StringCharCodeAt, text, [i]);
-      if (code < 0x80) bytes += 1;
-      else if (code < 0x800) bytes += 2;
-      else if (code >= 0xd800 && code <= 0xdbff && i + 1 < text.length) {
-        bytes += 4;
-        i++;
-      } else bytes += 3;
-    }
-    return bytes;
-  }
-
-  function truncateToBytes(text: string, budget: number): string {
-    let bytes = 0;
-    let end = 0;
-    while (end < text.length) {
-      const code = ReflectApply(StringCharCodeAt, text, [end]);
-      const pair = code >= 0xd800 && code <= 0xdbff && end + 1 < text.length;
-      const size = code < 0x80 ? 1 : code < 0x800 ? 2 : pair ? 4 : 3;
-      if (bytes + size > budget) break;
-      bytes += size;
-      end += pair ? 2 : 1;
-    }
-    return slice(text, 0, end);
-  }
-
   function write(text: string): void {
     if (stdoutClosed) throw new ErrorCtor(`stdout limit of ${maxStdout} bytes reached`);
     const line = `${text}\n`;
@@ -736,7 +460,7 @@ function sandboxBootstrap(
       return;
     }
     const kept = truncateToBytes(line, maxStdout - stdoutBytes);
-    const marker = `… [stdout truncated: limit of ${maxStdout} bytes reached]`;
+    const marker = stdoutTruncationMarker(maxStdout);
     emit(`${kept}${kept === "" ? "" : "\n"}${marker}\n`);
     stdoutBytes = maxStdout;
     stdoutClosed = true;
@@ -1112,24 +836,3 @@ function sandboxBootstrap(
 
   return ObjectFreeze({ __proto__: null, install, runScript, settle, recorded } as any);
 }
-
-/**
- * The bootstrap as the body of an `evalClosure` taking `$0` = the host-call bridge (a synchronous callback),
- * `$1` = the emit bridge (stdout text) and `$2` = the done bridge (receives each run's envelope).
- */
-const functionSources = [wireCodecSource, sandboxBootstrap.toString()];
-
-/**
- * Loaders that keep names (tsx, esbuild `keepNames`) wrap functions in `__name(fn, "name")`, renamed `__name2`, …
- * when the module already has a `__name`: shim every spelling that occurs so the sources stay self-contained.
- */
-const keepNameShims = [...new Set(functionSources.join("\n").match(/\b__name\d*\b/g) ?? [])].map(
-  (helper) => `const ${helper} = (target) => target;`,
-);
-
-export const bootstrapSource: string = [
-  '"use strict";',
-  ...keepNameShims,
-  `const createWireCodec = ${functionSources[0]};`,
-  `return (${functionSources[1]})(createWireCodec(), $0, $1, $2);`,
-].join("\n");

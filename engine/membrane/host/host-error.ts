@@ -2,7 +2,7 @@ import { readdirSync, realpathSync, statSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { encodeWire, measureWire } from "./wire.ts";
+import { encodeWire, measureWire } from "./host-wire.ts";
 
 /*
  * Host error text on its way to model code. Only `{ name, message, code }` of a host error ever crosses (never its

@@ -1,0 +1,157 @@
+import { MossError } from "../../errors.ts";
+import { DEFAULT_LIMITS } from "../../types.ts";
+import type { HandleShape } from "../protocol.ts";
+import {
+  createWireCodec,
+  type WireCodec,
+  type WireDecodeOptions,
+  type WireEncodeOptions,
+  type WireFieldsOptions,
+  type WireUnsupported,
+} from "../wire/codec.ts";
+
+/*
+ * The host's use of the wire codec (../wire/codec.ts, the one encoding for everything that crosses host <->
+ * sandbox process <-> isolate): codec failures become MossErrors, and decoding is bounded before anything is built.
+ */
+
+const hostCodec = createWireCodec();
+
+/** Deepest nesting a value crossing the wire may have. */
+export const WIRE_MAX_DEPTH: number = hostCodec.bounds.maxDepth;
+/** Longest bigint (in decimal digits) a value crossing the wire may hold: decimal conversion is quadratic. */
+export const WIRE_MAX_BIGINT_DIGITS: number = hostCodec.bounds.maxBigIntDigits;
+/** Wire text is at most this many times longer than the expanded value (tags, indices; base64 for binary data). */
+export const WIRE_TEXT_SLACK = 6;
+/** Expanded-size budget of a decode that names none (the default result limit). */
+export const DEFAULT_MAX_EXPANDED_BYTES: number = DEFAULT_LIMITS.maxResultBytes;
+
+/** Runs a codec operation on the host: whatever it throws becomes a MossError (`wire-limit` or `wire-invalid`). */
+function hostCall<T>(operation: () => T): T {
+  try {
+    return operation();
+  } catch (error) {
+    if (MossError.is(error)) throw error;
+    const message = error instanceof Error ? error.message : String(error);
+    const limit = error instanceof Error && error.name === "WireLimitError";
+    throw new MossError(limit ? "wire-limit" : "wire-invalid", message, {}, { cause: error });
+  }
+}
+
+/** Host-side options of `encodeWire`. */
+export interface EncodeWireOptions {
+  /** Registers a host object that is not plain data with the membrane and returns its handle shape. */
+  onHostObject?: (value: object, path: string) => HandleShape | undefined;
+  /** Receives values that cannot cross (they are left out); without it `encodeWire` throws. */
+  onUnsupported?: (unsupported: WireUnsupported) => void;
+  /** Path of the root in messages. Default `value`. */
+  rootPath?: string;
+}
+
+/**
+ * Encodes a host value into wire text; host objects become handles through `onHostObject`, binary data is copied.
+ * Throws MossError `wire-invalid` for a value that cannot cross, `wire-limit` past the depth or bigint bounds.
+ */
+export function encodeWire(value: unknown, options: EncodeWireOptions = {}): string {
+  return hostCall(() =>
+    hostCodec.encode(value, {
+      rootPath: options.rootPath,
+      handleOf: options.onHostObject,
+      onUnsupported: options.onUnsupported,
+    }),
+  );
+}
+
+/** Options of `encodeWireFields`. */
+export interface EncodeWireFieldsOptions {
+  /** Budget of the expanded size of all fields together; a field that does not fit is refused. */
+  maxExpandedBytes?: number;
+  /** Path prefix in messages. Default `moss`. */
+  rootPath?: string;
+  /** A field left out, with the reason (a phrase following the field's path). */
+  onRefused: (field: string, reason: string) => void;
+}
+
+/**
+ * Encodes data fields into wire text as plain data only: no handles are ever made. A field holding something with
+ * no plain-data form (a class instance, a URL, a function …), or over a bound, is refused and left out.
+ */
+export function encodeWireFields(
+  record: Record<string, unknown>,
+  fields: readonly string[],
+  options: EncodeWireFieldsOptions,
+): string {
+  return hostCall(
+    () =>
+      hostCodec.encodeFields(record, fields, {
+        rootPath: options.rootPath ?? "moss",
+        maxExpanded: options.maxExpandedBytes ?? DEFAULT_MAX_EXPANDED_BYTES,
+        onRefused: options.onRefused,
+      }).text,
+  );
+}
+
+/** Host-side options of `decodeWire`. */
+export interface DecodeWireOptions {
+  /** Resolves a handle coming back from the isolate to the host object it stands for. */
+  onHandle?: (shape: HandleShape) => unknown;
+  /** Budget of the expanded value, checked before anything is built. Default `DEFAULT_MAX_EXPANDED_BYTES`. */
+  maxExpandedBytes?: number;
+  /** Decode a record field by field: a field over the budget is left out and reported here. */
+  onRefused?: (field: string, reason: string) => void;
+}
+
+/**
+ * Decodes wire text on the host, after bounding its expanded size, depth and bigints (the text comes from the
+ * untrusted isolate). Throws MossError `wire-invalid` for malformed text and `wire-limit` past a bound.
+ */
+export function decodeWire(text: string, options: DecodeWireOptions = {}): unknown {
+  const maxExpanded = options.maxExpandedBytes ?? DEFAULT_MAX_EXPANDED_BYTES;
+  if (text.length > WIRE_TEXT_SLACK * maxExpanded) {
+    // Not even parsed: an honest encoding of a value within the budget is never this long.
+    throw new MossError(
+      "wire-limit",
+      `value is sent as ${text.length} characters, more than ${WIRE_TEXT_SLACK} times the limit of ${maxExpanded} bytes`,
+      {},
+    );
+  }
+  return hostCall(() =>
+    hostCodec.decode(text, { onHandle: options.onHandle, maxExpanded, onRefused: options.onRefused }),
+  );
+}
+
+/** Expanded size of wire text (as if shared references were copied); throws MossError `wire-limit` past `max`. */
+export function measureWire(text: string, maxExpandedBytes: number = DEFAULT_MAX_EXPANDED_BYTES): number {
+  return hostCall(() => hostCodec.measure(text, maxExpandedBytes));
+}
+
+/** Describes a value that cannot cross, e.g. "a function" or "an instance of Point". */
+export function describeUnsupported(value: unknown): string {
+  return hostCodec.describe(value);
+}
+
+/**
+ * One record of wire values encoded on their own (`[key, wire text]`), as wire text: each value keeps what it
+ * encoded alone (its own handles), none shares a node with another.
+ */
+export function joinWireRecord(entries: ReadonlyArray<readonly [string, string]>): string {
+  const nodes: unknown[] = [["O"]];
+  const root = nodes[0] as unknown[];
+  for (const [key, text] of entries) {
+    const table = JSON.parse(text) as unknown[];
+    const offset = nodes.length;
+    const moved = (index: unknown) => (index as number) + offset;
+    for (const node of table) {
+      if (!Array.isArray(node)) {
+        nodes.push(node);
+        continue;
+      }
+      const tag = node[0];
+      if (tag === "A" || tag === "M" || tag === "S") nodes.push([tag, ...node.slice(1).map(moved)]);
+      else if (tag === "O") nodes.push(node.map((part, i) => (i > 0 && i % 2 === 0 ? moved(part) : part)));
+      else nodes.push(node);
+    }
+    root.push(key, offset);
+  }
+  return JSON.stringify(nodes);
+}

@@ -1,0 +1,64 @@
+// The membrane's front door: what crosses between model code and the host (see ARCHITECTURE.md).
+
+export {
+  addHostRoot,
+  HOST_PATH_MARKER,
+  type HostErrorFields,
+  hostErrorFields,
+  hostErrorWire,
+  MAX_ERROR_FIELDS_BYTES,
+  redactErrorValues,
+  redactHostPaths,
+} from "./host/host-error.ts";
+export {
+  DEFAULT_MAX_EXPANDED_BYTES,
+  type DecodeWireOptions,
+  decodeWire,
+  describeUnsupported,
+  type EncodeWireFieldsOptions,
+  type EncodeWireOptions,
+  encodeWire,
+  encodeWireFields,
+  joinWireRecord,
+  measureWire,
+  WIRE_MAX_BIGINT_DIGITS,
+  WIRE_MAX_DEPTH,
+  WIRE_TEXT_SLACK,
+} from "./host/host-wire.ts";
+export { callMembrane, errorWire } from "./host/membrane-call.ts";
+export {
+  ISOLATE_SCRIPT_BUILD,
+  ISOLATE_SCRIPT_FILE,
+  ISOLATE_SCRIPT_GLOBAL,
+  isolateClosureSource,
+  isolateScript,
+} from "./isolate-script.ts";
+export {
+  CALL_SITE_COLUMNS,
+  type CallbackOperation,
+  type CallReply,
+  callSiteOf,
+  type HandleKind,
+  type HandleOperation,
+  type HandleShape,
+  type HostMembrane,
+  type HostOperation,
+  type HostOutcome,
+  type SandboxEnvelope,
+  type SettledOutcome,
+  stdoutTruncationMarker,
+} from "./protocol.ts";
+export {
+  isReachableMember,
+  isReachableName,
+  type MemberDeclaration,
+  NEVER_REACHED_NAMES,
+} from "./visibility.ts";
+export {
+  createWireCodec,
+  type WireCodec,
+  type WireDecodeOptions,
+  type WireEncodeOptions,
+  type WireFieldsOptions,
+  type WireUnsupported,
+} from "./wire/codec.ts";

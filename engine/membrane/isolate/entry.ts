@@ -1,0 +1,27 @@
+import "../wire/intrinsics.ts";
+import type { HostOperation } from "../protocol.ts";
+import { createWireCodec } from "../wire/codec.ts";
+import { type SandboxEntryPoints, sandboxBootstrap } from "./bootstrap.ts";
+
+/*
+ * The entry of the isolate script: esbuild bundles this file and what it imports into one self-contained classic
+ * script (membrane/isolate-script.ts). Nothing here runs on the host.
+ */
+
+/** The codec as the isolate runs it (tests use it from another realm). */
+export { createWireCodec };
+
+/** Installs the isolate half with the host's bridges and returns the entry points the host drives. */
+export function start(
+  hostCall: (
+    operation: HostOperation,
+    handle: number,
+    member: string | null,
+    args: string,
+    line: number,
+  ) => string,
+  emit: (text: string) => void,
+  done: (envelope: string) => void,
+): SandboxEntryPoints {
+  return sandboxBootstrap(createWireCodec(), hostCall, emit, done);
+}

@@ -1,0 +1,58 @@
+/*
+ * THE rule of what model code may reach of a host value: one function per question, used by the prompter (what the
+ * prompt shows), the compiler (which `Moss` fields are data or services, which members the checker and the declared
+ * types accept), the host half of the membrane (which members a handle serves) and the isolate half (which members a
+ * proxy exposes). The isolate half runs this file beside model code that may patch any prototype, so it uses syntax
+ * only: no method of a built-in is called (`name[0]` and `switch` cannot be patched).
+ */
+
+/**
+ * Names never reached whatever their declaration says: prototype plumbing, the legacy function members, the prompt
+ * hooks, and the injection lifecycle hooks (model code calling `onDestroy()` would tear a service down early). Names
+ * starting with `_` or `#` are hidden too (`__proto__`, `__prompt__` and `__class_prompt__` among them).
+ */
+export const NEVER_REACHED_NAMES: readonly string[] = [
+  "constructor",
+  "prototype",
+  "__proto__",
+  "__prompt__",
+  "__class_prompt__",
+  "caller",
+  "callee",
+  "arguments",
+  "onInject",
+  "onDestroy",
+];
+
+/** Whether model code may reach a member of this name (the name alone; see `isReachableMember` for modifiers). */
+export function isReachableName(name: unknown): name is string {
+  if (typeof name !== "string" || name.length === 0) return false;
+  const first = name[0];
+  if (first === "_" || first === "#") return false;
+  switch (name) {
+    case "constructor":
+    case "prototype":
+    case "caller":
+    case "callee":
+    case "arguments":
+    case "onInject":
+    case "onDestroy":
+      return false;
+    default:
+      return true;
+  }
+}
+
+/** How a member is declared, as far as reaching it goes (read from TypeScript's modifiers by each caller). */
+export interface MemberDeclaration {
+  name: string;
+  /** Declared `private` (TypeScript's keyword; `#x` is caught by its name). */
+  private?: boolean;
+  /** Declared `protected`. */
+  protected?: boolean;
+}
+
+/** Whether model code may reach a declared member: a reachable name, neither `private` nor `protected`. */
+export function isReachableMember(member: MemberDeclaration): boolean {
+  return member.private !== true && member.protected !== true && isReachableName(member.name);
+}
