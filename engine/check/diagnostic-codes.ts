@@ -20,4 +20,6 @@ export const MOSS_DIAGNOSTIC_CODES = Object.freeze({
   checkLimit: 90008,
   /** `new` on (or `extends` of) a service class of the module: the sandbox refuses it. */
   serviceConstruction: 90009,
+  /** A member of a host-declared class that the visibility rule hides (`_x`, `onInject`, `constructor`, …). */
+  unreachableMember: 90010,
 });

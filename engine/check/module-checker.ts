@@ -6,6 +6,7 @@ import { fileURLToPath } from "node:url";
 import { Project, ts } from "ts-morph";
 import { importsNodeBuiltin, MODULE_COMPILER_OPTIONS, nodeTypeOptions } from "../compiler/module-project.ts";
 import { codeFrame, MossError } from "../errors.ts";
+import { isReachableMember } from "../membrane/visibility.ts";
 import type { Diagnostic } from "../types.ts";
 import { CheckHost } from "./check-host.ts";
 import { MOSS_DIAGNOSTIC_CODES } from "./diagnostic-codes.ts";
@@ -446,6 +447,15 @@ export class ModuleChecker {
           "error",
         );
       }
+      const reached = reachedMember(node);
+      if (reached && this.#isUnreachableMember(program, checker, reached)) {
+        push(
+          MOSS_DIAGNOSTIC_CODES.unreachableMember,
+          `'${reached.name}' is not reachable from model code: the sandbox does not expose this member of a host object. Use the members the prompt shows.`,
+          toOriginal(reached.at),
+          "error",
+        );
+      }
       if (ts.isIdentifier(node) && this.#isHostGlobal(checker, node)) {
         push(MOSS_DIAGNOSTIC_CODES.hostGlobal, hostGlobalMessage(node.text), toOriginal(node), "error");
       } else if (
@@ -543,6 +553,39 @@ export class ModuleChecker {
   }
 
   /**
+   * Whether the snippet names a member of a host-declared class (the module's or a package's, not the snippet's own)
+   * that the one visibility rule (membrane/visibility.ts) hides: the isolate's proxy and the host half refuse it.
+   */
+  #isUnreachableMember(program: ts.Program, checker: ts.TypeChecker, reached: ReachedMember): boolean {
+    // The scope file holds the context module's own source: it is host-declared; the snippet's files are not.
+    const own = new Set([this.#previousPath, this.#snippetPath, SANDBOX_GLOBALS_FILE]);
+    const isHostFile = (file: ts.SourceFile): boolean =>
+      !own.has(file.fileName) && !program.isSourceFileDefaultLibrary(file);
+    let receiver = checker.getTypeAtLocation(reached.receiver);
+    receiver = checker.getApparentType(checker.getNonNullableType(receiver));
+    const parts = receiver.isUnionOrIntersection() ? receiver.types : [receiver];
+    for (const part of parts) {
+      const hostClass = (part.getSymbol()?.declarations ?? []).some(
+        (declaration) => ts.isClassLike(declaration) && isHostFile(declaration.getSourceFile()),
+      );
+      if (!hostClass) continue;
+      const member = checker.getPropertyOfType(part, reached.name);
+      const declarations = member?.declarations ?? [];
+      // A member only the snippet declares (its own subclass's or merged member) is the snippet's own object.
+      if (declarations.length > 0 && declarations.every((node) => own.has(node.getSourceFile().fileName)))
+        continue;
+      const flags = declarations.reduce((all, node) => all | ts.getCombinedModifierFlags(node), 0);
+      const reachable = isReachableMember({
+        name: reached.name,
+        private: (flags & ts.ModifierFlags.Private) !== 0,
+        protected: (flags & ts.ModifierFlags.Protected) !== 0,
+      });
+      if (!reachable) return true;
+    }
+    return false;
+  }
+
+  /**
    * A free name the sandbox does not have: a Node.js or web global (by name, whatever declares it), or a global
    * that only some package's `.d.ts` declares (the program holds them when the context module imports it).
    */
@@ -576,6 +619,47 @@ export class ModuleChecker {
     ].join("\n");
     this.#host.setVirtual(this.#previousPath, text, { modelPreludeEnd: prelude.length });
   }
+}
+
+/** A member the snippet reaches by a name it writes out, on a receiver expression. */
+interface ReachedMember {
+  name: string;
+  receiver: ts.Node;
+  /** Where to point the diagnostic (the member's name as written). */
+  at: ts.Node;
+}
+
+/**
+ * The member a node reaches by a literal name: `a.b`, `a?.b`, `a["b"]`, `"b" in a`, or a `{ b }` binding pattern
+ * element destructuring `a`.
+ */
+function reachedMember(node: ts.Node): ReachedMember | undefined {
+  if (ts.isPropertyAccessExpression(node)) {
+    return { name: node.name.text, receiver: node.expression, at: node.name };
+  }
+  if (ts.isElementAccessExpression(node) && isLiteralKey(node.argumentExpression)) {
+    return { name: node.argumentExpression.text, receiver: node.expression, at: node.argumentExpression };
+  }
+  if (
+    ts.isBinaryExpression(node) &&
+    node.operatorToken.kind === ts.SyntaxKind.InKeyword &&
+    isLiteralKey(node.left)
+  ) {
+    return { name: node.left.text, receiver: node.right, at: node.left };
+  }
+  if (ts.isBindingElement(node) && ts.isObjectBindingPattern(node.parent) && !node.dotDotDotToken) {
+    const key = node.propertyName ?? node.name;
+    const name = ts.isIdentifier(key) || isLiteralKey(key) ? key.text : undefined;
+    if (name === undefined) return undefined;
+    return { name, receiver: node.parent, at: key };
+  }
+  return undefined;
+}
+
+function isLiteralKey(
+  node: ts.Node,
+): node is ts.StringLiteral | ts.NoSubstitutionTemplateLiteral | ts.NumericLiteral {
+  return ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) || ts.isNumericLiteral(node);
 }
 
 /**

@@ -428,3 +428,70 @@ describe("a fresh project without @types/node", () => {
     expect(diagnostics.map((diagnostic) => diagnostic.code)).toEqual([90004, 90004]);
   });
 });
+
+describe("the visibility rule (membrane/visibility.ts) on host-declared classes", () => {
+  const contextPath = fileURLToPath(new URL("../fixtures/membrane/visibility-context.ts", import.meta.url));
+  let vault: ModuleChecker;
+  beforeAll(() => {
+    vault = new ModuleChecker({
+      modulePath: contextPath,
+      source: readFileSync(contextPath, "utf8"),
+      hiddenNames: [],
+    });
+  });
+  const unreachable = (code: string): Array<[number, number, string]> =>
+    vault
+      .check(code)
+      .filter((diagnostic) => diagnostic.code === MOSS_DIAGNOSTIC_CODES.unreachableMember)
+      .map((diagnostic) => [diagnostic.line, diagnostic.column, diagnostic.message]);
+
+  it.each([
+    ["a property access", "  return moss.vault._internalMethod();", "_internalMethod", 21],
+    ["a lifecycle hook", "  moss.vault.onInject();", "onInject", 14],
+    ["an optional chain", "  return moss.vault?.onDestroy();", "onDestroy", 22],
+    ["an element access with a literal key", '  return moss.vault["onInject"]();', "onInject", 21],
+    ["a template literal key", "  return moss.vault[`_internalMethod`]();", "_internalMethod", 21],
+    ["TypeScript's private escape hatch", '  return moss.vault["secretMethod"]();', "secretMethod", 21],
+    ["destructuring", "  const { open, caller } = moss.vault;", "caller", 17],
+    ["renaming destructuring", "  const { arguments: args } = moss.vault;", "arguments", 11],
+    ["an `in` test", '  return "callee" in moss.vault;', "callee", 10],
+    ["prototype plumbing", "  return moss.vault.constructor;", "constructor", 21],
+    ["a hidden field of Moss", "  return moss._scratch;", "_scratch", 15],
+  ])("refuses %s", (_label, body, name, column) => {
+    const found = unreachable(`function main(moss: Moss) {\n${body}\n}`);
+    expect(found).toHaveLength(1);
+    const [line, at, message] = found[0]!;
+    expect([line, at]).toEqual([2, column]);
+    expect(message).toContain(`'${name}'`);
+    expect(message).toContain("not reachable");
+    // Nothing of the hidden declaration: not its class, its body, its type or its modifiers.
+    for (const leak of ["reached", "string", "private", "protected", "Vault"])
+      expect(message).not.toContain(leak);
+  });
+
+  it("accepts the reachable members of host objects", () => {
+    expect(
+      vault.check(
+        'function main(moss: Moss) {\n  const { open } = moss.vault;\n  moss.shown = 2;\n  return [open(), moss.vault?.open(), moss.vault["open"](), "open" in moss.vault];\n}',
+      ),
+    ).toEqual([]);
+  });
+
+  it("leaves the snippet's own objects alone, `_private` fields and hooks included", () => {
+    const code = [
+      "class Counter {",
+      "  _count = 0;",
+      "  onInject(): void {}",
+      "  bump(): number { return ++this._count; }",
+      "}",
+      "function main(moss: Moss) {",
+      "  const counter = new Counter();",
+      "  const { _count } = counter;",
+      "  const plain = { _cache: [1], constructor: 1 };",
+      '  counter.onInject(); counter["_count"] += 1;',
+      '  return [counter.bump(), _count, plain._cache, plain.constructor, "_count" in counter, counter.constructor];',
+      "}",
+    ].join("\n");
+    expect(vault.check(code)).toEqual([]);
+  });
+});

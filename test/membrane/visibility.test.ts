@@ -1,5 +1,8 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
 import { Project, ts } from "ts-morph";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { MOSS_DIAGNOSTIC_CODES, ModuleChecker } from "../../engine/check/index.ts";
 import { isPublicMember } from "../../engine/compiler/module-analysis.ts";
 import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
 import { decodeWire, encodeWire } from "../../engine/membrane/host/host-wire.ts";
@@ -18,7 +21,7 @@ import { TestMembrane } from "../sandbox/test-membrane.ts";
 /*
  * The one visibility rule (engine/membrane/visibility.ts), seen from each place that applies it: for every member of
  * the fixture's Vault the prompt shows it ⇔ the compiler's declared members accept it ⇔ the host membrane serves it
- * ⇔ the isolate's proxy exposes it. Each column is read from the real consumer, not from the rule.
+ * ⇔ the isolate's proxy exposes it ⇔ the checker accepts a snippet reaching it. Each column is read from the real consumer, not from the rule.
  */
 
 const VAULT_FILE = "test/fixtures/membrane/visibility-vault.ts";
@@ -71,8 +74,15 @@ describe("every consumer gives the same answer for the same member", () => {
   let isolateSees: Map<string, string>;
   const membrane = new HostMembrane();
   let handle: number;
+  let checker: ModuleChecker;
 
   beforeAll(async () => {
+    const contextPath = path.resolve(CONTEXT_FILE);
+    checker = new ModuleChecker({
+      modulePath: contextPath,
+      source: readFileSync(contextPath, "utf8"),
+      hiddenNames: [],
+    });
     runtime = await new MossCompiler({ sandbox: "in-process" })
       .bind("Vault", new Vault())
       .compile(CONTEXT_FILE);
@@ -131,6 +141,14 @@ describe("every consumer gives the same answer for the same member", () => {
     expect(outcome.kind === "error" ? "refused" : "served").toBe(reachable ? "served" : "refused");
     // The isolate's proxy of the service exposes it.
     expect(isolateSees.get(name)).toBe(reachable ? "function" : "absent");
+    // The checker accepts a snippet reaching it, by name or by a literal key, only when reachable; else it says so.
+    for (const reach of [`moss.vault.${name}()`, `moss.vault[${JSON.stringify(name)}]()`]) {
+      const diagnostics = checker.check(`function main(moss: Moss) {\n  return ${reach};\n}`);
+      expect(diagnostics.length === 0, JSON.stringify(diagnostics)).toBe(reachable);
+      expect(
+        diagnostics.some((diagnostic) => diagnostic.code === MOSS_DIAGNOSTIC_CODES.unreachableMember),
+      ).toBe(!reachable);
+    }
   });
 
   test("prototype plumbing is on no proxy", () => {
