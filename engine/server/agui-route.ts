@@ -27,6 +27,21 @@ interface Emitted {
 
 const THREAD_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
 const SETTLED = new Set(["completed", "failed", "cancelled", "pending"]);
+/** The RUN_ERROR code of a new message on a thread whose run waits for answers to its interrupts. */
+const INTERRUPTS_PENDING = "interrupts-pending";
+/**
+ * Refusals of resume entries answered in the stream as RUN_ERROR (the store's codes): no run waits for them or an
+ * id names no open interrupt, an answer of the wrong shape, the same runId reused with other answers.
+ */
+const RESUME_REFUSALS = new Set(["request-unknown", "answer-invalid", "idempotency-key-reused"]);
+
+/** A run that cannot start, answered as AG-UI wants it: a stream with one RUN_ERROR event, not an HTTP error. */
+function runError(c: Context, message: string, code: string): Response {
+  return streamSSE(c, async (stream) => {
+    const event = { type: EventType.RUN_ERROR, message, code };
+    await stream.writeSSE({ event: event.type, data: JSON.stringify(event) });
+  });
+}
 
 /**
  * `POST /v1/agui`: an AG-UI `RunAgentInput` starts a run with its last user message, or resumes a paused run with
@@ -61,12 +76,19 @@ export function registerAguiRoute(
       await store.createThread(tenant, input.threadId);
       after = (await store.lastEventId(tenant, input.threadId)) ?? 0;
       if (input.resume !== undefined && input.resume.length > 0) {
-        const response = await store.answer(
-          tenant,
-          input.threadId,
-          answersOf(input.resume),
-          `agui:${input.threadId}:${input.runId}`,
-        );
+        let response: Awaited<ReturnType<ServerStore["answer"]>>;
+        try {
+          response = await store.answer(
+            tenant,
+            input.threadId,
+            answersOf(input.resume),
+            `agui:${input.threadId}:${input.runId}`,
+          );
+        } catch (error) {
+          // A resume entry the thread cannot take is the run's error, in the stream, where a stock client looks.
+          if (!(error instanceof ServerError) || !RESUME_REFUSALS.has(error.code)) throw error;
+          return runError(c, `The resume entries were refused: ${error.message}`, error.code);
+        }
         serverRunId = String((response.body.run as { id: string }).id);
       } else {
         const last = input.messages.at(-1);
@@ -82,10 +104,24 @@ export function registerAguiRoute(
           imagePartsOf(last!.content),
           `messages[${input.messages.length - 1}].content images`,
         );
-        const run = await store.createRun(tenant, input.threadId, content, {
-          maxActiveRuns: options.maxActiveRuns(tenant),
-          ...(images.length === 0 ? {} : { images }),
-        });
+        let run: Awaited<ReturnType<ServerStore["createRun"]>>;
+        try {
+          run = await store.createRun(tenant, input.threadId, content, {
+            maxActiveRuns: options.maxActiveRuns(tenant),
+            ...(images.length === 0 ? {} : { images }),
+          });
+        } catch (error) {
+          if (!(error instanceof ServerError) || error.code !== "thread-busy") throw error;
+          const state = await store.threadState(tenant, input.threadId);
+          if (state?.status !== "pending") throw error;
+          // AG-UI: a thread with open interrupts continues only by a run whose `resume` answers them.
+          const open = state.pending.map((request) => `"${String(request.id)}"`).join(", ");
+          return runError(
+            c,
+            `Thread "${input.threadId}" has open interrupts (${open}): answer or cancel them with "resume" entries before sending a new message.`,
+            INTERRUPTS_PENDING,
+          );
+        }
         serverRunId = run.id;
       }
     }
@@ -355,7 +391,7 @@ function answersOf(resume: NonNullable<RunAgentInput["resume"]>): Record<string,
     } else {
       throw new ServerError(
         400,
-        "agui-input-invalid",
+        "answer-invalid",
         `resume entry "${entry.interruptId}" needs a payload: {"approved": boolean, "reason"?} or {"answer": string}.`,
       );
     }

@@ -232,16 +232,77 @@ describe("the AG-UI endpoint on PGlite", () => {
     ).toMatchObject({ status: 400, body: { error: { code: "event-id-invalid" } } });
     const noToken = await fetch(`${vault.server.url}/v1/agui`, { method: "POST", body: "{}" });
     expect(noToken.status).toBe(401);
-    expect(
-      await post(
-        JSON.stringify({
-          threadId: "t",
-          runId: "r",
-          messages: [],
-          resume: [{ interruptId: "r1", status: "resolved", payload: { approved: true } }],
-        }),
-      ),
-    ).toMatchObject({ status: 404, body: { error: { code: "request-unknown" } } });
+    // A resume entry no run waits for is not malformed input: AG-UI answers it in the stream (see below).
+    const unknown = await run({
+      threadId: "t",
+      runId: "r",
+      messages: [],
+      resume: [{ interruptId: "r1", status: "resolved", payload: { approved: true } }],
+    });
+    expect(unknown.map(({ event }) => event)).toEqual([
+      { type: "RUN_ERROR", code: "request-unknown", message: expect.stringContaining('"r1"') },
+    ]);
+  });
+  it("answers a new message on a thread with open interrupts, and bad resume entries, with RUN_ERROR that the stock HttpAgent surfaces; the pause survives", async () => {
+    replies.push(code(TRANSFER), { content: "Sent." });
+    const before = (await transfers()).length;
+    const threadId = `agui-${randomUUID()}`;
+    const agent = new HttpAgent({
+      url: `${vault.server.url}/v1/agui`,
+      headers: { authorization: `Bearer ${TOKENS.alice}` },
+      threadId,
+    });
+    agent.addMessage({ id: "u1", role: "user", content: "Send bob 5." });
+    await agent.runAgent({});
+    const [interrupt] = agent.pendingInterrupts;
+    expect(interrupt?.reason).toBe("tool_call");
+
+    /** A second client on the same thread (it never saw the interrupt): what its run ends with. */
+    const attempt = async (parameters: Parameters<HttpAgent["runAgent"]>[0], message?: string) => {
+      const other = new HttpAgent({
+        url: `${vault.server.url}/v1/agui`,
+        headers: { authorization: `Bearer ${TOKENS.alice}` },
+        threadId,
+      });
+      if (message !== undefined) other.addMessage({ id: randomUUID(), role: "user", content: message });
+      const errors: Array<{ code?: string; message: string }> = [];
+      const result = await other.runAgent(parameters, {
+        onRunErrorEvent: ({ event }) => void errors.push(event),
+      });
+      return { errors, result: result.result, interrupts: other.pendingInterrupts };
+    };
+
+    const busy = await attempt({}, "And send carol 3.");
+    expect(busy.errors).toEqual([
+      {
+        type: "RUN_ERROR",
+        code: "interrupts-pending",
+        message: expect.stringContaining(`"${interrupt!.id}"`),
+      },
+    ]);
+    expect(busy.errors[0]!.message).toContain("resume");
+    expect(busy).toMatchObject({ result: undefined, interrupts: [] });
+
+    const unknown = await attempt({
+      resume: [{ interruptId: "no-such-interrupt", status: "resolved", payload: { approved: true } }],
+    });
+    expect(unknown.errors).toEqual([
+      { type: "RUN_ERROR", code: "request-unknown", message: expect.stringContaining("no-such-interrupt") },
+    ]);
+    const noPayload = await attempt({ resume: [{ interruptId: interrupt!.id, status: "resolved" }] });
+    expect(noPayload.errors).toEqual([
+      { type: "RUN_ERROR", code: "answer-invalid", message: expect.stringContaining("payload") },
+    ]);
+
+    // Nothing was lost: the run still waits, and the right answer resumes it once.
+    expect((await transfers()).length).toBe(before);
+    const answered = await agent.runAgent({
+      resume: buildResumeArray(agent.pendingInterrupts, {
+        [interrupt!.id]: { status: "resolved", payload: { approved: true } },
+      }),
+    });
+    expect(answered.result).toBe("Sent.");
+    expect((await transfers()).length - before).toBe(1);
   });
   it("drives an approval and a question with the stock @ag-ui/client HttpAgent: one tool message per tool call, the run's answer", async () => {
     replies.push(code(TRANSFER, "Sending."), { content: "Sent." });
