@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { Project, ts } from "ts-morph";
 import { importsNodeBuiltin, MODULE_COMPILER_OPTIONS, nodeTypeOptions } from "../compiler/module-project.ts";
 import { codeFrame, MossError } from "../errors.ts";
-import { isReachableMember } from "../membrane/visibility.ts";
+import { isReachableMember } from "../membrane/index.ts";
 import type { Diagnostic } from "../types.ts";
 import { CheckHost } from "./check-host.ts";
 import { MOSS_DIAGNOSTIC_CODES } from "./diagnostic-codes.ts";
