@@ -462,13 +462,25 @@ function fieldToken(field: MossField, locals: Record<string, unknown>): Token {
   return field.token?.name ?? field.name;
 }
 
+/**
+ * How the host binds a service class that ships its own binding (its static `mossBindingHint`, e.g. moss-ts/files'
+ * `Files`): said first when none is bound.
+ */
+function bindingHint(token: Token): string | undefined {
+  if (typeof token !== "function") return undefined;
+  const hint = (token as { mossBindingHint?: unknown }).mossBindingHint;
+  return typeof hint === "string" && hint.trim() !== "" ? hint.trim() : undefined;
+}
+
 function missingBinding(module: CompiledModule, field: MossField, token: Token): MossError {
   const typeOnly =
     field.token?.kind === "class" && typeof token === "string"
       ? ` (class ${field.token.name} has no run-time value here — it is imported with \`import type\` — so its token is the string "${token}"; import it as a value to use the class as the token: model code still cannot construct a service class)`
       : "";
+  const hint = bindingHint(token);
   const message =
     `Moss.${field.name} needs a service for token ${tokenName(token)} but none is bound${typeOnly}: ` +
+    (hint === undefined ? "" : `${hint}; or `) +
     `bind it (compiler.bind(${tokenName(token)}, value)), register a provider, or declare the field optional (${field.name}?: ${field.typeText})`;
   return new MossError(
     "binding-missing",

@@ -9,6 +9,7 @@ export {
   MAX_ERROR_FIELDS_BYTES,
   redactErrorValues,
   redactHostPaths,
+  writtenStrings,
 } from "./host/host-error.ts";
 export {
   DEFAULT_MAX_EXPANDED_BYTES,

@@ -9,6 +9,7 @@ import {
   hostErrorWire,
   isReachableName,
   redactErrorValues,
+  writtenStrings,
 } from "../membrane/index.ts";
 import { type DeclaredType, NOTHING, RUNTIME, UNDECLARED } from "./declared-members.ts";
 import { withRunSignal } from "./run-signal.ts";
@@ -208,35 +209,45 @@ export class HostMembrane implements HostMembraneContract {
   }
 
   call(handle: number, member: string | null, args: string): HostOutcome {
-    return this.#invoke(handle, (entry) => {
-      if (member === null) {
-        if (entry.shape.kind !== "function" || typeof entry.value !== "function") {
-          throw new TypeError("value is not a function");
+    const written: string[] = [];
+    return this.#invoke(
+      handle,
+      (entry) => {
+        if (member === null) {
+          if (entry.shape.kind !== "function" || typeof entry.value !== "function") {
+            throw new TypeError("value is not a function");
+          }
+          return {
+            result: Reflect.apply(entry.value, undefined, this.#arguments(args, written)),
+            type: entry.type.callResult,
+          };
         }
-        return {
-          result: Reflect.apply(entry.value, undefined, this.#arguments(args)),
-          type: entry.type.callResult,
-        };
-      }
-      const target = this.#member(entry, member, "methods");
-      if (typeof target !== "function") throw new TypeError(`${member} is not a function`);
-      const type = memberType(entry, member).callResult;
-      return { result: Reflect.apply(target, entry.value, this.#arguments(args)), type };
-    });
+        const target = this.#member(entry, member, "methods");
+        if (typeof target !== "function") throw new TypeError(`${member} is not a function`);
+        const type = memberType(entry, member).callResult;
+        return { result: Reflect.apply(target, entry.value, this.#arguments(args, written)), type };
+      },
+      written,
+    );
   }
 
   construct(handle: number, args: string): HostOutcome {
-    return this.#invoke(handle, (entry) => {
-      if (entry.shape.kind !== "class" || this.#unconstructible(entry.value))
-        throw new TypeError("value is not a constructor");
-      const result = Reflect.construct(
-        entry.value as new (
-          ...args: unknown[]
-        ) => unknown,
-        this.#arguments(args),
-      );
-      return { result, type: entry.type.constructResult };
-    });
+    const written: string[] = [];
+    return this.#invoke(
+      handle,
+      (entry) => {
+        if (entry.shape.kind !== "class" || this.#unconstructible(entry.value))
+          throw new TypeError("value is not a constructor");
+        const result = Reflect.construct(
+          entry.value as new (
+            ...args: unknown[]
+          ) => unknown,
+          this.#arguments(args, written),
+        );
+        return { result, type: entry.type.constructResult };
+      },
+      written,
+    );
   }
 
   get(handle: number, property: string): HostOutcome {
@@ -246,9 +257,11 @@ export class HostMembrane implements HostMembraneContract {
     }));
   }
 
+  /** `written`: filled with the strings of the call's arguments once decoded (a host error may echo them). */
   #invoke(
     handle: number,
     action: (entry: HandleEntry) => { result: unknown; type: DeclaredType | undefined },
+    written: readonly string[] = [],
   ): HostOutcome {
     const entry = this.#entries.get(handle);
     if (!entry) return this.#error(new ReferenceError("this host object is no longer available"));
@@ -256,7 +269,7 @@ export class HostMembrane implements HostMembraneContract {
     try {
       outcome = withRunSignal(this.runSignal, () => action(entry));
     } catch (error) {
-      return this.#error(error);
+      return { kind: "error", wire: hostErrorWire(error, written) };
     }
     const type = outcome.type ?? NOTHING;
     if (isThenable(outcome.result)) {
@@ -264,7 +277,7 @@ export class HostMembrane implements HostMembraneContract {
         kind: "promise",
         settled: Promise.resolve(outcome.result).then(
           (value) => this.#value(value, type, inherited(entry.label)),
-          (error: unknown) => ({ kind: "error" as const, wire: hostErrorWire(error) }),
+          (error: unknown) => ({ kind: "error" as const, wire: hostErrorWire(error, written) }),
         ),
       };
     }
@@ -302,7 +315,8 @@ export class HostMembrane implements HostMembraneContract {
    * through the run's decisions, like the code's own calls: handing `moss.bank.transfer`'s kin to a host function
    * that calls it must not skip the approval the member demands.
    */
-  #arguments(args: string): unknown[] {
+  /** Decodes a call's arguments; their strings are added to `written`. */
+  #arguments(args: string, written: string[] = []): unknown[] {
     const decoded = decodeWire(args, {
       onHandle: (shape) => {
         const entry = this.#entries.get(shape.id);
@@ -310,7 +324,9 @@ export class HostMembrane implements HostMembraneContract {
         return typeof entry.value === "function" ? this.#callbackFor(shape.id, entry) : entry.value;
       },
     });
-    return Array.isArray(decoded) ? decoded : [];
+    const values = Array.isArray(decoded) ? decoded : [];
+    written.push(...writtenStrings(values));
+    return values;
   }
 
   #callbackFor(id: number, entry: HandleEntry): (...args: unknown[]) => unknown {

@@ -25,13 +25,14 @@ export function confinedPath(input: unknown, options: { allowRoot?: boolean } = 
     throw refused(`${shown.slice(0, 80)}…`, `a path is at most ${MAX_PATH_CHARACTERS} characters`);
   if (input.includes("\0")) throw refused(shown, "a path cannot contain a NUL character");
   if (/[\u0001-\u001f\u007f]/.test(input)) throw refused(shown, "a path cannot contain control characters");
-  if (input.includes("\\")) throw refused(shown, 'use "/" between folder names, not "\\"');
+  if (input.includes("\\")) throw refused(shown, "use a forward slash between folder names, not a backslash");
   if (input.startsWith("/") || input.startsWith("~"))
     throw refused(shown, "absolute paths are not allowed: give a path relative to the working directory");
   const segments = input === "." ? [] : input.split("/").filter((segment) => segment !== "");
+  // `..` anywhere is the reason given, before a reserved name earlier in the path (`./../x` climbs out).
+  if (segments.some((segment) => segment === ".." || segment.normalize("NFKC").startsWith("..")))
+    throw refused(shown, '".." would lead outside the working directory');
   for (const segment of segments) {
-    if (segment === ".." || segment.normalize("NFKC").startsWith(".."))
-      throw refused(shown, '".." would lead outside the working directory');
     if (segment.startsWith(".") || segment.normalize("NFKC").startsWith("."))
       throw refused(shown, `names starting with "." are reserved (${printable(segment)})`);
     if (Buffer.byteLength(segment) > MAX_SEGMENT_BYTES)

@@ -44,6 +44,9 @@ const roots = new WeakMap<Files, { root: string; limits: Required<FilesOptions> 
 
 /** The host side of the `Files` service (the model sees files-surface.ts): confined to one working directory. */
 export class Files implements FilesContract {
+  /** What a missing binding's error says (moss-compiler.ts): the host setup binds Files to a working directory. */
+  static readonly mossBindingHint =
+    'the host setup binds it to a working directory: bindFiles(compiler, "./work") from "moss-ts/files" in the host setup file (export function setup(compiler)), or `moss agent <module> "task" --working-directory <dir>`';
   /** Host side: serves the folder `root` (which must exist) with the given limits. */
   constructor(root: string, options: FilesOptions = {}) {
     let real: string;

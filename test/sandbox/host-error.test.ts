@@ -1,7 +1,12 @@
 import { homedir, tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, test } from "vitest";
-import { addHostRoot, hostErrorFields, redactHostPaths } from "../../engine/membrane/host/host-error.ts";
+import {
+  addHostRoot,
+  hostErrorFields,
+  redactHostPaths,
+  writtenStrings,
+} from "../../engine/membrane/host/host-error.ts";
 
 describe("redactHostPaths: no host path survives, whatever the folder names", () => {
   test.each([
@@ -39,6 +44,75 @@ describe("redactHostPaths: no host path survives, whatever the folder names", ()
       expect(redacted).not.toContain(fragment);
     }
     expect(redacted).toContain("<host path>/out.txt");
+  });
+});
+
+describe("what the model wrote itself is echoed as it wrote it; host paths still are not", () => {
+  test("a refused relative path the call was given stays as written, with the reason", () => {
+    for (const written of ["../x", "a/../../x", "../../etc/passwd", "..\\x", "node_modules/pkg/x.js"]) {
+      const message = `${written}: refused by the rule`;
+      expect(redactHostPaths(message)).not.toBe(message);
+      expect(redactHostPaths(message, [], [written])).toBe(message);
+      expect(redactHostPaths(`cannot use "${written}".`, [], [written])).toBe(`cannot use "${written}".`);
+    }
+  });
+
+  test("an absolute path, or one holding a host folder, stays hidden even from the model that wrote it", () => {
+    const inside = path.join(process.cwd(), "secret.txt");
+    const relativeInside = `x/${process.cwd().slice(1)}/secret.txt`;
+    for (const written of [
+      "/etc/passwd",
+      "~/keys/id.pem",
+      "C:\\Users\\x.txt",
+      "file:///etc/x",
+      inside,
+      relativeInside,
+    ]) {
+      const message = `${written}: refused by the rule`;
+      expect(redactHostPaths(message, [], [written])).toBe(redactHostPaths(message));
+      expect(redactHostPaths(message, [], [written])).not.toContain(process.cwd());
+    }
+  });
+
+  test("a written string inside a longer path, or a host path beside it, is still removed", () => {
+    const cwd = process.cwd();
+    // The model guessed a host folder: the path that continues it stays hidden.
+    expect(redactHostPaths(`open '${cwd}/secret/key.pem' failed`, [], [cwd])).toBe(
+      "open '<host path>/key.pem' failed",
+    );
+    expect(redactHostPaths("open /srv/app/../x failed", [], ["../x"])).toBe("open <host path>/x failed");
+    expect(redactHostPaths("../x: refused; tried /srv/data/../x", [], ["../x"])).toBe(
+      "../x: refused; tried <host path>/x",
+    );
+    // The markers a kept string travels under cannot be forged by the text itself.
+    const forged = "\uE0000\uE001 /srv/app/x.txt";
+    expect(redactHostPaths(forged, [], ["../x"])).toBe("\uE0000\uE001 <host path>/x.txt");
+  });
+
+  test("hostErrorFields keeps written strings in the message and opted-in fields, not in name or code", () => {
+    class RefusedError extends Error {
+      static readonly mossErrorFields = ["relativePath"];
+      override name = "RefusedError";
+      readonly code = "../x";
+      readonly relativePath = "../x";
+    }
+    const fields = hostErrorFields(new RefusedError('../x: ".." leads outside'), ["../x"]);
+    expect(fields).toEqual({
+      name: "RefusedError",
+      message: '../x: ".." leads outside',
+      code: "<host path>/x",
+      fields: { relativePath: "../x" },
+    });
+  });
+
+  test("writtenStrings: the strings of plain arguments, bounded", () => {
+    expect(writtenStrings(["../x", 1, { to: "/etc/y", nested: [["deep"]] }, new Date(0), "x"])).toEqual([
+      "../x",
+      "/etc/y",
+      "deep",
+    ]);
+    expect(writtenStrings([Array.from({ length: 100 }, (_, index) => `p${index}`)])).toHaveLength(32);
+    expect(writtenStrings(["y".repeat(2000)])).toEqual([]);
   });
 });
 

@@ -189,15 +189,98 @@ function hostPathsOnDisk(text: string): string[] {
  * `dest`), host stack-frame lines, `file://` URLs, quoted paths, every occurrence of the known host folders (working
  * directory, home, temp, module folders, moss-ts's own install) and every absolute or climbing path token.
  */
-export function redactHostPaths(text: string, paths: readonly string[] = []): string {
+export function redactHostPaths(
+  text: string,
+  paths: readonly string[] = [],
+  written: readonly string[] = [],
+): string {
   // The same path spelled another way (%-encoded, or with decomposed accents) must not slip through: the text is
   // also redacted in those spellings, and the most redacted result (the shortest) is what the model sees.
-  let result = redactSpelling(text, paths);
+  let result = redactWritten(text, paths, written);
   for (const spelling of otherSpellings(text)) {
-    const other = redactSpelling(spelling, paths);
+    const other = redactWritten(spelling, paths, written);
     if (other.length < result.length) result = other;
   }
   return result;
+}
+
+/** Most strings of one call's arguments kept as the model wrote them, and the longest such string. */
+const MAX_WRITTEN_STRINGS = 32;
+const MAX_WRITTEN_CHARACTERS = 1024;
+/** Brackets a kept string while the text is redacted (private-use characters; a text holding them keeps nothing). */
+const KEEP_OPEN = "\uE000";
+const KEEP_CLOSE = "\uE001";
+const TOKEN_BEFORE = /[\s'"`([{=,;<>]/u;
+const TOKEN_AFTER = /[\s'"`)\]},;:<>!?]/u;
+
+/**
+ * The strings of a call's arguments (plain data, a few levels deep, bounded): text the model wrote itself, which a
+ * host error may echo back as it was written (a refused `../x` is not a host path).
+ */
+export function writtenStrings(args: readonly unknown[]): string[] {
+  const found: string[] = [];
+  const visit = (value: unknown, depth: number): void => {
+    if (found.length >= MAX_WRITTEN_STRINGS) return;
+    if (typeof value === "string") {
+      if (value.length >= 2 && value.length <= MAX_WRITTEN_CHARACTERS) found.push(value);
+      return;
+    }
+    if (depth >= 3 || value === null || typeof value !== "object") return;
+    if (Array.isArray(value)) {
+      for (const item of value) visit(item, depth + 1);
+      return;
+    }
+    const prototype = Object.getPrototypeOf(value);
+    if (prototype !== Object.prototype && prototype !== null) return;
+    for (const item of Object.values(value)) visit(item, depth + 1);
+  };
+  for (const arg of args) visit(arg, 0);
+  return found;
+}
+
+/**
+ * Whether a written string is relative text that names no place on the host: not absolute (`/`, `\\`, a drive,
+ * `~`, `file:`) and holding no known host folder. Only such text is echoed back: a host path stays hidden even from
+ * the model that guessed it.
+ */
+function isRelativeText(item: string): boolean {
+  if (/^(?:[A-Za-z]:|[\\/]|~|file:)/iu.test(item)) return false;
+  for (const root of hostRoots) if (item.includes(root)) return false;
+  return true;
+}
+
+/**
+ * Redacts `text`, except where it names one of the `written` strings (relative text only, see `isRelativeText`) as a
+ * whole token, not part of a longer path (`../x` in `/srv/../x` is removed): those are the model's own words.
+ */
+function redactWritten(text: string, paths: readonly string[], written: readonly string[]): string {
+  if (written.length === 0 || text.includes(KEEP_OPEN) || text.includes(KEEP_CLOSE)) {
+    return redactSpelling(text, paths);
+  }
+  const kept: string[] = [];
+  let masked = text;
+  for (const item of [...written].filter(isRelativeText).sort((a, b) => b.length - a.length)) {
+    let out = "";
+    let from = 0;
+    for (let at = masked.indexOf(item); at !== -1; at = masked.indexOf(item, at + 1)) {
+      if (at < from) continue;
+      const before = masked[at - 1];
+      const end = at + item.length;
+      const after = masked[end];
+      const sentenceEnd = after === "." && (end + 1 === masked.length || /\s/u.test(masked[end + 1]!));
+      if (before !== undefined && !TOKEN_BEFORE.test(before)) continue;
+      if (after !== undefined && !TOKEN_AFTER.test(after) && !sentenceEnd) continue;
+      out += `${masked.slice(from, at)}${KEEP_OPEN}${kept.length}${KEEP_CLOSE}`;
+      kept.push(item);
+      from = end;
+    }
+    masked = out + masked.slice(from);
+  }
+  if (kept.length === 0) return redactSpelling(text, paths);
+  return redactSpelling(masked, paths).replace(
+    new RegExp(`${KEEP_OPEN}(\\d+)${KEEP_CLOSE}`, "gu"),
+    (_match, index: string) => kept[Number(index)] ?? "",
+  );
 }
 
 /** The text %-decoded (sequence by sequence; broken sequences stay) and in NFC, where those differ from it. */
@@ -283,7 +366,7 @@ export interface HostErrorFields {
  * Other properties of an error never cross (they may hold credentials: a client's request config, headers …), unless
  * its class lists them in a static `mossErrorFields`; those cross as plain data, strings without host paths, bounded.
  */
-export function hostErrorFields(error: unknown): HostErrorFields {
+export function hostErrorFields(error: unknown, written: readonly string[] = []): HostErrorFields {
   const objectLike = typeof error === "object" && error !== null;
   const paths = objectLike
     ? [read(error, "path"), read(error, "dest")].filter((item): item is string => typeof item === "string")
@@ -291,10 +374,10 @@ export function hostErrorFields(error: unknown): HostErrorFields {
   const name = objectLike ? text(read(error, "name"), "Error") : "Error";
   const message = objectLike ? text(read(error, "message"), "") : text(error, "");
   const code = objectLike ? read(error, "code") : undefined;
-  const fields = objectLike ? optedInFields(error as object, paths) : undefined;
+  const fields = objectLike ? optedInFields(error as object, paths, written) : undefined;
   return {
     name: redactHostPaths(name, paths).slice(0, 200) || "Error",
-    message: redactHostPaths(message, paths),
+    message: redactHostPaths(message, paths, written),
     ...(typeof code === "number" ? { code } : {}),
     ...(typeof code === "string" ? { code: redactHostPaths(code, paths) } : {}),
     ...(fields === undefined ? {} : { fields }),
@@ -302,7 +385,11 @@ export function hostErrorFields(error: unknown): HostErrorFields {
 }
 
 /** The fields a host error's class opted in to show model code, as plain data within {@link MAX_ERROR_FIELDS_BYTES}. */
-function optedInFields(error: object, paths: readonly string[]): Record<string, unknown> | undefined {
+function optedInFields(
+  error: object,
+  paths: readonly string[],
+  written: readonly string[],
+): Record<string, unknown> | undefined {
   const errorClass = read(error, "constructor");
   const listed = typeof errorClass === "function" ? read(errorClass, "mossErrorFields") : undefined;
   if (!Array.isArray(listed)) return undefined;
@@ -310,7 +397,7 @@ function optedInFields(error: object, paths: readonly string[]): Record<string, 
   let budget = MAX_ERROR_FIELDS_BYTES;
   for (const field of listed.slice(0, 32)) {
     if (typeof field !== "string" || RESERVED_FIELDS.has(field) || field.startsWith("_")) continue;
-    const value = redactStrings(read(error, field), paths, 0);
+    const value = redactStrings(read(error, field), paths, written, 0);
     try {
       // Plain data only (no handle can be made here: encodeWire throws for host objects), measured expanded.
       const size = measureWire(encodeWire(value), budget);
@@ -324,20 +411,28 @@ function optedInFields(error: object, paths: readonly string[]): Record<string, 
 }
 
 /** A copy of plain data with host paths removed from its strings (non-plain values are returned as they are). */
-function redactStrings(value: unknown, paths: readonly string[], depth: number): unknown {
-  if (typeof value === "string") return redactHostPaths(value, paths);
+function redactStrings(
+  value: unknown,
+  paths: readonly string[],
+  written: readonly string[],
+  depth: number,
+): unknown {
+  if (typeof value === "string") return redactHostPaths(value, paths, written);
   if (depth > 32 || value === null || typeof value !== "object") return value;
-  if (Array.isArray(value)) return value.map((item) => redactStrings(item, paths, depth + 1));
+  if (Array.isArray(value)) return value.map((item) => redactStrings(item, paths, written, depth + 1));
   const prototype = Object.getPrototypeOf(value);
   if (prototype !== Object.prototype && prototype !== null) return value;
   const copy: Record<string, unknown> = {};
-  for (const [key, item] of Object.entries(value)) copy[key] = redactStrings(item, paths, depth + 1);
+  for (const [key, item] of Object.entries(value)) copy[key] = redactStrings(item, paths, written, depth + 1);
   return copy;
 }
 
-/** Wire text of a host-side failure for the isolate: `{ name, message, code?, fields? }` without host paths, never a stack. */
-export function hostErrorWire(error: unknown): string {
-  return encodeWire(hostErrorFields(error));
+/**
+ * Wire text of a host-side failure for the isolate: `{ name, message, code?, fields? }` without host paths, never a
+ * stack. `written`: the strings of the call's arguments (see `writtenStrings`), echoed back as the model wrote them.
+ */
+export function hostErrorWire(error: unknown, written: readonly string[] = []): string {
+  return encodeWire(hostErrorFields(error, written));
 }
 
 /** Removes host paths from the Error values inside a wire text (errors a host method returned rather than threw). */

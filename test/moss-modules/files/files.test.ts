@@ -1,7 +1,9 @@
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { FilesRig } from "./files-rig.ts";
+import { MossCompiler } from "../../../engine/compiler/moss-compiler.ts";
+import type { MossError } from "../../../engine/errors.ts";
+import { FILES_CONTEXT, FilesRig } from "./files-rig.ts";
 
 const DRIVERS = ["in-process", "process"] as const;
 
@@ -68,6 +70,38 @@ describe.each(DRIVERS)("Files from model code (%s sandbox)", (driver) => {
     expect(JSON.stringify(execution.returns)).not.toContain(rig.base);
   });
 
+  test("a refused path is named as the model wrote it, with the reason; a host path it wrote stays hidden", async () => {
+    const outsideFile = path.join(rig.outside, "secret.txt");
+    const attempts = ["../x", "a/../../x", "./../x", "notes\\x.txt", ".runtime/x", outsideFile];
+    const execution = await rig.run(`async function main(moss: Moss) {
+  const seen: unknown[] = [];
+  for (const attempt of ${JSON.stringify(attempts)}) {
+    try { await moss.files.read(attempt); } catch (error) {
+      const e = error as Error & { code?: string; relativePath?: string };
+      seen.push([e.code, e.relativePath, e.message]);
+    }
+  }
+  try { await moss.files.move("notes.txt", "../moved.txt"); } catch (error) { seen.push((error as Error).message); }
+  return seen;
+}`);
+    expect(execution.error).toBeUndefined();
+    const climbs = '".." would lead outside the working directory';
+    expect(execution.returns).toEqual([
+      ["refused", "../x", `../x: ${climbs}`],
+      ["refused", "a/../../x", `a/../../x: ${climbs}`],
+      ["refused", "./../x", `./../x: ${climbs}`],
+      ["refused", "notes\\x.txt", "notes\\x.txt: use a forward slash between folder names, not a backslash"],
+      ["refused", ".runtime/x", '.runtime/x: names starting with "." are reserved (.runtime)'],
+      [
+        "refused",
+        "<host path>/secret.txt",
+        "<host path>/secret.txt: absolute paths are not allowed: give a path relative to the working directory",
+      ],
+      `../moved.txt: ${climbs}`,
+    ]);
+    expect(JSON.stringify(execution.returns)).not.toContain(rig.base);
+  });
+
   test("move refuses to replace an existing file", async () => {
     writeFileSync(path.join(rig.root, "keep-a.txt"), "a");
     writeFileSync(path.join(rig.root, "keep-b.txt"), "b");
@@ -128,4 +162,23 @@ describe.each(DRIVERS)("Files from model code (%s sandbox)", (driver) => {
     const execution = await rig.run(`async function main(moss: Moss) { return moss.files.read(42); }`);
     expect(execution.error?.kind).toBe("type");
   });
+});
+
+test("a module declaring Files with nothing bound says which host setup binds it", async () => {
+  const base = new FilesRig("unbound").base;
+  mkdirSync(base, { recursive: true });
+  try {
+    const contextFile = path.join(base, "context.ts");
+    writeFileSync(contextFile, FILES_CONTEXT);
+    const failure = await new MossCompiler({ sandbox: "in-process" }).compile(contextFile).then(
+      () => undefined,
+      (error: MossError) => error,
+    );
+    expect(failure?.code).toBe("binding-missing");
+    expect(failure?.message).toContain("Moss.files needs a service for token Files");
+    expect(failure?.message).toContain('bindFiles(compiler, "./work") from "moss-ts/files"');
+    expect(failure?.message).toContain("--working-directory <dir>");
+  } finally {
+    rmSync(base, { recursive: true, force: true });
+  }
 });
