@@ -447,7 +447,7 @@ export class ModuleChecker {
           "error",
         );
       }
-      const reached = reachedMember(node);
+      const reached = reachedMember(node, checker);
       if (reached && this.#isUnreachableMember(program, checker, reached)) {
         push(
           MOSS_DIAGNOSTIC_CODES.unreachableMember,
@@ -630,22 +630,20 @@ interface ReachedMember {
 }
 
 /**
- * The member a node reaches by a literal name: `a.b`, `a?.b`, `a["b"]`, `"b" in a`, or a `{ b }` binding pattern
- * element destructuring `a`.
+ * The member a node reaches by a name it spells: `a.b`, `a?.b`, `a["b"]` (or a key whose type is one string
+ * literal), `"b" in a`, a `{ b }` binding pattern destructuring `a`, or `({ b } = a)`.
  */
-function reachedMember(node: ts.Node): ReachedMember | undefined {
+function reachedMember(node: ts.Node, checker: ts.TypeChecker): ReachedMember | undefined {
   if (ts.isPropertyAccessExpression(node)) {
     return { name: node.name.text, receiver: node.expression, at: node.name };
   }
-  if (ts.isElementAccessExpression(node) && isLiteralKey(node.argumentExpression)) {
-    return { name: node.argumentExpression.text, receiver: node.expression, at: node.argumentExpression };
+  if (ts.isElementAccessExpression(node)) {
+    const name = keyName(node.argumentExpression, checker);
+    return name === undefined ? undefined : { name, receiver: node.expression, at: node.argumentExpression };
   }
-  if (
-    ts.isBinaryExpression(node) &&
-    node.operatorToken.kind === ts.SyntaxKind.InKeyword &&
-    isLiteralKey(node.left)
-  ) {
-    return { name: node.left.text, receiver: node.right, at: node.left };
+  if (ts.isBinaryExpression(node) && node.operatorToken.kind === ts.SyntaxKind.InKeyword) {
+    const name = keyName(node.left, checker);
+    return name === undefined ? undefined : { name, receiver: node.right, at: node.left };
   }
   if (ts.isBindingElement(node) && ts.isObjectBindingPattern(node.parent) && !node.dotDotDotToken) {
     const key = node.propertyName ?? node.name;
@@ -653,7 +651,31 @@ function reachedMember(node: ts.Node): ReachedMember | undefined {
     if (name === undefined) return undefined;
     return { name, receiver: node.parent, at: key };
   }
+  if (
+    (ts.isPropertyAssignment(node) || ts.isShorthandPropertyAssignment(node)) &&
+    ts.isObjectLiteralExpression(node.parent)
+  ) {
+    let target: ts.Node = node.parent;
+    while (ts.isParenthesizedExpression(target.parent)) target = target.parent;
+    const assignment = target.parent;
+    if (
+      !ts.isBinaryExpression(assignment) ||
+      assignment.operatorToken.kind !== ts.SyntaxKind.EqualsToken ||
+      assignment.left !== target
+    ) {
+      return undefined;
+    }
+    const name = ts.isIdentifier(node.name) || isLiteralKey(node.name) ? node.name.text : undefined;
+    return name === undefined ? undefined : { name, receiver: assignment.right, at: node.name };
+  }
   return undefined;
+}
+
+/** The name a key expression spells: a literal, or an expression whose type is one string literal. */
+function keyName(key: ts.Expression, checker: ts.TypeChecker): string | undefined {
+  if (isLiteralKey(key)) return key.text;
+  const type = checker.getTypeAtLocation(key);
+  return type.isStringLiteral() ? type.value : undefined;
 }
 
 function isLiteralKey(

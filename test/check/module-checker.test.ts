@@ -454,6 +454,19 @@ describe("the visibility rule (membrane/visibility.ts) on host-declared classes"
     ["TypeScript's private escape hatch", '  return moss.vault["secretMethod"]();', "secretMethod", 21],
     ["destructuring", "  const { open, caller } = moss.vault;", "caller", 17],
     ["renaming destructuring", "  const { arguments: args } = moss.vault;", "arguments", 11],
+    ["nested destructuring", "  const { vault: { onInject } } = moss;", "onInject", 20],
+    [
+      "destructuring assignment",
+      "  let hook: unknown;\n  ({ onDestroy: hook } = moss.vault);",
+      "onDestroy",
+      6,
+    ],
+    [
+      "a key typed as one literal",
+      '  const key = "_internalMethod" as const;\n  return moss.vault[key];',
+      "_internalMethod",
+      21,
+    ],
     ["an `in` test", '  return "callee" in moss.vault;', "callee", 10],
     ["prototype plumbing", "  return moss.vault.constructor;", "constructor", 21],
     ["a hidden field of Moss", "  return moss._scratch;", "_scratch", 15],
@@ -461,7 +474,7 @@ describe("the visibility rule (membrane/visibility.ts) on host-declared classes"
     const found = unreachable(`function main(moss: Moss) {\n${body}\n}`);
     expect(found).toHaveLength(1);
     const [line, at, message] = found[0]!;
-    expect([line, at]).toEqual([2, column]);
+    expect([line, at]).toEqual([body.split("\n").length + 1, column]);
     expect(message).toContain(`'${name}'`);
     expect(message).toContain("not reachable");
     // Nothing of the hidden declaration: not its class, its body, its type or its modifiers.
