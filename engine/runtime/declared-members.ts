@@ -193,9 +193,11 @@ export interface ModuleDeclarations {
   field(name: string): DeclaredType;
 }
 
-/** Distinct modules whose resolution is kept for later runtimes of the same module (least recently used dropped). */
-const MAX_SHARED_DECLARATIONS = 32;
-const declarationsByKey = new Map<string, ModuleDeclarations>();
+/**
+ * Resolutions by key, held weakly: the runtimes of a module hold theirs, so a module no runtime uses any more lets its
+ * resolution (and the program it came from) go.
+ */
+const declarationsByKey = new Map<string, WeakRef<ModuleDeclarations>>();
 const declarationsByProgram = new WeakMap<ts.Program, ModuleDeclarations>();
 
 /**
@@ -207,7 +209,7 @@ const declarationsByProgram = new WeakMap<ts.Program, ModuleDeclarations>();
 export function moduleDeclarations(declared: ModuleDeclaredTypes): ModuleDeclarations {
   const byProgram = declarationsByProgram.get(declared.program);
   if (byProgram !== undefined) return byProgram;
-  let shared = declared.key === undefined ? undefined : declarationsByKey.get(declared.key);
+  let shared = declared.key === undefined ? undefined : declarationsByKey.get(declared.key)?.deref();
   if (shared === undefined) {
     // Resolved from the first program of this key, whose types the maps below come from.
     const types = new DeclaredTypes(declared.program);
@@ -223,13 +225,11 @@ export function moduleDeclarations(declared: ModuleDeclaredTypes): ModuleDeclara
         return type ? types.of(type) : NOTHING;
       },
     };
-  }
-  if (declared.key !== undefined) {
-    // Most recently used last: Map keeps insertion order.
-    declarationsByKey.delete(declared.key);
-    declarationsByKey.set(declared.key, shared);
-    while (declarationsByKey.size > MAX_SHARED_DECLARATIONS)
-      declarationsByKey.delete(declarationsByKey.keys().next().value!);
+    if (declared.key !== undefined) {
+      for (const [key, held] of declarationsByKey)
+        if (held.deref() === undefined) declarationsByKey.delete(key);
+      declarationsByKey.set(declared.key, new WeakRef(shared));
+    }
   }
   declarationsByProgram.set(declared.program, shared);
   return shared;
