@@ -38,8 +38,7 @@ export interface ProcessDriverOptions {
   /**
    * Most sessions one sandbox process keeps warm (each an isolate with its context). When every slot is taken, the
    * least recently used idle session is evicted: its next run rebuilds it from its runtime's persisted context.
-   * Default 32: an idle session costs about 4 MiB, and with 16 a server of 100 sessions taking turns (more than
-   * 4 processes × 16 slots) rebuilt a session on nearly every execute.
+   * Default 16.
    */
   sessionsPerProcess?: number;
   /** Most runs waiting for one sandbox process (it runs one at a time); one more fails with `queue-full`. Default 64. */
@@ -614,7 +613,7 @@ export class ProcessDriver implements SandboxDriver {
       Math.floor(options.maxProcesses ?? Math.max(4, 2 * availableParallelism())),
     );
     this.#poolSize = Math.min(this.#maxProcesses, Math.max(1, options.poolSize ?? 2));
-    this.#sessionsPerProcess = Math.max(1, Math.floor(options.sessionsPerProcess ?? 32));
+    this.#sessionsPerProcess = Math.max(1, Math.floor(options.sessionsPerProcess ?? 16));
     this.#maxQueuedRuns = Math.max(1, Math.floor(options.maxQueuedRuns ?? 64));
     this.#graceMs = options.unresponsiveGraceMs ?? 2_000;
     this.#startTimeoutMs = options.startTimeoutMs ?? 30_000;
