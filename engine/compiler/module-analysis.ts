@@ -85,6 +85,11 @@ export interface ModuleAnalysis {
     fields: Map<string, ts.Type>;
     /** Declared types of the data fields: a stored value must fit its field's (see `restoreContext`). */
     data: Map<string, ts.Type>;
+    /**
+     * Set by `readCheckedModule`: a hash of the module's text, the author files it imports and its lib kind. Two
+     * analyses with one key declare the same types, so their runtimes share one resolution (`moduleDeclarations`).
+     */
+    key?: string;
   };
 }
 

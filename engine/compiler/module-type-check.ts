@@ -47,14 +47,15 @@ export function readCheckedModule(
 ): { project: Project; analysis: ModuleAnalysis } {
   let project = moduleProject(source, { node: usesNode.has(absolutePath) });
   let analysis = analyzeModule(project, absolutePath, source);
-  let errors = checkedTypeErrors(analysis.sourceFile, displayPath);
+  let { errors, key } = checkedTypeErrors(analysis.sourceFile, displayPath);
   if (!hasNodeTypes(project) && errors.some(missesNodeTypes)) {
     usesNode.add(absolutePath);
     project = moduleProject(source, { node: true });
     analysis = analyzeModule(project, absolutePath, source);
-    errors = checkedTypeErrors(analysis.sourceFile, displayPath);
+    ({ errors, key } = checkedTypeErrors(analysis.sourceFile, displayPath));
   }
   if (errors.length > 0) throw moduleTypeError(errors, displayPath);
+  analysis.declaredTypes.key = key;
   return { project, analysis };
 }
 
@@ -68,7 +69,11 @@ const usesNode = new Set<string>();
  */
 const cleanFiles = new Set<string>();
 
-function checkedTypeErrors(sourceFile: SourceFile, displayPath: string): ModuleTypeError[] {
+/** The module's type errors, and the key of its declarations (its text, its imports' texts and its lib kind). */
+function checkedTypeErrors(
+  sourceFile: SourceFile,
+  displayPath: string,
+): { errors: ModuleTypeError[]; key: string } {
   const graph = moduleGraph(sourceFile);
   const kind = hasNodeTypes(sourceFile.getProject()) ? "node" : "plain";
   const keys = new Map([...graph.keys()].map((file) => [file, cleanKey(file, graph, kind)]));
@@ -76,7 +81,7 @@ function checkedTypeErrors(sourceFile: SourceFile, displayPath: string): ModuleT
   const errors = moduleTypeErrors(sourceFile, displayPath, unchecked);
   const failed = new Set(errors.map((error) => error.path));
   for (const file of unchecked) if (!failed.has(file.getFilePath())) cleanFiles.add(keys.get(file)!);
-  return errors;
+  return { errors, key: keys.get(sourceFile) ?? cleanKey(sourceFile, graph, kind) };
 }
 
 /** The hash of a file's text and of the texts of the author files it imports, transitively. */

@@ -175,6 +175,66 @@ const SCALAR_FLAGS =
 const UNTYPED_FLAGS =
   ts.TypeFlags.Any | ts.TypeFlags.Unknown | ts.TypeFlags.NonPrimitive | ts.TypeFlags.TypeParameter;
 
+/** The declared types of a module as its analysis gives them (`ModuleAnalysis["declaredTypes"]`). */
+export interface ModuleDeclaredTypes {
+  readonly program: ts.Program;
+  readonly names: ReadonlyMap<string, ts.Type>;
+  readonly fields: ReadonlyMap<string, ts.Type>;
+  /** Equal for analyses that declare the same types (same module text, imported files and lib kind). */
+  readonly key?: string | undefined;
+}
+
+/** One module's declared types and their resolution, shared by the runtimes of that module. */
+export interface ModuleDeclarations {
+  readonly types: DeclaredTypes;
+  /** The declared type of a visible value name; `NOTHING` when the module declares none. */
+  name(name: string): DeclaredType;
+  /** The declared type of a `Moss` service field; `NOTHING` when the module declares none. */
+  field(name: string): DeclaredType;
+}
+
+/**
+ * Resolutions by key, held weakly: the runtimes of a module hold theirs, so a module no runtime uses any more lets its
+ * resolution (and the program it came from) go.
+ */
+const declarationsByKey = new Map<string, WeakRef<ModuleDeclarations>>();
+const declarationsByProgram = new WeakMap<ts.Program, ModuleDeclarations>();
+
+/**
+ * The resolution of a module's declared types, made once per module: runtimes compiled from one cached module (one
+ * program) or from the same text (same key: module, imported author files, lib kind) share it, so a new session does
+ * not resolve its services' types with a fresh checker again. It holds only what the declarations say, never a value
+ * of a session: each runtime still has its own membrane, handles and classes.
+ */
+export function moduleDeclarations(declared: ModuleDeclaredTypes): ModuleDeclarations {
+  const byProgram = declarationsByProgram.get(declared.program);
+  if (byProgram !== undefined) return byProgram;
+  let shared = declared.key === undefined ? undefined : declarationsByKey.get(declared.key)?.deref();
+  if (shared === undefined) {
+    // Resolved from the first program of this key, whose types the maps below come from.
+    const types = new DeclaredTypes(declared.program);
+    const { names, fields } = declared;
+    shared = {
+      types,
+      name: (name) => {
+        const type = names.get(name);
+        return type ? types.of(type) : NOTHING;
+      },
+      field: (name) => {
+        const type = fields.get(name);
+        return type ? types.of(type) : NOTHING;
+      },
+    };
+    if (declared.key !== undefined) {
+      for (const [key, held] of declarationsByKey)
+        if (held.deref() === undefined) declarationsByKey.delete(key);
+      declarationsByKey.set(declared.key, new WeakRef(shared));
+    }
+  }
+  declarationsByProgram.set(declared.program, shared);
+  return shared;
+}
+
 /**
  * The declared types of one module's program, resolved with the compile-time checker and cached per type: a host
  * call pays a map lookup, never a type-check. Types are resolved lazily (first time a handle of that type crosses)

@@ -46,7 +46,12 @@ import {
   openContinuation,
   signContinuation,
 } from "./continuation.ts";
-import { type DeclaredType, DeclaredTypes, NOTHING, RUNTIME } from "./declared-members.ts";
+import {
+  type DeclaredType,
+  type ModuleDeclarations,
+  moduleDeclarations,
+  RUNTIME,
+} from "./declared-members.ts";
 import { stripFences } from "./fenced-code.ts";
 import { HostMembrane, outsideRun } from "./host-membrane.ts";
 import { MAX_IMAGE_BYTES, ShownImages } from "./image-content.ts";
@@ -152,7 +157,7 @@ export class MossRuntime {
   readonly #unchecked: string[] = [];
   #membrane: HostMembrane | undefined;
   #serviceClasses: Set<unknown> | undefined;
-  readonly #declaredTypes: DeclaredTypes;
+  readonly #declarations: ModuleDeclarations;
   #session: SandboxSession | undefined;
   #stdout: string[] = [];
   /** Data fields refused when the session was installed, reported with the next execution. */
@@ -177,7 +182,7 @@ export class MossRuntime {
     this.#continuationTtlMs = options.continuationTtlMs ?? DEFAULT_CONTINUATION_TTL_MS;
     this.#durableRuns = options.durableRuns ?? true;
     addHostRoot(path.dirname(options.module.path));
-    this.#declaredTypes = new DeclaredTypes(options.module.analysis.declaredTypes.program);
+    this.#declarations = moduleDeclarations(options.module.analysis.declaredTypes);
     const context = options.context ?? createContext(options.module.displayPath);
     // The session's identity: made once, then saved with the context (old documents without one get one here).
     this.#context = { ...context, id: context.id ?? randomUUID(), module: options.module.displayPath };
@@ -809,13 +814,12 @@ export class MossRuntime {
   /** The membrane of this runtime (made when the first session opens, or now). */
   #membraneFor(): HostMembrane {
     if (this.#membrane) return this.#membrane;
-    const declared = this.#declaredTypes;
+    const declarations = this.#declarations;
+    const declared = declarations.types;
     const visibleClasses = new Map<unknown, DeclaredType>();
-    const { names: nameTypes } = this.#module.analysis.declaredTypes;
     for (const name of visibleValueNames(this.#module)) {
       const value = this.#module.locals[name];
-      const type = nameTypes.get(name);
-      if (type && typeof value === "function") visibleClasses.set(value, declared.of(type));
+      if (typeof value === "function") visibleClasses.set(value, declarations.name(name));
     }
     this.#membrane = new HostMembrane({
       nearestDeclaredClass: declared.nearestDeclaredClass(visibleClasses),
@@ -897,17 +901,13 @@ export class MossRuntime {
 
   /** What a new isolate of this session installs: the module's names, the services as handles, the data. */
   #sessionSetup(limits: ExecutionLimits): SessionSetup {
-    const declared = this.#declaredTypes;
-    const { names: nameTypes, fields: fieldTypes } = this.#module.analysis.declaredTypes;
+    const declarations = this.#declarations;
     const membrane = this.#membraneFor();
     // Each name and each service field is encoded on its own: its handles are its own and name it (one object bound
     // to two fields is two handles, each labelled by the field the code used).
     const globals = new Map<string, string>();
     for (const name of visibleValueNames(this.#module)) {
-      const type = nameTypes.get(name);
-      const wire = membrane.encodeRoot(this.#module.locals[name], name, type ? declared.of(type) : NOTHING, {
-        name,
-      });
+      const wire = membrane.encodeRoot(this.#module.locals[name], name, declarations.name(name), { name });
       globals.set(name, wire);
     }
     // withLocals values have no static type: the host handed them over as they are.
@@ -916,11 +916,10 @@ export class MossRuntime {
     const services: Array<[string, string]> = [];
     for (const field of this.#module.analysis.mossClass?.fields ?? []) {
       if (field.kind !== "service") continue;
-      const type = fieldTypes.get(field.name);
       const wire = membrane.encodeRoot(
         this.#services.get(field.name),
         `moss.${field.name}`,
-        type ? declared.of(type) : NOTHING,
+        declarations.field(field.name),
         { service: field.name },
       );
       services.push([field.name, wire]);
