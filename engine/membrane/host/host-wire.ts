@@ -99,6 +99,8 @@ export interface DecodeWireOptions {
   maxExpandedBytes?: number;
   /** Decode a record field by field: a field over the budget is left out and reported here. */
   onRefused?: (field: string, reason: string) => void;
+  /** With `onRefused`: a field built, with its expanded size. */
+  onDecoded?: (field: string, expandedBytes: number) => void;
 }
 
 /**
@@ -116,7 +118,12 @@ export function decodeWire(text: string, options: DecodeWireOptions = {}): unkno
     );
   }
   return hostCall(() =>
-    hostCodec.decode(text, { onHandle: options.onHandle, maxExpanded, onRefused: options.onRefused }),
+    hostCodec.decode(text, {
+      onHandle: options.onHandle,
+      maxExpanded,
+      onRefused: options.onRefused,
+      onDecoded: options.onDecoded,
+    }),
   );
 }
 

@@ -351,6 +351,7 @@ export function encodeFields(
       const size = measurer.measure(index, 1, remaining - field.length - 4) + field.length + 4;
       remaining -= size;
       expanded += size;
+      if (options.onEncoded !== undefined) options.onEncoded(field, size, encoder.mark()[2]! - mark[2]!);
       root[root.length] = field;
       root[root.length] = index;
     } catch (error) {
