@@ -966,6 +966,8 @@ export class MossRuntime {
       // Plain data only: a value with no plain-data form is refused by name, never turned into a handle.
       mossData: encodeWireFields(this.#data, Object.keys(this.#data), {
         maxExpandedBytes: limits.maxResultBytes,
+        // The isolate sends an installed field back only once it changes: its size counts until then.
+        onEncoded: (field, expandedBytes) => this.#fieldSizes.set(field, expandedBytes),
         onRefused: (field, reason) =>
           this.#installWarnings.push(
             `moss.${field} ${reason}; it is not available inside the sandbox and keeps its saved value`,

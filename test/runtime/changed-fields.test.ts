@@ -133,6 +133,19 @@ describe.each(["in-process", "process"] as const)(
       for (const memo of await storedMemo(sandbox, runtime)) check(memo);
     });
 
+    test.each(CHANGES)(
+      "%s, in a session rebuilt from the stored context",
+      async (_name, first, second, check) => {
+        const runtime = await compile(sandbox);
+        await run(runtime, first);
+        // The rebuilt session's isolate holds the data as installed from the context, not as a snapshot of its own.
+        const rebuilt = await compile(sandbox, JSON.parse(JSON.stringify(runtime.dumpContext())));
+        await run(rebuilt, "return 1;");
+        await run(rebuilt, second);
+        for (const memo of await storedMemo(sandbox, rebuilt)) check(memo);
+      },
+    );
+
     test("a field left unchanged keeps its value while another changes, and is seen by later runs", async () => {
       const runtime = await compile(sandbox);
       await run(

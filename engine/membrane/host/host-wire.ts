@@ -70,6 +70,8 @@ export interface EncodeWireFieldsOptions {
   rootPath?: string;
   /** A field left out, with the reason (a phrase following the field's path). */
   onRefused: (field: string, reason: string) => void;
+  /** A field written, with its expanded size. */
+  onEncoded?: (field: string, expandedBytes: number) => void;
 }
 
 /**
@@ -87,6 +89,7 @@ export function encodeWireFields(
         rootPath: options.rootPath ?? "moss",
         maxExpanded: options.maxExpandedBytes ?? DEFAULT_MAX_EXPANDED_BYTES,
         onRefused: options.onRefused,
+        onEncoded: options.onEncoded,
       }).text,
   );
 }
