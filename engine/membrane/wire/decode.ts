@@ -23,6 +23,7 @@ import {
   Uint8ArrayCtor,
 } from "./intrinsics.ts";
 import { createMeasurer, parse } from "./measure.ts";
+import { decodePrimitive, NOT_PRIMITIVE } from "./primitive-wire.ts";
 import {
   base64Length,
   define,
@@ -37,6 +38,10 @@ import {
 
 export function decode(text: string, options: WireDecodeOptions = {}): unknown {
   const table = parse(text);
+  if (options.onRefused === undefined) {
+    const primitive = decodePrimitive(table, options.maxExpanded ?? Infinity);
+    if (primitive !== NOT_PRIMITIVE) return primitive;
+  }
   const values = nullArray();
   const built = new Uint8ArrayCtor(table.length);
   const onHandle = options.onHandle;
