@@ -168,6 +168,13 @@ export class MossRuntime {
   #closing: Promise<void> | undefined;
   /** The wire snapshot of the data fields last persisted cleanly (a run leaving the same text changed nothing). */
   #persistedSnapshot: { wire: string; maxBytes: number } | undefined;
+  /**
+   * The expanded size of each data field as the sandbox last sent it: a snapshot carries only the fields that
+   * changed, and with the ones it left out it stays within the result limit.
+   */
+  readonly #fieldSizes = new Map<string, number>();
+  /** Whether the last persist saved every field it was given (else the next one encodes every field again). */
+  #persistedClean = false;
 
   constructor(options: MossRuntimeOptions) {
     this.#module = options.module;
@@ -197,6 +204,7 @@ export class MossRuntime {
     }
     this.#data = data;
     this.#persistedSnapshot = undefined;
+    this.#fieldSizes.clear();
     const moss = new this.#module.mossClass() as Record<string, unknown>;
     for (const [field, service] of this.#services) moss[field] = service;
     Object.assign(moss, data);
@@ -215,6 +223,7 @@ export class MossRuntime {
     const moss = this.hostMoss();
     for (const field of this.#dataFields()) if (field in moss) this.#data[field] = moss[field];
     this.#persistedSnapshot = undefined;
+    this.#fieldSizes.clear();
     this.#persist([]);
   }
 
@@ -408,6 +417,7 @@ export class MossRuntime {
       }),
     };
     this.#persistedSnapshot = undefined;
+    this.#fieldSizes.clear();
     this.#context = {
       ...this.#context,
       properties: payload.data,
@@ -730,13 +740,23 @@ export class MossRuntime {
       snapshot !== undefined &&
       snapshot.wire === result.mossData &&
       snapshot.maxBytes === limits.maxResultBytes;
+    // The fields the snapshot carries: the sandbox leaves out those that did not change since it last sent them.
+    let changedFields: string[] | undefined;
     try {
       if (result.mossData !== undefined && !diverged && !unchanged) {
+        const sizes = new Map<string, number>();
         const data = decodeWire(result.mossData, {
           maxExpandedBytes: limits.maxResultBytes,
           onRefused: (field, reason) => warnings.push(refusedFieldWarning(field, reason)),
-        });
-        this.#data = { ...this.#data, ...(data as object) };
+          onDecoded: (field, size) => sizes.set(field, size),
+        }) as Record<string, unknown>;
+        const problem = this.#oversizedData(sizes, limits.maxResultBytes);
+        if (problem !== undefined) warnings.push(problem);
+        else {
+          this.#data = { ...this.#data, ...data };
+          for (const [field, size] of sizes) this.#fieldSizes.set(field, size);
+          changedFields = Object.keys(data);
+        }
       }
       if (result.ok && result.returns !== undefined && !diverged)
         returns = membrane.decode(result.returns, limits.maxResultBytes);
@@ -757,7 +777,7 @@ export class MossRuntime {
       // A run that left its log is not the run that was approved: nothing of it is kept, and its isolate goes.
       await this.#discardSession();
     } else if (!unchanged) {
-      this.#persist(warnings, limits.maxResultBytes);
+      this.#persist(warnings, limits.maxResultBytes, changedFields);
       this.#persistedSnapshot =
         result.mossData !== undefined && decodeError === undefined && warnings.length === warningsBeforeData
           ? { wire: result.mossData, maxBytes: limits.maxResultBytes }
@@ -791,7 +811,23 @@ export class MossRuntime {
     started: number,
   ): Execution {
     this.#context = { ...this.#context, executeCode: code, executed: partial.ok };
-    return { ...partial, warnings, context: this.dumpContext(), durationMs: performance.now() - started };
+    // The context is replaced, never changed in place: its copy (a ~1 MB field costs ~20 ms) is made when read.
+    const context = this.#context;
+    let copy: MossContext | undefined;
+    const execution = { ...partial, warnings } as Execution;
+    Object.defineProperty(execution, "context", {
+      enumerable: true,
+      configurable: true,
+      get: () => {
+        copy ??= structuredClone(context);
+        return copy;
+      },
+      set: (value: MossContext) => {
+        copy = value;
+      },
+    });
+    execution.durationMs = performance.now() - started;
+    return execution;
   }
 
   /** Disposes the current session (its isolate holds state a new run must not see). */
@@ -929,6 +965,8 @@ export class MossRuntime {
       // Plain data only: a value with no plain-data form is refused by name, never turned into a handle.
       mossData: encodeWireFields(this.#data, Object.keys(this.#data), {
         maxExpandedBytes: limits.maxResultBytes,
+        // The isolate sends an installed field back only once it changes: its size counts until then.
+        onEncoded: (field, expandedBytes) => this.#fieldSizes.set(field, expandedBytes),
         onRefused: (field, reason) =>
           this.#installWarnings.push(
             `moss.${field} ${reason}; it is not available inside the sandbox and keeps its saved value`,
@@ -945,16 +983,32 @@ export class MossRuntime {
       .map((field) => field.name);
   }
 
-  #persist(warnings: string[], maxBytes = this.#limits.maxResultBytes): void {
-    const encoded = encodeProperties(this.#data, { previous: this.#context.properties, maxBytes });
+  /**
+   * Encodes the data fields into the context: only `fields` (those a snapshot carried) when given and the last
+   * persist saved every field, else every field (the others keep their stored form, which nothing changed).
+   */
+  #persist(warnings: string[], maxBytes = this.#limits.maxResultBytes, fields?: readonly string[]): void {
+    const partial = fields !== undefined && this.#persistedClean;
+    const values = partial
+      ? Object.fromEntries(fields.map((field) => [field, this.#data[field]]))
+      : this.#data;
+    const encoded = encodeProperties(values, { previous: this.#context.properties, maxBytes });
     warnings.push(...encoded.warnings);
+    this.#persistedClean = encoded.warnings.length === 0;
+    const stored = partitionProperties(this.#context.properties, this.#dataFields());
     this.#context = {
       ...this.#context,
-      properties: {
-        ...partitionProperties(this.#context.properties, this.#dataFields()).undeclared,
-        ...encoded.properties,
-      },
+      properties: { ...stored.undeclared, ...(partial ? stored.declared : {}), ...encoded.properties },
     };
+  }
+
+  /** Why the data fields a snapshot carried, with those it left unchanged, exceed the limit (undefined: they fit). */
+  #oversizedData(sizes: ReadonlyMap<string, number>, maxBytes: number): string | undefined {
+    let total = 2;
+    for (const size of sizes.values()) total += size;
+    for (const [field, size] of this.#fieldSizes) if (!sizes.has(field)) total += size;
+    if (total <= maxBytes) return undefined;
+    return `moss data is larger than the limit of ${maxBytes} bytes once expanded; it was not persisted and keeps its last saved value`;
   }
 
   #recordStdout(text: string): void {

@@ -70,6 +70,8 @@ export interface EncodeWireFieldsOptions {
   rootPath?: string;
   /** A field left out, with the reason (a phrase following the field's path). */
   onRefused: (field: string, reason: string) => void;
+  /** A field written, with its expanded size. */
+  onEncoded?: (field: string, expandedBytes: number) => void;
 }
 
 /**
@@ -87,6 +89,7 @@ export function encodeWireFields(
         rootPath: options.rootPath ?? "moss",
         maxExpanded: options.maxExpandedBytes ?? DEFAULT_MAX_EXPANDED_BYTES,
         onRefused: options.onRefused,
+        onEncoded: options.onEncoded,
       }).text,
   );
 }
@@ -99,6 +102,8 @@ export interface DecodeWireOptions {
   maxExpandedBytes?: number;
   /** Decode a record field by field: a field over the budget is left out and reported here. */
   onRefused?: (field: string, reason: string) => void;
+  /** With `onRefused`: a field built, with its expanded size. */
+  onDecoded?: (field: string, expandedBytes: number) => void;
 }
 
 /**
@@ -116,7 +121,12 @@ export function decodeWire(text: string, options: DecodeWireOptions = {}): unkno
     );
   }
   return hostCall(() =>
-    hostCodec.decode(text, { onHandle: options.onHandle, maxExpanded, onRefused: options.onRefused }),
+    hostCodec.decode(text, {
+      onHandle: options.onHandle,
+      maxExpanded,
+      onRefused: options.onRefused,
+      onDecoded: options.onDecoded,
+    }),
   );
 }
 

@@ -556,12 +556,26 @@ export function sandboxBootstrap(
     ReflectDefineProperty(global, "moss", data(moss, false));
     const parsed = JSONParse(fields);
     dataFields = ArrayIsArray(parsed) ? parsed : [];
-    lastSnapshot = mossData;
+    for (let i = 0; i < valueKeys.length; i++) {
+      ReflectApply(MapSet, saved, [valueKeys[i], { __proto__: null, text: mossData, hasCopy: false }]);
+    }
   }
 
   // ---- data snapshot -----------------------------------------------------------------------------------------
-  // The wire text holding the last saved value of every data field (the installed data, then each snapshot).
-  let lastSnapshot = "";
+  // Per data field, what the host holds: the wire text that carried it (the installed data or a snapshot) and, once
+  // a snapshot of this isolate encoded it, a private decoded copy with the size it was charged. A field whose value
+  // would encode exactly as that copy is not sent again: the host keeps what it has (and the sizes still count).
+  interface SavedField {
+    text: string;
+    hasCopy: boolean;
+    copy?: unknown;
+    /** Whether the snapshot holding the copy reached an object twice (then sharing is compared too). */
+    shares?: boolean;
+    expanded?: number;
+    length?: number;
+  }
+  const saved = new MapCtor<string, SavedField>();
+  const isHostObject = (value: object) => knownHandle(value) !== undefined;
   // Encoded text may be this many times longer than the expanded-size budget (indices, tags): a first, cheap bound.
   const WIRE_SLACK = 4;
 
@@ -589,15 +603,45 @@ export function sandboxBootstrap(
   }
 
   /**
-   * Encodes the data fields present on `moss`, each bounded on its own (its expanded size against what is left of
-   * the result budget, its depth, its bigints). A refused field is named in a warning and set back to its last
-   * saved value, so the isolate and the persisted context agree; a field deleted by the code is left as it was.
+   * Encodes the data fields present on `moss` that changed since the host last received them, each bounded on its
+   * own (its expanded size against what is left of the result budget, its depth, its bigints); an unchanged field
+   * is charged the size it had. A refused field is named in a warning and set back to its last saved value, so the
+   * isolate and the persisted context agree; a field deleted by the code is left as it was.
    */
-  function snapshotData(warnings: string[], budget: number): { text: string; expanded: number } {
+  function snapshotData(
+    warnings: string[],
+    budget: number,
+  ): { text: string; expanded: number; length: number } {
+    const present = presentFields();
+    const changed: string[] = [];
+    let remaining = budget;
+    let keptExpanded = 0;
+    let keptLength = 0;
+    for (let i = 0; i < present.length; i++) {
+      const field = present[i]!;
+      const entry = ReflectApply(MapGet, saved, [field]) as SavedField | undefined;
+      let same = false;
+      if (entry?.hasCopy && (entry.expanded as number) <= remaining) {
+        try {
+          same = codec.sameWireValue(moss[field], entry.copy, isHostObject, entry.shares === true);
+        } catch {}
+      }
+      if (same) {
+        remaining -= entry!.expanded as number;
+        keptExpanded += entry!.expanded as number;
+        keptLength += entry!.length as number;
+      } else append(changed, field);
+    }
     const refused: string[] = [];
     const refusals: string[] = [];
     const leftOut: string[] = [];
     const dropped = { __proto__: null, count: 0 };
+    let sizes: unknown[] = [];
+    const onEncoded = (field: string, expanded: number, length: number) => {
+      append(sizes, field);
+      append(sizes, expanded);
+      append(sizes, length);
+    };
     const options = {
       __proto__: null,
       rootPath: "moss",
@@ -608,42 +652,77 @@ export function sandboxBootstrap(
         append(refused, field);
         append(refusals, `moss.${field} ${reason}; it was not persisted and keeps its last saved value`);
       },
-      maxLength: WIRE_SLACK * budget,
-      maxExpanded: budget,
+      onEncoded,
+      maxLength: WIRE_SLACK * budget - keptLength,
+      maxExpanded: remaining,
     };
-    let snapshot = codec.encodeFields(moss, presentFields(), options as any);
+    let snapshot = codec.encodeFields(moss, changed, options as any);
     if (refused.length > 0) {
       restoreFields(refused);
+      sizes = [];
       const quiet = {
         __proto__: null,
         rootPath: "moss",
         knownHandle: options.knownHandle,
         onUnsupported: () => {},
         onRefused: () => {},
+        onEncoded,
         maxLength: options.maxLength,
         maxExpanded: options.maxExpanded,
       };
-      snapshot = codec.encodeFields(moss, presentFields(), quiet as any);
+      const still: string[] = [];
+      for (let i = 0; i < changed.length; i++) {
+        if (ReflectApply(MapGet, knownFields, [changed[i]]) === true) append(still, changed[i]);
+      }
+      snapshot = codec.encodeFields(moss, still, quiet as any);
     }
     for (let i = 0; i < refusals.length; i++) append(warnings, refusals[i]);
     for (let i = 0; i < leftOut.length; i++) append(warnings, leftOut[i]);
     if (dropped.count > 0) append(warnings, `… and ${dropped.count} more values that were not persisted`);
-    lastSnapshot = snapshot.text;
-    return snapshot;
+    if (sizes.length > 0) {
+      // A copy nothing else can reach, to tell next time whether the value changed.
+      let shares = false;
+      const copies = codec.decode(snapshot.text, {
+        __proto__: null,
+        onHandle: makeProxy,
+        onShared: () => {
+          shares = true;
+        },
+      } as any) as Record<string, unknown>;
+      for (let i = 0; i + 2 < sizes.length; i += 3) {
+        const field = sizes[i] as string;
+        ReflectApply(MapSet, saved, [
+          field,
+          {
+            __proto__: null,
+            text: snapshot.text,
+            hasCopy: true,
+            copy: copies[field],
+            shares,
+            expanded: sizes[i + 1],
+            length: sizes[i + 2],
+          },
+        ]);
+      }
+    }
+    return {
+      text: snapshot.text,
+      expanded: snapshot.expanded + keptExpanded,
+      length: snapshot.text.length + keptLength,
+    };
   }
 
   function restoreFields(fields: string[]): void {
-    let saved: any = ObjectCreate(null);
-    try {
-      if (lastSnapshot !== "") saved = codec.decode(lastSnapshot, decodeOptions);
-    } catch {}
     for (let i = 0; i < fields.length; i++) {
       const field = fields[i]!;
       try {
-        if (ObjectHasOwn(saved, field)) {
+        const entry = ReflectApply(MapGet, saved, [field]) as SavedField | undefined;
+        let values: any = ObjectCreate(null);
+        if (entry !== undefined) values = codec.decode(entry.text, decodeOptions);
+        if (ObjectHasOwn(values, field)) {
           ReflectDefineProperty(moss, field, {
             __proto__: null,
-            value: saved[field],
+            value: values[field],
             writable: true,
             enumerable: true,
             configurable: true,
@@ -752,7 +831,7 @@ export function sandboxBootstrap(
       const snapshot = snapshotData(warnings, budget);
       envelope.mossData = snapshot.text;
       budget -= snapshot.expanded;
-      textBudget -= snapshot.text.length;
+      textBudget -= snapshot.length;
     }
     if (ok) {
       try {

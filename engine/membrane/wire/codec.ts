@@ -2,6 +2,7 @@ import type { HandleShape } from "../protocol.ts";
 import { decode } from "./decode.ts";
 import { encode, encodeFields } from "./encode.ts";
 import { measure } from "./measure.ts";
+import { sameWireValue } from "./same-wire-value.ts";
 import { describe, MAX_BIGINT_DIGITS, MAX_DEPTH } from "./values.ts";
 
 /*
@@ -55,6 +56,8 @@ export interface WireFieldsOptions extends Omit<WireEncodeOptions, "onUnsupporte
   onRefused: (field: string, reason: string) => void;
   /** Receives values inside a field that cannot cross; the field is kept without them. Without it, the field is refused. */
   onUnsupported?: (unsupported: WireUnsupported) => void;
+  /** A field written: its expanded size (as counted against `maxExpanded`) and the encoded length it was charged. */
+  onEncoded?: (field: string, expanded: number, length: number) => void;
 }
 
 /** Options of the raw codec `decode`. */
@@ -65,6 +68,10 @@ export interface WireDecodeOptions {
   maxExpanded?: number;
   /** Decode a record field by field: a field over the budget is left out and reported here (root must be an object). */
   onRefused?: (field: string, reason: string) => void;
+  /** With `onRefused`: a field built, with its expanded size as counted against `maxExpanded`. */
+  onDecoded?: (field: string, expanded: number) => void;
+  /** Called each time a node is reached again (a shared object or a cycle). */
+  onShared?: () => void;
 }
 
 /** The codec produced by `createWireCodec`. */
@@ -79,6 +86,13 @@ export interface WireCodec {
   decode(text: string, options?: WireDecodeOptions): unknown;
   /** Expanded size of wire text (throws a `WireLimitError` past `maxExpanded`, a TypeError for malformed text). */
   measure(text: string, maxExpanded?: number): number;
+  /** Whether a value would encode to the same wire as a private decoded copy (plain data only; see same-wire-value.ts). */
+  sameWireValue(
+    current: unknown,
+    saved: unknown,
+    isHostObject: (value: object) => boolean,
+    savedShares: boolean,
+  ): boolean;
   /** Readable description of a value that cannot cross ("a function", "an instance of Point", ...). */
   describe(value: unknown): string;
   /** The fixed bounds every value obeys. */
@@ -94,6 +108,7 @@ export function createWireCodec(): WireCodec {
     encodeFields,
     decode,
     measure,
+    sameWireValue,
     describe,
     bounds: { maxDepth: MAX_DEPTH, maxBigIntDigits: MAX_BIGINT_DIGITS },
   };

@@ -23,6 +23,7 @@ import {
   Uint8ArrayCtor,
 } from "./intrinsics.ts";
 import { createMeasurer, parse } from "./measure.ts";
+import { decodePrimitive, NOT_PRIMITIVE } from "./primitive-wire.ts";
 import {
   base64Length,
   define,
@@ -37,17 +38,25 @@ import {
 
 export function decode(text: string, options: WireDecodeOptions = {}): unknown {
   const table = parse(text);
+  if (options.onRefused === undefined) {
+    const primitive = decodePrimitive(table, options.maxExpanded ?? Infinity);
+    if (primitive !== NOT_PRIMITIVE) return primitive;
+  }
   const values = nullArray();
   const built = new Uint8ArrayCtor(table.length);
   const onHandle = options.onHandle;
   const maxExpanded = options.maxExpanded ?? Infinity;
   const onRefused = options.onRefused;
+  const onShared = options.onShared;
 
   function child(index: unknown): unknown {
     if (typeof index !== "number" || !NumberIsInteger(index) || index < 0 || index >= table.length) {
       throw new TypeErrorCtor(`invalid wire text: bad node index ${StringCtor(index)}`);
     }
-    if (built[index] === 1) return values[index];
+    if (built[index] === 1) {
+      if (onShared !== undefined) onShared();
+      return values[index];
+    }
     return build(index);
   }
 
@@ -184,8 +193,10 @@ export function decode(text: string, options: WireDecodeOptions = {}): unknown {
     if (typeof field !== "string") fail(0);
     try {
       const index = root[i + 1] as number;
-      remaining -= measurer.measure(index, 1, remaining - field.length - 4) + field.length + 4;
+      const size = measurer.measure(index, 1, remaining - field.length - 4) + field.length + 4;
+      remaining -= size;
       define(record, field, child(index));
+      if (options.onDecoded !== undefined) options.onDecoded(field, size);
     } catch (error) {
       if (!isLimit(error)) throw error;
       onRefused(field, messageOf(error));

@@ -26,6 +26,7 @@ import {
   TypeErrorCtor,
 } from "./intrinsics.ts";
 import { createMeasurer } from "./measure.ts";
+import { encodePrimitive } from "./primitive-wire.ts";
 import {
   binaryOf,
   describe,
@@ -282,6 +283,8 @@ export function createEncoder(options: WireEncodeOptions) {
 }
 
 export function encode(root: unknown, options: WireEncodeOptions = {}): string {
+  const primitive = encodePrimitive(root, options.maxLength ?? Infinity, options.maxExpanded ?? Infinity);
+  if (primitive !== undefined) return primitive;
   const encoder = createEncoder(options);
   const maxExpanded = options.maxExpanded;
   try {
@@ -351,6 +354,7 @@ export function encodeFields(
       const size = measurer.measure(index, 1, remaining - field.length - 4) + field.length + 4;
       remaining -= size;
       expanded += size;
+      if (options.onEncoded !== undefined) options.onEncoded(field, size, encoder.mark()[2]! - mark[2]!);
       root[root.length] = field;
       root[root.length] = index;
     } catch (error) {
