@@ -1,10 +1,10 @@
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { type BuildOptions, build, buildSync, type Plugin } from "esbuild";
+import type { BuildOptions, Plugin } from "esbuild";
+import { privateTempFolder } from "./private-temp-folder.ts";
 
 /** Options of `runnableEntry`. */
 export interface RunnableEntryOptions {
@@ -20,11 +20,16 @@ export interface RunnableEntryOptions {
 const require = createRequire(import.meta.url);
 const entries = new Map<string, string>();
 
+/** esbuild, loaded on first use: a process that only runs built JavaScript (or a CLI's --help) never loads it. */
+function esbuild(): typeof import("esbuild") {
+  return require("esbuild") as typeof import("esbuild");
+}
+
 /**
  * An entry file that plain Node can start (a child process or a worker thread) whether moss-ts runs from built
  * JavaScript or from its TypeScript sources. Built JavaScript is returned as it is. A TypeScript entry and its
  * imports are bundled once per process with esbuild (the `external` packages pinned to the host's copies) into a
- * content-addressed file in the temp folder: no TypeScript loader is needed in the new process or thread.
+ * content-addressed file in a temp folder only this user can write (`privateTempFolder`): no TypeScript loader is needed in the new process or thread.
  * Synchronous: code in the bundle sees the bundle's own `import.meta.url` (use `runnableEntryAsync` if it matters).
  */
 export function runnableEntry(entryUrl: string | URL, options: RunnableEntryOptions = {}): string {
@@ -32,7 +37,7 @@ export function runnableEntry(entryUrl: string | URL, options: RunnableEntryOpti
   if (!entryFile.endsWith(".ts")) return entryFile;
   const cached = entries.get(entryFile);
   if (cached) return cached;
-  const output = buildSync(buildOptions(entryFile, options)).outputFiles![0]!.text;
+  const output = esbuild().buildSync(buildOptions(entryFile, options)).outputFiles![0]!.text;
   return remember(entryFile, writeEntry(entryFile, pinExternals(output, options)));
 }
 
@@ -48,7 +53,10 @@ export async function runnableEntryAsync(
   if (!entryFile.endsWith(".ts")) return entryFile;
   const cached = entries.get(entryFile);
   if (cached) return cached;
-  const result = await build({ ...buildOptions(entryFile, options), plugins: [sourceImportMetaUrl] });
+  const result = await esbuild().build({
+    ...buildOptions(entryFile, options),
+    plugins: [sourceImportMetaUrl],
+  });
   return remember(entryFile, writeEntry(entryFile, pinExternals(result.outputFiles![0]!.text, options)));
 }
 
@@ -87,7 +95,13 @@ function pinExternals(output: string, options: RunnableEntryOptions): string {
 function writeEntry(entryFile: string, output: string): string {
   const stem = path.basename(entryFile).replace(/\.ts$/, "");
   const hash = createHash("sha256").update(output).digest("hex").slice(0, 16);
-  const file = path.join(tmpdir(), `moss-ts-${stem}-${hash}.mjs`);
+  const folder = privateTempFolder();
+  if (folder === undefined) {
+    throw new Error(
+      `moss-ts could not make a temp folder only this user can write, to run ${path.basename(entryFile)} from source`,
+    );
+  }
+  const file = path.join(folder, `${stem}-${hash}.mjs`);
   if (!existsSync(file)) {
     const temporary = `${file}.${process.pid}.tmp`;
     writeFileSync(temporary, output);

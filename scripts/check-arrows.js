@@ -22,6 +22,7 @@ export const LAYERS = [
       "engine/module-surface.ts",
       "engine/runnable-entry.ts",
       "engine/closest.ts",
+      "engine/private-temp-folder.ts",
     ],
   },
   { name: "membrane", members: ["engine/membrane/"] },

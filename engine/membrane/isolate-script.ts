@@ -1,17 +1,9 @@
 import { createHash } from "node:crypto";
-import {
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { privateTempFolder } from "../private-temp-folder.ts";
 
 /*
  * The isolate half of the membrane (membrane/isolate/) as one self-contained classic script. `npm run build` writes
@@ -60,7 +52,7 @@ function loadIsolateScript(): string {
   const prebuilt = fileURLToPath(PREBUILT);
   if (!FROM_SOURCE && existsSync(prebuilt)) return readFileSync(prebuilt, "utf8");
   // In dist/ without the built script (the build itself writing it), bundle tsc's JavaScript, uncached.
-  const folder = FROM_SOURCE ? privateCacheFolder() : undefined;
+  const folder = FROM_SOURCE ? privateTempFolder() : undefined;
   const cache = folder === undefined ? undefined : path.join(folder, `isolate-script-${sourceHash()}.js`);
   if (cache !== undefined) {
     try {
@@ -79,23 +71,6 @@ function loadIsolateScript(): string {
     renameSync(partial, cache);
   } catch {}
   return output.text;
-}
-
-/**
- * A cache folder only this user can write (the temp folder is shared: a script another user planted there would run
- * as the isolate half of the membrane), or undefined when there is none, and the script is not cached.
- */
-function privateCacheFolder(): string | undefined {
-  const uid = process.getuid?.();
-  if (uid === undefined) return undefined;
-  const folder = path.join(tmpdir(), `moss-isolate-${uid}`);
-  try {
-    mkdirSync(folder, { recursive: true, mode: 0o700 });
-    const stat = statSync(folder);
-    return stat.isDirectory() && stat.uid === uid && (stat.mode & 0o022) === 0 ? folder : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /**

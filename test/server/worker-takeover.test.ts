@@ -171,9 +171,11 @@ describe.runIf(POSTGRES_TESTS)("two moss serve instances on one PostgreSQL", () 
       "--base-url",
       model.baseUrl,
     ];
+    // A lease long enough that a late heartbeat on a loaded machine does not hand the run over early (the first
+    // call would then be in doubt, and the run pause before the held one started).
     const pair: [ServeProcess, ServeProcess] = [
-      await spawnServe([...args, "--lease-ms", "2000"], env),
-      await spawnServe([...args, "--lease-ms", "2000"], env),
+      await spawnServe([...args, "--lease-ms", "5000"], env),
+      await spawnServe([...args, "--lease-ms", "5000"], env),
     ];
     instances.push(...pair);
     const asked = model.requests.length;
