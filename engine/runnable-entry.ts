@@ -95,13 +95,7 @@ function pinExternals(output: string, options: RunnableEntryOptions): string {
 function writeEntry(entryFile: string, output: string): string {
   const stem = path.basename(entryFile).replace(/\.ts$/, "");
   const hash = createHash("sha256").update(output).digest("hex").slice(0, 16);
-  const folder = privateTempFolder();
-  if (folder === undefined) {
-    throw new Error(
-      `moss-ts could not make a temp folder only this user can write, to run ${path.basename(entryFile)} from source`,
-    );
-  }
-  const file = path.join(folder, `${stem}-${hash}.mjs`);
+  const file = path.join(privateTempFolder(), `${stem}-${hash}.mjs`);
   if (!existsSync(file)) {
     const temporary = `${file}.${process.pid}.tmp`;
     writeFileSync(temporary, output);

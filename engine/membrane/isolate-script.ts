@@ -52,8 +52,7 @@ function loadIsolateScript(): string {
   const prebuilt = fileURLToPath(PREBUILT);
   if (!FROM_SOURCE && existsSync(prebuilt)) return readFileSync(prebuilt, "utf8");
   // In dist/ without the built script (the build itself writing it), bundle tsc's JavaScript, uncached.
-  const folder = FROM_SOURCE ? privateTempFolder() : undefined;
-  const cache = folder === undefined ? undefined : path.join(folder, `isolate-script-${sourceHash()}.js`);
+  const cache = FROM_SOURCE ? path.join(privateTempFolder(), `isolate-script-${sourceHash()}.js`) : undefined;
   if (cache !== undefined) {
     try {
       return readFileSync(cache, "utf8");

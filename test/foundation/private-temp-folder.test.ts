@@ -21,7 +21,7 @@ describe.runIf(process.getuid !== undefined)("privateTempFolder", () => {
   });
 
   it("makes a folder only this user can read or write", () => {
-    const folder = privateTempFolder()!;
+    const folder = privateTempFolder();
     expect(path.dirname(folder)).toBe(root);
     const stat = statSync(folder);
     expect(stat.uid).toBe(process.getuid!());
@@ -29,12 +29,15 @@ describe.runIf(process.getuid !== undefined)("privateTempFolder", () => {
     expect(privateTempFolder()).toBe(folder);
   });
 
-  it("refuses a folder of that name that others can write (planted or loosened): nothing is cached", () => {
+  it("passes over a folder of that name that others can enter (planted or loosened) for a private one of its own", () => {
     const planted = path.join(root, `moss-ts-${process.getuid!()}`);
     mkdirSync(planted);
-    chmodSync(planted, 0o777);
-    expect(privateTempFolder()).toBeUndefined();
-    chmodSync(planted, 0o750);
-    expect(privateTempFolder()).toBeUndefined();
+    for (const mode of [0o777, 0o750]) {
+      chmodSync(planted, mode);
+      const folder = privateTempFolder();
+      expect(folder).not.toBe(planted);
+      expect(statSync(folder).mode & 0o777).toBe(0o700);
+      expect(statSync(folder).uid).toBe(process.getuid!());
+    }
   });
 });
