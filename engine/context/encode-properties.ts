@@ -1,28 +1,13 @@
 import { types } from "node:util";
 import SuperJSON from "superjson";
 import { MossError } from "../errors.ts";
-import { WIRE_MAX_BIGINT_DIGITS } from "../membrane/index.ts";
+import { binaryConstructors, WIRE_MAX_BIGINT_DIGITS } from "../membrane/index.ts";
 import { DEFAULT_LIMITS } from "../types.ts";
 import { expandedSizeProblem } from "./measure-value.ts";
 import { decodeWithReferentialEqualities } from "./referential-equalities.ts";
 
 // A private instance, so classes or symbols registered on superjson's global instance elsewhere change nothing here.
 const serializer = new SuperJSON();
-
-const BINARY_KINDS: Record<string, new (buffer: ArrayBuffer) => ArrayBufferView> = {
-  Int8Array,
-  Uint8Array,
-  Uint8ClampedArray,
-  Int16Array,
-  Uint16Array,
-  Int32Array,
-  Uint32Array,
-  Float32Array,
-  Float64Array,
-  BigInt64Array,
-  BigUint64Array,
-  DataView,
-};
 
 /** Typed arrays (all kinds, a Node Buffer as its own bytes), ArrayBuffer and DataView, stored as base64. */
 serializer.registerCustom<ArrayBuffer | ArrayBufferView, { kind: string; base64: string }>(
@@ -44,7 +29,7 @@ serializer.registerCustom<ArrayBuffer | ArrayBufferView, { kind: string; base64:
       const bytes = Buffer.from(base64, "base64");
       const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
       if (kind === "ArrayBuffer") return buffer;
-      const ctor = Object.hasOwn(BINARY_KINDS, kind) ? BINARY_KINDS[kind] : undefined;
+      const ctor = Object.hasOwn(binaryConstructors, kind) ? binaryConstructors[kind] : undefined;
       const unit = (ctor as { BYTES_PER_ELEMENT?: number } | undefined)?.BYTES_PER_ELEMENT ?? 1;
       if (ctor === undefined || buffer.byteLength % unit !== 0)
         throw new Error(`unknown binary kind ${kind}`);

@@ -63,3 +63,4 @@ export {
   type WireFieldsOptions,
   type WireUnsupported,
 } from "./wire/codec.ts";
+export { type BinaryConstructor, binaryConstructors } from "./wire/intrinsics.ts";

@@ -12,6 +12,20 @@ export type HostOperation = "call" | "construct" | "get" | "ask" | "show";
 export type HandleOperation = Extract<HostOperation, "call" | "construct" | "get">;
 
 /** The operations host code can make of a function or class handle it was handed (a callback). */
+/**
+ * The host-call bridge the isolate half is started with: one operation on a handle (member null: the handle itself),
+ * its wire-encoded arguments, the call site (`line * CALL_SITE_COLUMNS + column`) and the clock and random values
+ * read since the previous call (JSON, "" when none); returns the reply's wire text.
+ */
+export type HostCallBridge = (
+  operation: HostOperation,
+  handle: number,
+  member: string | null,
+  args: string,
+  line: number,
+  nondeterminism: string,
+) => string;
+
 export type CallbackOperation = Extract<HostOperation, "call" | "construct">;
 
 /** What a handle is: `function` callable (and maybe has members), `object` members only, `class` `new` only. */

@@ -1,4 +1,9 @@
-import { type HostOperation, type SandboxEnvelope, stdoutTruncationMarker } from "../protocol.ts";
+import {
+  type HostCallBridge,
+  type HostOperation,
+  type SandboxEnvelope,
+  stdoutTruncationMarker,
+} from "../protocol.ts";
 import { isReachableName } from "../visibility.ts";
 import type { WireCodec } from "../wire/codec.ts";
 import {
@@ -84,14 +89,7 @@ export interface SandboxEntryPoints {
 
 export function sandboxBootstrap(
   codec: WireCodec,
-  hostCall: (
-    operation: HostOperation,
-    handle: number,
-    member: string | null,
-    args: string,
-    line: number,
-    nondeterminism: string,
-  ) => string,
+  hostCall: HostCallBridge,
   emit: (text: string) => void,
   done: (envelope: string) => void,
 ): SandboxEntryPoints {

@@ -1,5 +1,5 @@
 import "../wire/intrinsics.ts";
-import type { HostOperation } from "../protocol.ts";
+import type { HostCallBridge } from "../protocol.ts";
 import { createWireCodec } from "../wire/codec.ts";
 import { type SandboxEntryPoints, sandboxBootstrap } from "./bootstrap.ts";
 
@@ -13,13 +13,7 @@ export { createWireCodec };
 
 /** Installs the isolate half with the host's bridges and returns the entry points the host drives. */
 export function start(
-  hostCall: (
-    operation: HostOperation,
-    handle: number,
-    member: string | null,
-    args: string,
-    line: number,
-  ) => string,
+  hostCall: HostCallBridge,
   emit: (text: string) => void,
   done: (envelope: string) => void,
 ): SandboxEntryPoints {

@@ -1,18 +1,13 @@
 // Records for the isolate half: property descriptors and list writes that no prototype model code patches can reach.
-import { ReflectApply, ReflectDefineProperty, StringSlice } from "../wire/intrinsics.ts";
+import { ReflectApply, StringSlice } from "../wire/intrinsics.ts";
+import { define } from "../wire/values.ts";
 
 export function data(value: unknown, writable = false, enumerable = true): PropertyDescriptor {
   return { __proto__: null, value, writable, enumerable, configurable: false } as PropertyDescriptor;
 }
 
 export function append(list: unknown[], value: unknown): void {
-  ReflectDefineProperty(list, list.length, {
-    __proto__: null,
-    value,
-    writable: true,
-    enumerable: true,
-    configurable: true,
-  } as PropertyDescriptor);
+  define(list, list.length, value);
 }
 
 export function slice(text: string, start: number, end?: number): string {
