@@ -42,6 +42,7 @@ export {
   type HandleKind,
   type HandleOperation,
   type HandleShape,
+  type HostCallBridge,
   type HostMembrane,
   type HostOperation,
   type HostOutcome,

@@ -1,6 +1,7 @@
 import { MossError } from "../errors.ts";
 import {
   errorWire,
+  type HostCallBridge,
   type HostOperation,
   type HostOutcome,
   isolateClosureSource,
@@ -183,16 +184,8 @@ export class IsolateSession {
     let session: IsolateSession | undefined;
     try {
       const context = await isolate.createContext();
-      const bridge = new ivm.Callback(
-        (
-          operation: HostOperation,
-          handle: number,
-          member: string | null,
-          args: string,
-          line: number,
-          nondeterminism: string,
-        ) => session!.#answer(operation, handle, member, args, line, nondeterminism),
-      );
+      const answer: HostCallBridge = (...call) => session!.#answer(...call);
+      const bridge = new ivm.Callback(answer);
       // On the isolate thread stdout is fire-and-forget; on the caller thread a direct call keeps it in order.
       const emit = new ivm.Callback(
         (text: string) => {
