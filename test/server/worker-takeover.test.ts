@@ -82,6 +82,32 @@ describe.runIf(POSTGRES_TESTS)("two moss serve instances on one PostgreSQL", () 
     await rm(directory, { recursive: true, force: true });
   });
 
+  /**
+   * Two instances on the test database, their ledger writing to `logName` in the test's directory. The lease is long
+   * enough that a late heartbeat on a loaded machine does not hand a run over early (a call would then be in doubt,
+   * and the run pause before the call a test holds has started).
+   */
+  async function startPair(logName: string): Promise<{ log: string; pair: [ServeProcess, ServeProcess] }> {
+    const log = join(directory, logName);
+    const env = { MOSS_LEDGER_LOG: log, OPENAI_API_KEY: "test", MOSS_SERVE_TOKENS: "alice:alice-secret" };
+    const args = [
+      "serve",
+      MODULE,
+      "--port",
+      "0",
+      "--database-url",
+      postgres.url,
+      "--base-url",
+      model.baseUrl,
+    ];
+    const pair: [ServeProcess, ServeProcess] = [
+      await spawnServe([...args, "--lease-ms", "5000"], env),
+      await spawnServe([...args, "--lease-ms", "5000"], env),
+    ];
+    instances.push(...pair);
+    return { log, pair };
+  }
+
   it("a run whose instance is killed with SIGKILL mid-run is taken over by the other and completes once", async () => {
     const gate = await startGate(model.baseUrl);
     const env = {
@@ -159,25 +185,7 @@ describe.runIf(POSTGRES_TESTS)("two moss serve instances on one PostgreSQL", () 
   }, 180_000);
 
   it("a run killed AFTER a host call completed resumes by replay on the other: the call is not made again, the model not asked again; the call in flight at the kill waits for a person's yes", async () => {
-    const log = join(directory, "replay-ledger.log");
-    const env = { MOSS_LEDGER_LOG: log, OPENAI_API_KEY: "test", MOSS_SERVE_TOKENS: "alice:alice-secret" };
-    const args = [
-      "serve",
-      MODULE,
-      "--port",
-      "0",
-      "--database-url",
-      postgres.url,
-      "--base-url",
-      model.baseUrl,
-    ];
-    // A lease long enough that a late heartbeat on a loaded machine does not hand the run over early (the first
-    // call would then be in doubt, and the run pause before the held one started).
-    const pair: [ServeProcess, ServeProcess] = [
-      await spawnServe([...args, "--lease-ms", "5000"], env),
-      await spawnServe([...args, "--lease-ms", "5000"], env),
-    ];
-    instances.push(...pair);
+    const { log, pair } = await startPair("replay-ledger.log");
     const asked = model.requests.length;
     replies.push(
       {
@@ -268,25 +276,7 @@ describe.runIf(POSTGRES_TESTS)("two moss serve instances on one PostgreSQL", () 
   }, 300_000);
 
   it("a step of several tool calls killed in its second runs neither its first again nor asks the model again", async () => {
-    const log = join(directory, "step-ledger.log");
-    const env = { MOSS_LEDGER_LOG: log, OPENAI_API_KEY: "test", MOSS_SERVE_TOKENS: "alice:alice-secret" };
-    const args = [
-      "serve",
-      MODULE,
-      "--port",
-      "0",
-      "--database-url",
-      postgres.url,
-      "--base-url",
-      model.baseUrl,
-    ];
-    // A lease long enough that a late heartbeat on a loaded machine does not hand the run over early (the first
-    // tool call's call would then be in doubt, and the run pause before the second).
-    const pair: [ServeProcess, ServeProcess] = [
-      await spawnServe([...args, "--lease-ms", "5000"], env),
-      await spawnServe([...args, "--lease-ms", "5000"], env),
-    ];
-    instances.push(...pair);
+    const { log, pair } = await startPair("step-ledger.log");
     const asked = model.requests.length;
     const tool = (code: string) => ({ name: "moss", arguments: JSON.stringify({ code }) });
     replies.push(
