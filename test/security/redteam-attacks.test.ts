@@ -1,5 +1,4 @@
 import path from "node:path";
-import { monitorEventLoopDelay } from "node:perf_hooks";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
@@ -8,6 +7,7 @@ import { ByteStore } from "../fixtures/security/bytes.ts";
 import { bodyProbe, ConcreteBody, files } from "../fixtures/security/membrane-body.ts";
 import { ODD_FOLDER, ODD_ROOT } from "../fixtures/security/redteam-errors.ts";
 import { Vault } from "../fixtures/security/vault.ts";
+import { watchHostLoop } from "../helpers/host-loop-watch.ts";
 import { LIMITS, SECURITY_MODULE } from "./security-harness.ts";
 
 /*
@@ -24,15 +24,9 @@ afterAll(async () => {
 const MAX_HOST_BLOCK_MS = 1_000;
 
 async function watched<T>(action: () => Promise<T>): Promise<T> {
-  const histogram = monitorEventLoopDelay({ resolution: 10 });
-  histogram.enable();
-  try {
-    const value = await action();
-    expect(histogram.max / 1e6, "the host event loop stalled").toBeLessThan(MAX_HOST_BLOCK_MS);
-    return value;
-  } finally {
-    histogram.disable();
-  }
+  const { value, maxBlockMs } = await watchHostLoop(action);
+  expect(maxBlockMs, "the host event loop stalled").toBeLessThan(MAX_HOST_BLOCK_MS);
+  return value;
 }
 
 describe.each(["process", "in-process"] as const)("red team (%s driver)", (driver) => {

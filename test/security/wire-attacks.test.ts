@@ -1,4 +1,3 @@
-import { monitorEventLoopDelay } from "node:perf_hooks";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { renderObservation } from "../../engine/agent/observation.ts";
 import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
@@ -8,11 +7,12 @@ import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { SandboxDriver, SandboxRunResult, SandboxSession } from "../../engine/sandbox/sandbox.ts";
 import type { Execution, ExecutionLimits, MossContext } from "../../engine/types.ts";
 import { ByteStore, bytesProbe } from "../fixtures/security/bytes.ts";
+import { watchHostLoop } from "../helpers/host-loop-watch.ts";
 
 /*
  * Attacks on what crosses the wire (issue 8, classes 3 and 5), as model code through the real MossRuntime on both
  * drivers. Every attack also asserts that the host's event loop stayed responsive (no single host-side step blocked
- * longer than a generous bound, measured with monitorEventLoopDelay) and that the last good values survive.
+ * longer than a generous bound, measured with watchHostLoop) and that the last good values survive.
  */
 
 const MODULE = "test/fixtures/security/wire-context.ts";
@@ -32,18 +32,6 @@ const MAX_HOST_BLOCK_MS = 1_000;
 afterAll(async () => {
   await closeSharedSandboxes();
 });
-
-/** Runs `action` while measuring the longest stall of the host's event loop. */
-async function watched<T>(action: () => Promise<T>): Promise<{ value: T; maxBlockMs: number }> {
-  const histogram = monitorEventLoopDelay({ resolution: 10 });
-  histogram.enable();
-  try {
-    const value = await action();
-    return { value, maxBlockMs: histogram.max / 1e6 };
-  } finally {
-    histogram.disable();
-  }
-}
 
 function expectOutputLimit(execution: Execution): void {
   expect(execution.ok).toBe(false);
@@ -73,7 +61,7 @@ describe.each(["process", "in-process"] as const)("wire attacks (%s driver)", (d
 
   /** Runs model code (type-check off: the attacks are about the sandbox) with the event loop watched. */
   async function run(code: string, on: MossRuntime = runtime) {
-    const { value, maxBlockMs } = await watched(() => on.execute({ code, typeCheck: "off" }));
+    const { value, maxBlockMs } = await watchHostLoop(() => on.execute({ code, typeCheck: "off" }));
     expect(maxBlockMs, "the host event loop stalled").toBeLessThan(MAX_HOST_BLOCK_MS);
     return value;
   }
@@ -144,7 +132,7 @@ describe.each(["process", "in-process"] as const)("wire attacks (%s driver)", (d
     test("an exponential return value is output-limit and never reaches the observation renderer", async () => {
       const execution = await run(`function main() { ${exponential(30)} return v; }`);
       expectOutputLimit(execution);
-      const { maxBlockMs, value } = await watched(async () => renderObservation(execution));
+      const { maxBlockMs, value } = await watchHostLoop(async () => renderObservation(execution));
       expect(value).toContain("output-limit");
       expect(maxBlockMs).toBeLessThan(MAX_HOST_BLOCK_MS);
     });
@@ -212,7 +200,7 @@ describe.each(["process", "in-process"] as const)("wire attacks (%s driver)", (d
         equalities[`l${i - 1}`] = [`l${i}.0`, `l${i}.1`];
       }
       const properties = { stash: { json, meta: { referentialEqualities: equalities } } };
-      const { value: opened, maxBlockMs } = await watched(() =>
+      const { value: opened, maxBlockMs } = await watchHostLoop(() =>
         open({ ...createContext(MODULE), properties }).catch((error: unknown) => error),
       );
       expect(maxBlockMs).toBeLessThan(MAX_HOST_BLOCK_MS);
@@ -419,7 +407,7 @@ describe("class 3: the host bounds what a compromised sandbox sends back", () =>
       .bind(ByteStore, new ByteStore())
       .compile(MODULE);
     try {
-      const { value: execution, maxBlockMs } = await watched(() =>
+      const { value: execution, maxBlockMs } = await watchHostLoop(() =>
         runtime.execute({ code: "function main() { return 1; }", typeCheck: "off" }),
       );
       expect(maxBlockMs).toBeLessThan(MAX_HOST_BLOCK_MS);
