@@ -396,6 +396,38 @@ function suite(name: string, locate: () => Promise<{ location: DatabaseLocation;
       });
     });
 
+    it("forgets a deleted thread's Idempotency-Keys: the same key on a new thread of that id applies its answer", async () => {
+      const before = (await transfers()).length;
+      const thread = await newThread();
+      const key = `key-${randomUUID()}`;
+      const approveOnce = async () => {
+        replies.push(code(TRANSFER), { content: "Sent." });
+        const started = await call(server, "POST", `/v1/threads/${thread}/runs`, {
+          body: { message: "Send bob 5." },
+        });
+        await readEvents(server, thread, runSettles);
+        const { pending } = (await call(server, "GET", `/v1/threads/${thread}`)).body;
+        const answered = await call(server, "POST", `/v1/threads/${thread}/answers`, {
+          body: { answers: { [pending[0].id]: { approved: true } } },
+          headers: { "idempotency-key": key },
+        });
+        // A remembered key would answer with the deleted thread's run instead of resuming this one.
+        expect(answered).toMatchObject({ status: 202, body: { run: { id: started.body.run.id } } });
+        await readEvents(
+          server,
+          thread,
+          (event) => event.event === "run-status" && event.data.status === "completed",
+        );
+        return started.body.run.id as string;
+      };
+      const first = await approveOnce();
+      expect((await call(server, "DELETE", `/v1/threads/${thread}`)).status).toBe(204);
+      expect((await call(server, "POST", "/v1/threads", { body: { id: thread } })).status).toBe(201);
+      const second = await approveOnce();
+      expect(second).not.toBe(first);
+      expect((await transfers()).length - before).toBe(2);
+    });
+
     it("refuses to delete a thread while a worker runs its run (409 thread-busy); once cancelled it can go", async () => {
       let release = () => {};
       const hold = new Promise<void>((resolve) => {
