@@ -144,14 +144,21 @@ export class RequestHandler {
     }
   }
 
-  /** Cancels the run of the last request (from any instance); its stream ends with the cancellation. */
+  /**
+   * Cancels the run of the last request (from any instance); its stream ends with the cancellation. A run that
+   * ended already (the server's 409 `run-finished`) is left as it is.
+   */
   async cancel(): Promise<void> {
     if (this.#runId === undefined) return;
-    await this.#send(
-      "POST",
-      `/v1/threads/${encodeURIComponent(this.#threadId)}/runs/${encodeURIComponent(this.#runId)}/cancel`,
-      undefined,
-    );
+    try {
+      await this.#send(
+        "POST",
+        `/v1/threads/${encodeURIComponent(this.#threadId)}/runs/${encodeURIComponent(this.#runId)}/cancel`,
+        undefined,
+      );
+    } catch (error) {
+      if (!(error instanceof RequestFailure && error.code === "run-finished")) throw error;
+    }
   }
 
   /** Stops reading the current request's stream at once (the run goes on on the server). */

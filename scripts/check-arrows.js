@@ -122,6 +122,7 @@ export const ALLOWED = [
       "engine/runtime/image-content.ts",
       "engine/server/moss-config.ts",
       "engine/server/tenant-tokens.ts",
+      "engine/server/http-timeouts.ts",
       "engine/server/moss-server.ts",
       "engine/server/database.ts",
     ],

@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { LanguageModel } from "../agent/index.ts";
+import { DEFAULT_HTTP_TIMEOUTS } from "../server/http-timeouts.ts";
 import type { DatabaseLocation } from "../server/index.ts";
 import { loadMossConfig } from "../server/moss-config.ts";
 import { TenantTokens } from "../server/tenant-tokens.ts";
@@ -35,6 +36,8 @@ and a stored event stream over SSE. Prints a line with http://<host>:<port> when
   --token <tenant:secret> a tenant's bearer token (repeatable; also $MOSS_SERVE_TOKENS="a:s1,b:s2")
   --max-active-runs <n>   runs a tenant may have queued, running or paused at once (default 100)
   --max-body-bytes <n>    largest request body (default 1048576)
+  --headers-timeout-ms <n> time a client has to send a request's headers, else 408 (default 15000)
+  --request-timeout-ms <n> time a client has to send a whole request with its body, else 408 (default 60000)
   --no-worker             serve HTTP only; runs are executed by \`moss worker\` processes on the same database
   --cors-origin <origin>  a web origin whose pages may call the API from a browser, e.g. https://app.example
                           (repeatable; also $MOSS_SERVE_CORS_ORIGINS="https://a.example,https://b.example")
@@ -69,6 +72,8 @@ const SERVE_OPTIONS = {
   token: { type: "string", multiple: true },
   "max-active-runs": { type: "string" },
   "max-body-bytes": { type: "string" },
+  "headers-timeout-ms": { type: "string" },
+  "request-timeout-ms": { type: "string" },
   "no-worker": { type: "boolean" },
   "cors-origin": { type: "string", multiple: true },
 } as const;
@@ -93,6 +98,8 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
       "token",
       "max-active-runs",
       "max-body-bytes",
+      "headers-timeout-ms",
+      "request-timeout-ms",
       "no-worker",
       "cors-origin",
     ] as const) {
@@ -116,6 +123,20 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
   const dataDir = setting("store.dataDir", "data-dir", undefined, text, ".moss")!;
   const port = setting("serve.port", "port", undefined, integer(0, 65_535), 8787)!;
   const host = setting("serve.host", "host", undefined, text, "127.0.0.1")!;
+  const headersTimeoutMs = setting(
+    "serve.headersTimeoutMs",
+    "headers-timeout-ms",
+    undefined,
+    integer(100),
+    DEFAULT_HTTP_TIMEOUTS.headersTimeoutMs,
+  )!;
+  const requestTimeoutMs = setting(
+    "serve.requestTimeoutMs",
+    "request-timeout-ms",
+    undefined,
+    integer(100),
+    DEFAULT_HTTP_TIMEOUTS.requestTimeoutMs,
+  )!;
   const modelName = setting("model.name", "model", "MOSS_MODEL", text);
   const baseUrl = setting("model.baseUrl", "base-url", "OPENAI_BASE_URL", text);
   const maxTokens = setting("model.maxTokens", "max-tokens", "MOSS_MAX_TOKENS", integer(1));
@@ -212,7 +233,10 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
     env: io.env,
     version: await packageVersion(),
     moduleConfig: config.moduleConfig(),
-    http: kind === "serve" ? { port, host, tokens: tokens!, corsOrigins } : false,
+    http:
+      kind === "serve"
+        ? { port, host, tokens: tokens!, corsOrigins, headersTimeoutMs, requestTimeoutMs }
+        : false,
     worker: values["no-worker"] === true ? false : { leaseMs, concurrency },
     limits: { maxActiveRuns, maxBodyBytes },
     tenantLimits,

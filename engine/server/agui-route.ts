@@ -112,8 +112,9 @@ export function registerAguiRoute(
           });
         } catch (error) {
           if (!(error instanceof ServerError) || error.code !== "thread-busy") throw error;
+          // AG-UI clients look for a run's refusal in the stream, not in the HTTP status (the native API's 409).
           const state = await store.threadState(tenant, input.threadId);
-          if (state?.status !== "pending") throw error;
+          if (state?.status !== "pending") return runError(c, error.message, error.code);
           // AG-UI: a thread with open interrupts continues only by a run whose `resume` answers them.
           const open = state.pending.map((request) => `"${String(request.id)}"`).join(", ");
           return runError(

@@ -20,8 +20,8 @@ export interface FollowThreadOptions {
 
 /**
  * Follows a thread's stored events on an SSE stream, in id order from `options.after`, until `onEvent` answers
- * `true` (done) or the client leaves: woken by the event hub when any instance stores an event, read page by page,
- * with comment heartbeats meanwhile. The one loop behind the native event stream and AG-UI.
+ * `true` (done), the client leaves or the thread is deleted: woken by the event hub when any instance stores an
+ * event, read page by page, with comment heartbeats meanwhile. The one loop behind the native event stream and AG-UI.
  */
 export async function followThreadEvents(
   stream: SSEStreamingApi,
@@ -65,6 +65,8 @@ export async function followThreadEvents(
         if (done === true) closed = true;
       }
       if (page.length === EVENT_PAGE) dirty = true;
+      // Nothing new after a wake: the thread may have been deleted (its streams end; a reconnect is 404).
+      else if (page.length === 0 && (await store.lastEventId(tenant, threadId)) === undefined) closed = true;
     }
   } finally {
     clearInterval(heartbeat);

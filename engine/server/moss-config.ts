@@ -47,7 +47,15 @@ const SCHEMA: Shape = {
       keys: { ...(LIMITS as { keys: Record<string, Shape> }).keys, tenants: { kind: "map", values: LIMITS } },
     },
     store: { kind: "section", keys: { dataDir: { kind: "string" }, databaseUrl: { kind: "string" } } },
-    serve: { kind: "section", keys: { port: { kind: "integer", min: 0 }, host: { kind: "string" } } },
+    serve: {
+      kind: "section",
+      keys: {
+        port: { kind: "integer", min: 0 },
+        host: { kind: "string" },
+        headersTimeoutMs: { kind: "integer", min: 100 },
+        requestTimeoutMs: { kind: "integer", min: 100 },
+      },
+    },
     worker: {
       kind: "section",
       keys: { concurrency: { kind: "integer", min: 1 }, leaseMs: { kind: "integer", min: 100 } },

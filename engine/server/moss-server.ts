@@ -7,6 +7,7 @@ import { ModuleCache } from "../compiler/index.ts";
 import { type Database, type DatabaseLocation, openDatabase } from "./database.ts";
 import { DatabaseContextStore, DatabaseConversationStore } from "./database-stores.ts";
 import { EventHub } from "./event-hub.ts";
+import { type HttpTimeouts, httpServerOptions } from "./http-timeouts.ts";
 import { type CreateThreadAgent, RunWorker, type RunWorkerOptions } from "./run-worker.ts";
 import { createServerApp, type TenantLimits } from "./server-app.ts";
 import { ServerStore } from "./server-store.ts";
@@ -27,14 +28,14 @@ export interface MossServerOptions {
   database: DatabaseLocation;
   /** The HTTP API; false runs a worker only (`moss worker`). */
   http?:
-    | {
+    | ({
         port?: number;
         host?: string;
         tokens: TenantTokens;
         heartbeatMs?: number;
         /** Web origins whose pages may call the API from a browser (CORS). */
         corsOrigins?: readonly string[];
-      }
+      } & Partial<HttpTimeouts>)
     | false;
   /** Runs claimed and executed in this process; false serves HTTP only. */
   worker?: Omit<RunWorkerOptions, "store" | "createAgent" | "conversationStore"> | false;
@@ -64,6 +65,8 @@ export interface MossServer {
 
 /** Opens the database, starts the worker and the HTTP API: the whole of `moss serve` without its command line. */
 export async function startMossServer(options: MossServerOptions): Promise<MossServer> {
+  // Bad timeouts are refused before anything is opened.
+  const serverOptions = options.http === false ? undefined : httpServerOptions(options.http);
   const database = await openDatabase(options.database);
   const store = new ServerStore(database);
   const contexts = new DatabaseContextStore(database);
@@ -131,7 +134,12 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
       const host = options.http.host ?? "127.0.0.1";
       http = await new Promise<import("node:http").Server>((resolve, reject) => {
         const server = serve(
-          { fetch: served.app.fetch, port: options.http ? (options.http.port ?? 8787) : 0, hostname: host },
+          {
+            fetch: served.app.fetch,
+            port: options.http ? (options.http.port ?? 8787) : 0,
+            hostname: host,
+            serverOptions,
+          },
           () => resolve(server as import("node:http").Server),
         ) as import("node:http").Server;
         server.once("error", reject);

@@ -16,7 +16,18 @@ export async function readJson(
   let size = 0;
   const reader = c.req.raw.body?.getReader();
   while (reader !== undefined) {
-    const { done, value } = await reader.read();
+    let chunk: Awaited<ReturnType<typeof reader.read>>;
+    try {
+      chunk = await reader.read();
+    } catch {
+      // The client stopped sending (it left, or the server's request timeout closed it): not a server failure.
+      throw new ServerError(
+        400,
+        "body-incomplete",
+        "The request body ended before all of it arrived (the client stopped sending it, or took longer than the server's request timeout).",
+      );
+    }
+    const { done, value } = chunk;
     if (done) break;
     size += value.byteLength;
     if (size > maxBytes) {

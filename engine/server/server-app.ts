@@ -84,7 +84,7 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
     // Before the token check: a browser's preflight carries no Authorization header.
     const allowed = cors({
       origin: [...options.corsOrigins],
-      allowMethods: ["GET", "POST", "OPTIONS"],
+      allowMethods: ["GET", "POST", "DELETE", "OPTIONS"],
       allowHeaders: ["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID", "Accept"],
       maxAge: 600,
     });
@@ -129,6 +129,11 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
     const state = await store.threadState(c.get("tenant"), id);
     if (state === undefined) throw threadNotFound(id);
     return c.json(state);
+  });
+
+  app.delete("/v1/threads/:threadId", async (c) => {
+    await store.deleteThread(c.get("tenant"), threadId(c.req.param("threadId")));
+    return c.body(null, 204);
   });
 
   app.post("/v1/threads/:threadId/runs", async (c) => {

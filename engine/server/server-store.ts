@@ -162,8 +162,18 @@ export class ServerStore {
     return rows[0] === undefined ? undefined : toThread(rows[0]);
   }
 
-  /** The tenant's threads, newest first; `before` is the id of the last thread of the previous page. */
+  /**
+   * The tenant's threads, newest first; `before` is the id of the last thread of the previous page (400
+   * `before-unknown` when the tenant has no such thread: an empty page would read as the end of the list).
+   */
   async listThreads(tenant: string, limit: number, before?: string): Promise<Thread[]> {
+    if (before !== undefined && (await this.getThread(tenant, before)) === undefined) {
+      throw new ServerError(
+        400,
+        "before-unknown",
+        `?before names no thread of yours ("${before}"): pass the id of the last thread of the previous page.`,
+      );
+    }
     const rows = await this.database.query<ThreadRow>(
       `SELECT id, metadata, created_at FROM moss_threads
        WHERE tenant = $1 AND ($3::text IS NULL OR (created_at, id) <
@@ -479,7 +489,7 @@ export class ServerStore {
 
   /**
    * Cancels a run from any instance: a queued or paused run ends at once; a running one is flagged and its
-   * worker (told by NOTIFY, or at its next heartbeat) stops it.
+   * worker (told by NOTIFY, or at its next heartbeat) stops it. A run that ended already is 409 `run-finished`.
    */
   async cancelRun(tenant: string, threadId: string, runId: string): Promise<Run> {
     return this.database.transaction(async (executor) => {
@@ -504,8 +514,57 @@ export class ServerStore {
           [runId],
         );
         await executor.query("SELECT pg_notify($1, $2)", [CHANNELS.cancel, runId]);
+        return toRun(current);
       }
-      return toRun(current);
+      throw new ServerError(
+        409,
+        "run-finished",
+        `Run "${runId}" ended already (${current.status}): there is nothing to cancel.`,
+      );
+    });
+  }
+
+  /**
+   * Deletes the tenant's thread with its runs, events, pending requests, answers' idempotency keys, stored context
+   * and conversation, in one transaction: 404 when the tenant has no such thread, 409 `thread-busy` while a worker
+   * runs one of its runs (cancel it first; a queued or paused run goes with the thread). Resolves the runs deleted.
+   */
+  async deleteThread(tenant: string, threadId: string): Promise<number> {
+    return this.database.transaction(async (executor) => {
+      const thread = await executor.query(
+        "SELECT 1 FROM moss_threads WHERE tenant = $1 AND id = $2 FOR UPDATE",
+        [tenant, threadId],
+      );
+      if (thread.length === 0) throw threadNotFound(threadId);
+      // Locked, a queued run is skipped by claimers (SKIP LOCKED) until it is gone with the thread.
+      const runs = await executor.query<{ id: string; status: RunStatus }>(
+        "SELECT id, status FROM moss_runs WHERE tenant = $1 AND thread_id = $2 FOR UPDATE",
+        [tenant, threadId],
+      );
+      const running = runs.find((run) => run.status === "running");
+      if (running !== undefined) {
+        throw new ServerError(
+          409,
+          "thread-busy",
+          `Thread "${threadId}" has run "${running.id}" running: cancel it first (POST /v1/threads/${threadId}/runs/${running.id}/cancel), then delete the thread once the run is cancelled.`,
+        );
+      }
+      const sessionId = ServerStore.sessionId(tenant, threadId);
+      await executor.query("DELETE FROM moss_contexts WHERE session_id = $1", [sessionId]);
+      await executor.query("DELETE FROM moss_conversations WHERE session_id = $1", [sessionId]);
+      await executor.query(
+        "DELETE FROM moss_idempotency_keys WHERE tenant = $1 AND body -> 'run' ->> 'threadId' = $2",
+        [tenant, threadId],
+      );
+      // Runs (and through them pending requests) and events go with the thread: their foreign keys cascade.
+      await executor.query("DELETE FROM moss_threads WHERE tenant = $1 AND id = $2", [tenant, threadId]);
+      // Wakes the thread's open event streams (on every instance): they find the thread gone and end.
+      await executor.query("SELECT pg_notify($1, json_build_array($2::text, $3::text, 0)::text)", [
+        CHANNELS.events,
+        tenant,
+        threadId,
+      ]);
+      return runs.length;
     });
   }
 

@@ -19,6 +19,8 @@ export type FakeReply =
       noFinishReason?: boolean;
       /** Streaming: after this many chunks the server sends a line that is not JSON, then goes on. */
       garbageAfterChunks?: number;
+      /** The server answers only once this settles (a run stays running meanwhile). */
+      hold?: Promise<unknown>;
     }
   | {
       status: number;
@@ -125,6 +127,7 @@ export async function startFakeOpenAIServer(
       response.end(reply.raw);
       return;
     }
+    if (reply.hold !== undefined) await reply.hold;
     let content = reply.content ?? "";
     let finishReason: string | null | undefined = reply.finishReason;
     if (reply.ramble === true) {

@@ -112,6 +112,19 @@ describe("moss-ts/client against moss serve (PGlite)", () => {
     expect(new Set(ids).size).toBe(ids.length - 2);
   });
 
+  it("cancel() of a run that ended already leaves it be (the server's 409 run-finished is not a failure of the app)", async () => {
+    replies.push({ content: "Done." });
+    const threadId = `crew-${randomUUID()}`;
+    const request = handler({ threadId });
+    const port = await send(request, "Hello.");
+    expect(port.messages.at(-1)).toMatchObject({ type: "answer", content: "Done." });
+    await expect(request.cancel()).resolves.toBeUndefined();
+    const state = await fetch(`${vault.server.url}/v1/threads/${threadId}`, {
+      headers: { authorization: `Bearer ${TOKENS.alice}` },
+    });
+    expect(await state.json()).toMatchObject({ status: "idle" });
+  });
+
   it("an approval is a clarification with Approve/Deny and the call; answering it (Clarification request) resumes the run once", async () => {
     replies.push(code(TRANSFER), { content: "Sent 5 euros to bob." });
     const before = (await transfers()).length;

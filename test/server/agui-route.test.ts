@@ -5,7 +5,7 @@ import { randomUUID } from "node:crypto";
 import { buildResumeArray, HttpAgent } from "@ag-ui/client";
 import { EventSchema, RunAgentInputSchema } from "@ag-ui/core/schemas";
 import { describe, expect, it } from "vitest";
-import { code, readSse, TOKENS, TRANSFER, useVaultServer } from "./server-harness.ts";
+import { call, code, readSse, TOKENS, TRANSFER, useVaultServer } from "./server-harness.ts";
 
 interface AguiEvent {
   id: string;
@@ -303,6 +303,35 @@ describe("the AG-UI endpoint on PGlite", () => {
     });
     expect(answered.result).toBe("Sent.");
     expect((await transfers()).length - before).toBe(1);
+  });
+  it("answers a new message on a thread whose run is running with a stream of one RUN_ERROR thread-busy (the native API keeps its 409)", async () => {
+    let release = () => {};
+    const hold = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    replies.push({ content: "Done at last.", hold });
+    const threadId = `agui-${randomUUID()}`;
+    const message = (content: string) => ({ messages: [{ id: randomUUID(), role: "user", content }] });
+    let first: Promise<AguiEvent[]> | undefined;
+    try {
+      const asked = vault.model.requests.length;
+      first = run(input(threadId, message("Take your time.")));
+      // The run is running once the model was asked (its answer is held).
+      while (vault.model.requests.length === asked) await new Promise((resolve) => setTimeout(resolve, 20));
+      const busy = await run(input(threadId, message("And another thing.")));
+      expect(busy.map(({ event }) => event)).toEqual([
+        { type: "RUN_ERROR", code: "thread-busy", message: expect.stringContaining("(running)") },
+      ]);
+      const native = await call(vault.server, "POST", `/v1/threads/${threadId}/runs`, {
+        body: { message: "And another thing." },
+      });
+      expect(native).toMatchObject({ status: 409, body: { error: { code: "thread-busy" } } });
+    } finally {
+      release();
+    }
+    // The running run was not disturbed: it ends with its own answer.
+    const events = await first;
+    expect(events.at(-1)?.event).toMatchObject({ type: "RUN_FINISHED", result: "Done at last." });
   });
   it("drives an approval and a question with the stock @ag-ui/client HttpAgent: one tool message per tool call, the run's answer", async () => {
     replies.push(code(TRANSFER, "Sending."), { content: "Sent." });

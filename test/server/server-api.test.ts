@@ -11,7 +11,16 @@ import type { DatabaseLocation } from "../../engine/server/database.ts";
 import type { MossServer } from "../../engine/server/moss-server.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
 import { POSTGRES_TESTS, type PostgresServer, startPostgres } from "../helpers/postgres-server.ts";
-import { call, code, readEvents, runSettles, startTestServer, TRANSFER } from "./server-harness.ts";
+import {
+  call,
+  code,
+  readEvents,
+  readSse,
+  runSettles,
+  startTestServer,
+  TOKENS,
+  TRANSFER,
+} from "./server-harness.ts";
 
 function suite(name: string, locate: () => Promise<{ location: DatabaseLocation; end(): Promise<void> }>) {
   describe(`moss serve API on ${name}`, () => {
@@ -284,6 +293,174 @@ function suite(name: string, locate: () => Promise<{ location: DatabaseLocation;
         pending: [],
       });
       expect((await transfers()).length).toBe(before);
+    });
+
+    it("pages the thread list with ?before=<threadId>; a thread the tenant does not have is 400 before-unknown", async () => {
+      const older = await newThread();
+      const newer = await newThread();
+      const page = await call(server, "GET", `/v1/threads?limit=1&before=${newer}`);
+      expect(page.body.threads.map((thread: { id: string }) => thread.id)).toEqual([older]);
+      for (const [tenant, before] of [
+        ["alice", `never-${randomUUID()}`],
+        // Another tenant's thread is unknown too: its existence is not revealed.
+        ["bob", newer],
+      ] as const) {
+        const refused = await call(server, "GET", `/v1/threads?before=${before}`, { tenant });
+        expect(refused).toMatchObject({ status: 400, body: { error: { code: "before-unknown" } } });
+        expect(refused.body.error.message).toContain(`"${before}"`);
+      }
+    });
+
+    it("answers a cancel of a run that ended with 409 run-finished and leaves the run as it was", async () => {
+      replies.push({ content: "Nothing to do." });
+      const thread = await newThread();
+      const { body } = await call(server, "POST", `/v1/threads/${thread}/runs`, {
+        body: { message: "Hello." },
+      });
+      await readEvents(server, thread, runSettles);
+      const path = `/v1/threads/${thread}/runs/${body.run.id}`;
+      const finished = (await call(server, "GET", path)).body.run;
+      expect(finished.status).toBe("completed");
+      const refused = await call(server, "POST", `${path}/cancel`);
+      expect(refused).toMatchObject({ status: 409, body: { error: { code: "run-finished" } } });
+      expect(refused.body.error.message).toContain("completed");
+      expect((await call(server, "GET", path)).body.run).toEqual(finished);
+      expect((await call(server, "POST", `${path}/cancel`, { tenant: "bob" })).status).toBe(404);
+    });
+
+    it("deletes a thread with its runs, events, pending requests and stored context; its open streams end; 404 for another tenant and the second time", async () => {
+      replies.push(code(TRANSFER));
+      const before = (await transfers()).length;
+      const thread = await newThread();
+      const { body } = await call(server, "POST", `/v1/threads/${thread}/runs`, {
+        body: { message: "Send bob 5." },
+      });
+      await readEvents(server, thread, runSettles);
+      const session = `alice/${thread}`;
+      const rows = async () => {
+        const count = async (sql: string, parameter: string) =>
+          (await server.database.query<{ count: number }>(sql, [parameter]))[0]!.count;
+        return {
+          contexts: await count(
+            "SELECT count(*)::integer AS count FROM moss_contexts WHERE session_id = $1",
+            session,
+          ),
+          conversations: await count(
+            "SELECT count(*)::integer AS count FROM moss_conversations WHERE session_id = $1",
+            session,
+          ),
+          runs: await count("SELECT count(*)::integer AS count FROM moss_runs WHERE thread_id = $1", thread),
+          events: await count(
+            "SELECT count(*)::integer AS count FROM moss_events WHERE thread_id = $1",
+            thread,
+          ),
+          pending: await count(
+            "SELECT count(*)::integer AS count FROM moss_pending_requests WHERE run_id = $1",
+            body.run.id,
+          ),
+        };
+      };
+      expect(Object.values(await rows()).every((count) => count > 0)).toBe(true);
+
+      // A stream open on the thread ends when the thread goes.
+      const stream = await fetch(`${server.url}/v1/threads/${thread}/events`, {
+        headers: { authorization: `Bearer ${TOKENS.alice}`, accept: "text/event-stream" },
+      });
+      const streamEnded = readSse(stream, () => false);
+
+      expect(await call(server, "DELETE", `/v1/threads/${thread}`, { tenant: "bob" })).toMatchObject({
+        status: 404,
+        body: { error: { code: "thread-not-found" } },
+      });
+      expect(await call(server, "DELETE", `/v1/threads/${thread}`)).toEqual({ status: 204, body: undefined });
+      expect(await streamEnded).toBe(false);
+      expect(await rows()).toEqual({ contexts: 0, conversations: 0, runs: 0, events: 0, pending: 0 });
+      for (const [method, path, payload] of [
+        ["GET", `/v1/threads/${thread}`, undefined],
+        ["GET", `/v1/threads/${thread}/events`, undefined],
+        ["GET", `/v1/threads/${thread}/runs/${body.run.id}`, undefined],
+        ["POST", `/v1/threads/${thread}/answers`, { answers: { r1: { approved: true } } }],
+        ["DELETE", `/v1/threads/${thread}`, undefined],
+      ] as const) {
+        const answer = await call(server, method, path, payload === undefined ? {} : { body: payload });
+        expect(answer.status, `${method} ${path}`).toBe(404);
+      }
+      const listed = await call(server, "GET", "/v1/threads?limit=500");
+      expect(listed.body.threads.map((item: { id: string }) => item.id)).not.toContain(thread);
+      expect((await transfers()).length).toBe(before);
+      // The id is free again: a new thread under it starts empty.
+      expect((await call(server, "POST", "/v1/threads", { body: { id: thread } })).status).toBe(201);
+      expect((await call(server, "GET", `/v1/threads/${thread}`)).body).toMatchObject({
+        status: "idle",
+        lastEventId: 0,
+      });
+    });
+
+    it("forgets a deleted thread's Idempotency-Keys: the same key on a new thread of that id applies its answer", async () => {
+      const before = (await transfers()).length;
+      const thread = await newThread();
+      const key = `key-${randomUUID()}`;
+      const approveOnce = async () => {
+        replies.push(code(TRANSFER), { content: "Sent." });
+        const started = await call(server, "POST", `/v1/threads/${thread}/runs`, {
+          body: { message: "Send bob 5." },
+        });
+        await readEvents(server, thread, runSettles);
+        const { pending } = (await call(server, "GET", `/v1/threads/${thread}`)).body;
+        const answered = await call(server, "POST", `/v1/threads/${thread}/answers`, {
+          body: { answers: { [pending[0].id]: { approved: true } } },
+          headers: { "idempotency-key": key },
+        });
+        // A remembered key would answer with the deleted thread's run instead of resuming this one.
+        expect(answered).toMatchObject({ status: 202, body: { run: { id: started.body.run.id } } });
+        await readEvents(
+          server,
+          thread,
+          (event) => event.event === "run-status" && event.data.status === "completed",
+        );
+        return started.body.run.id as string;
+      };
+      const first = await approveOnce();
+      expect((await call(server, "DELETE", `/v1/threads/${thread}`)).status).toBe(204);
+      expect((await call(server, "POST", "/v1/threads", { body: { id: thread } })).status).toBe(201);
+      const second = await approveOnce();
+      expect(second).not.toBe(first);
+      expect((await transfers()).length - before).toBe(2);
+    });
+
+    it("refuses to delete a thread while a worker runs its run (409 thread-busy); once cancelled it can go", async () => {
+      let release = () => {};
+      const hold = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      replies.push({ content: "Too late.", hold });
+      const thread = await newThread();
+      const asked = model.requests.length;
+      const { body } = await call(server, "POST", `/v1/threads/${thread}/runs`, {
+        body: { message: "Take your time." },
+      });
+      try {
+        // The run is running once the model was asked (its answer is held, so the cancel finds it mid-run).
+        while (model.requests.length === asked) await new Promise((resolve) => setTimeout(resolve, 20));
+        expect((await call(server, "GET", `/v1/threads/${thread}/runs/${body.run.id}`)).body.run.status).toBe(
+          "running",
+        );
+        const refused = await call(server, "DELETE", `/v1/threads/${thread}`);
+        expect(refused).toMatchObject({ status: 409, body: { error: { code: "thread-busy" } } });
+        expect(refused.body.error.message).toContain(`/runs/${body.run.id}/cancel`);
+        expect((await call(server, "GET", `/v1/threads/${thread}`)).status).toBe(200);
+        expect((await call(server, "POST", `/v1/threads/${thread}/runs/${body.run.id}/cancel`)).status).toBe(
+          202,
+        );
+        await readEvents(
+          server,
+          thread,
+          (event) => event.event === "run-status" && event.data.status === "cancelled",
+        );
+      } finally {
+        release();
+      }
+      expect((await call(server, "DELETE", `/v1/threads/${thread}`)).status).toBe(204);
     });
 
     it("limits a tenant's active runs (429 too-many-runs) without touching other tenants", async () => {

@@ -31,6 +31,7 @@ async function api(method, path, body, headers = {}) {
   if (!response.ok) {
     const error = new Error(parsed.error?.message ?? `HTTP ${response.status}`);
     error.status = response.status;
+    error.code = parsed.error?.code;
     throw error;
   }
   return parsed;
@@ -251,10 +252,9 @@ function requestCard(data, kind) {
   };
   if (kind === "approval") {
     const name = request.service === undefined ? request.member : `${request.service}.${request.member}`;
-    const args = (request.args ?? []).map((arg) => JSON.stringify(arg)).join(", ");
-    item.append(element("div", "label", "approval needed"), element("div", "call", `${name}(${args})`));
+    // The engine's words for the call (its one describer, stored with the event), as the client and AG-UI show.
+    item.append(element("div", "label", "approval needed"), element("div", "call", data.description ?? name));
     item.append(element("pre", "args", JSON.stringify(request.args, null, 2)));
-    if (request.target) item.append(element("div", "target", `on ${request.target}`));
     item.append(
       choice("Approve", { approved: true }),
       choice("Deny", { approved: false, reason: "denied in the playground" }),
@@ -318,6 +318,8 @@ $("cancel").addEventListener("click", async () => {
       `/v1/threads/${encodeURIComponent(state.threadId)}/runs/${encodeURIComponent(run.id)}/cancel`,
     );
   } catch (error) {
+    // The run ended while the click was on its way: its own run-status event already says how.
+    if (error.code === "run-finished") return;
     showError(error.message);
   }
 });
