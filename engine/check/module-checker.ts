@@ -615,6 +615,9 @@ export class ModuleChecker {
       const type = checker.getApparentType(checker.getNonNullableType(checker.getTypeAtLocation(receiver)));
       const parts = type.isUnionOrIntersection() ? type.types : [type];
       declarations = parts.flatMap((part) => checker.getPropertyOfType(part, name)?.declarations ?? []);
+      // A key of the snippet's own dictionary (`Record<string, T>`): nothing of moss-ts is reached through it.
+      if (declarations.length === 0 && parts.every((part) => part.getStringIndexType() !== undefined))
+        return false;
     }
     const own = new Set([this.#previousPath, this.#snippetPath]);
     return !declarations.some(

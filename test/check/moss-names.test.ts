@@ -82,6 +82,12 @@ const TABLE: readonly Row[] = [
   },
   { label: "the snippet's own __moss_ variable", code: main("const __moss_own = 2;\n  return __moss_own;") },
   {
+    label: "a __moss_ key of the snippet's own dictionary",
+    code: main(
+      'const counts: Record<string, number> = { __moss_seen: 1 };\n  return counts.__moss_seen + counts["__moss_seen"];',
+    ),
+  },
+  {
     label: "a __moss_ member of the snippet's own object",
     code: main("const tagged = { __moss_tag: 4 };\n  return tagged.__moss_tag;"),
   },
