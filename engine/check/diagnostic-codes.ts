@@ -22,4 +22,6 @@ export const MOSS_DIAGNOSTIC_CODES = Object.freeze({
   serviceConstruction: 90009,
   /** A member of a host-declared class that the visibility rule hides (`_x`, `onInject`, `constructor`, …). */
   unreachableMember: 90010,
+  /** A name starting with `__moss_` (moss-ts's own, a context module's hooks among them): the sandbox defines none for model code. */
+  mossName: 90011,
 });

@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { Project, ts } from "ts-morph";
 import { importsNodeBuiltin, MODULE_COMPILER_OPTIONS, nodeTypeOptions } from "../compiler/module-project.ts";
 import { codeFrame, MossError } from "../errors.ts";
-import { isReachableMember } from "../membrane/index.ts";
+import { isReachableGlobalName, isReachableMember, MOSS_NAME_PREFIX } from "../membrane/index.ts";
 import type { Diagnostic } from "../types.ts";
 import { CheckHost } from "./check-host.ts";
 import { MOSS_DIAGNOSTIC_CODES } from "./diagnostic-codes.ts";
@@ -221,7 +221,8 @@ export class ModuleChecker {
     this.#source = source;
     const scope = moduleScope(source, [...this.#hiddenNames], this.#modulePath);
     let suffix = scope.exportSuffix;
-    this.#visibleNames = scope.visibleNames;
+    // The module's `__moss_` names (its hooks) are in its scope file but never in the snippet's: the sandbox lacks them.
+    this.#visibleNames = scope.visibleNames.filter(isReachableGlobalName);
     if (!this.#visibleNames.includes(MOSS_NAME)) {
       suffix += `export { Moss } from ${JSON.stringify(relativeSpecifier(this.#scopePath, BASE_MOSS_PATH))};\n`;
       this.#visibleNames = [...this.#visibleNames, MOSS_NAME];
@@ -365,6 +366,8 @@ export class ModuleChecker {
           push(MOSS_DIAGNOSTIC_CODES.hostGlobal, hostGlobalMessage(name), start, "error");
           continue;
         }
+        // The typed pass reports every other use of a `__moss_` name the snippet does not define itself.
+        if (!isReachableGlobalName(name)) continue;
         missingName = true;
       }
       // `console.table` and the like: the moss finding below says what the sandbox's console has.
@@ -455,6 +458,15 @@ export class ModuleChecker {
           toOriginal(reached.at),
           "error",
         );
+      } else if (reached && this.#isMossName(checker, reached.name, reached.at, reached.receiver)) {
+        push(MOSS_DIAGNOSTIC_CODES.mossName, mossNameMessage(reached.name), toOriginal(reached.at), "error");
+      }
+      if (
+        ts.isIdentifier(node) &&
+        isFreeName(node) &&
+        this.#isMossName(checker, node.text, node, undefined)
+      ) {
+        push(MOSS_DIAGNOSTIC_CODES.mossName, mossNameMessage(node.text), toOriginal(node), "error");
       }
       if (ts.isIdentifier(node) && this.#isHostGlobal(checker, node)) {
         push(MOSS_DIAGNOSTIC_CODES.hostGlobal, hostGlobalMessage(node.text), toOriginal(node), "error");
@@ -583,6 +595,34 @@ export class ModuleChecker {
       if (!reachable) return true;
     }
     return false;
+  }
+
+  /**
+   * A `__moss_` name (visibility.ts's `isReachableGlobalName`) that the snippet uses without defining it: a free name
+   * or a member the snippet's own code (this snippet or an accepted one) does not declare. An ambient (`declare`)
+   * declaration defines nothing at run time. The name of a declaration itself is not a use.
+   */
+  #isMossName(checker: ts.TypeChecker, name: string, at: ts.Node, receiver: ts.Node | undefined): boolean {
+    if (isReachableGlobalName(name)) return false;
+    let declarations: ts.Declaration[];
+    if (receiver === undefined) {
+      const parent = at.parent;
+      if (ts.getNameOfDeclaration(parent as ts.Declaration) === at) return false;
+      declarations = checker.getSymbolAtLocation(at)?.declarations ?? [];
+      // A name the module hides, and nothing else declares, has its own diagnostic (hiddenName).
+      if (declarations.length === 0 && this.#hiddenNames.has(name)) return false;
+    } else {
+      const type = checker.getApparentType(checker.getNonNullableType(checker.getTypeAtLocation(receiver)));
+      const parts = type.isUnionOrIntersection() ? type.types : [type];
+      declarations = parts.flatMap((part) => checker.getPropertyOfType(part, name)?.declarations ?? []);
+      // A key of the snippet's own dictionary (`Record<string, T>`): nothing of moss-ts is reached through it.
+      if (declarations.length === 0 && parts.every((part) => part.getStringIndexType() !== undefined))
+        return false;
+    }
+    const own = new Set([this.#previousPath, this.#snippetPath]);
+    return !declarations.some(
+      (declaration) => own.has(declaration.getSourceFile().fileName) && !isAmbient(declaration),
+    );
   }
 
   /**
@@ -766,6 +806,19 @@ function isFreeName(identifier: ts.Identifier): boolean {
     ts.isPropertyDeclaration(parent) ||
     ts.isPropertySignature(parent)
   );
+}
+
+/** Declared with `declare`, or inside a `declare` declaration: nothing of it exists at run time. */
+function isAmbient(node: ts.Node): boolean {
+  for (let current: ts.Node | undefined = node; current !== undefined; current = current.parent) {
+    if ((ts.getCombinedModifierFlags(current as ts.Declaration) & ts.ModifierFlags.Ambient) !== 0)
+      return true;
+  }
+  return false;
+}
+
+function mossNameMessage(name: string): string {
+  return `'${name}' is not available to your code: names starting with ${MOSS_NAME_PREFIX} belong to moss-ts (the context module's hooks), and the sandbox defines none of them. Use moss and the names the prompt shows.`;
 }
 
 function hostGlobalMessage(name: string): string {

@@ -1,4 +1,5 @@
 import type { Project } from "ts-morph";
+import { isReachableGlobalName } from "../membrane/index.ts";
 import type { HookName, ModuleAnalysis } from "./module-analysis.ts";
 
 /** A context module read, analysed and loaded on the host: what the prompter and the runtime share. */
@@ -21,7 +22,7 @@ export interface CompiledModule {
 /** Names of the module's visible top-level values, the ones model code may reach (hooks and `Moss` excluded). */
 export function visibleValueNames(module: CompiledModule): string[] {
   return module.analysis.names
-    .filter((name) => name.value && !name.hidden && !name.name.startsWith("__moss_") && name.name !== "Moss")
+    .filter((name) => name.value && !name.hidden && isReachableGlobalName(name.name) && name.name !== "Moss")
     .map((name) => name.name);
 }
 

@@ -51,9 +51,11 @@ export {
   stdoutTruncationMarker,
 } from "./protocol.ts";
 export {
+  isReachableGlobalName,
   isReachableMember,
   isReachableName,
   type MemberDeclaration,
+  MOSS_NAME_PREFIX,
   NEVER_REACHED_NAMES,
 } from "./visibility.ts";
 export {

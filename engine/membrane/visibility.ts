@@ -56,3 +56,21 @@ export interface MemberDeclaration {
 export function isReachableMember(member: MemberDeclaration): boolean {
   return member.private !== true && member.protected !== true && isReachableName(member.name);
 }
+
+/**
+ * The prefix of moss-ts's own names: a context module's hooks (`__moss_compile__`, `__moss_exec__`, …) and any other
+ * top-level name so spelled. The sandbox defines none of them for model code (its bridges are closure arguments).
+ */
+export const MOSS_NAME_PREFIX = "__moss_";
+
+/**
+ * Whether model code may name a top-level name of its scope (a context module's name or a global): every name but
+ * moss-ts's own, those starting with `__moss_`; a name merely containing `moss` is the user's.
+ */
+export function isReachableGlobalName(name: string): boolean {
+  if (name.length < MOSS_NAME_PREFIX.length) return true;
+  for (let index = 0; index < MOSS_NAME_PREFIX.length; index++) {
+    if (name[index] !== MOSS_NAME_PREFIX[index]) return true;
+  }
+  return false;
+}
