@@ -3,6 +3,7 @@ import { renderDiagnostics } from "../check/render-diagnostics.ts";
 import type { CliCommand } from "./cli-io.ts";
 import { EXIT } from "./exit-codes.ts";
 import { loadHostSetup } from "./host-setup.ts";
+import { loadCompiler } from "./load-compiler.ts";
 import { parseOptions, requireModulePath } from "./parse-options.ts";
 import { readCode } from "./read-code.ts";
 import { codeFileName, Terminal } from "./terminal.ts";
@@ -30,7 +31,7 @@ export const checkCommand: CliCommand = async (argv, io) => {
   void startSpareCheckWorker().catch(() => {});
   const terminal = new Terminal(io);
   const runtime = await terminal.step(`loading ${modulePath}`, async () => {
-    const { MossCompiler } = await import("../compiler/index.ts");
+    const { MossCompiler } = await loadCompiler();
     const compiler = new MossCompiler({ sandbox: "in-process" });
     await loadHostSetup(modulePath, compiler);
     return compiler.compile(modulePath);
