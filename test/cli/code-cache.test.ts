@@ -16,20 +16,20 @@ test("moss check keeps TypeScript's compiled code in the user's private temp fol
   const temp = await mkdtemp(path.join(tmpdir(), "moss-code-cache-"));
   try {
     const env = { TMPDIR: temp };
-    const uncached = await runMoss(["check", SPHERO, "--code", "-"], {
+    const uncached = await runMoss(["check", SPHERO, "--code", "-", "--no-cache"], {
       input: CODE,
       env: { ...env, NODE_DISABLE_COMPILE_CACHE: "1" },
     });
     const folder = path.join(temp, `moss-ts-${process.getuid?.()}`, "code-cache");
     await expect(readdir(folder)).rejects.toThrow(/ENOENT/);
-    const first = await runMoss(["check", SPHERO, "--code", "-"], { input: CODE, env });
+    const first = await runMoss(["check", SPHERO, "--code", "-", "--no-cache"], { input: CODE, env });
     const files = await readdir(folder);
     expect(files.length).toBeGreaterThan(0);
     const written = NODE_COMPILE_CACHE
       ? undefined
       : path.join(folder, files.find((file) => /^typescript-.*\.bin$/.test(file))!);
     const before = written === undefined ? undefined : await stat(written);
-    const second = await runMoss(["check", SPHERO, "--code", "-"], { input: CODE, env });
+    const second = await runMoss(["check", SPHERO, "--code", "-", "--no-cache"], { input: CODE, env });
 
     expect(uncached.code).toBe(1);
     expect(uncached.stdout).toContain("spn");
