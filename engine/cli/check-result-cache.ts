@@ -6,10 +6,16 @@ import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/p
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { MOSS_DIAGNOSTIC_CODES } from "../check/diagnostic-codes.ts";
 import { privateTempFolder } from "../private-temp-folder.ts";
 import type { Diagnostic } from "../types.ts";
 
 const FORMAT = 1;
+/** Findings that say the code was not checked (a limit under this machine's load, a checker failure): never kept. */
+const UNCHECKED_CODES = new Set<number>([
+  MOSS_DIAGNOSTIC_CODES.checkLimit,
+  MOSS_DIAGNOSTIC_CODES.checkerFailed,
+]);
 /** Entries kept; the least recently written go first. */
 const MAX_ENTRIES = 256;
 /** moss-ts's own code, whose every file (by size and time) is part of each key: another build is another key. */
@@ -72,7 +78,8 @@ export async function readCachedCheck(key: CheckCacheKey): Promise<Diagnostic[] 
 
 /**
  * Keeps the diagnostics of a check that read `files` (a file that did not exist is kept as absent: creating it
- * is a change). Nothing is kept if a file changed after `startedAtMs`: the check may have read its older text.
+ * is a change). Nothing is kept if a file changed after `startedAtMs` (the check may have read its older text) or
+ * if the code was not checked (a limit or a checker failure).
  */
 export async function writeCachedCheck(
   key: CheckCacheKey,
@@ -80,6 +87,7 @@ export async function writeCachedCheck(
   startedAtMs: number,
   diagnostics: Diagnostic[],
 ): Promise<void> {
+  if (diagnostics.some((diagnostic) => UNCHECKED_CODES.has(diagnostic.code))) return;
   try {
     const all = new Set(files);
     for (const file of files) {
