@@ -3,7 +3,9 @@
 //   moss --help  vs  a bare `node -e 0`                         (target ≤ 3×)
 //   moss check   vs  its own cold type-check in a fresh process  (target ≤ 2×): node start + import the checker
 //                    + one ModuleChecker check of the same module and code, nothing else.
-//   moss check / moss run of a trivial snippet  vs  a bare `node -e 0`  (target ≤ 10×, issue 17)
+//   moss check / moss run of a trivial snippet  vs  a bare `node -e 0`  (target ≤ 10×, issue 17); moss check
+//                    repeats a check the unmeasured round made, so it answers from its kept result: the same check
+//                    with --no-cache is shown beside it (TypeScript loaded from its code cache, the check done again)
 // The CLI is measured as installed users run it: built JavaScript (tsc -p tsconfig.build.json into bench/.tmp),
 // started by bin/moss.js. The source checkout's start (tsx registered first) is shown for comparison.
 import { spawn, spawnSync } from "node:child_process";
@@ -94,6 +96,7 @@ export async function run(): Promise<void> {
     helpSource: [] as number[],
     coldCheck: [] as number[],
     check: [] as number[],
+    checkUncached: [] as number[],
     run: [] as number[],
   };
   // One unmeasured round warms the OS file cache and tsx's transform cache.
@@ -111,6 +114,9 @@ export async function run(): Promise<void> {
   for (let round = 0; round < CHECK_RUNS; round++) {
     figures.coldCheck.push(await timeProcess([coldCheck, MODULE, code]));
     figures.check.push(await timeProcess(["--no-node-snapshot", bin, "check", MODULE, "--code", code]));
+    figures.checkUncached.push(
+      await timeProcess(["--no-node-snapshot", bin, "check", MODULE, "--code", code, "--no-cache"]),
+    );
     figures.run.push(await timeProcess(["--no-node-snapshot", bin, "run", MODULE, "--code", code]));
   }
   await rm(BUILD, { recursive: true, force: true });
@@ -119,6 +125,7 @@ export async function run(): Promise<void> {
   const coldCheckMs = median(figures.coldCheck);
   const help = median(figures.help);
   const check = median(figures.check);
+  const checkUncached = median(figures.checkUncached);
   const runMs = median(figures.run);
   printTable(
     "cli: start-up and check, wall time of a fresh process (built JavaScript, as installed)",
@@ -179,6 +186,15 @@ export async function run(): Promise<void> {
         verdict(check / node, 10),
       ],
       [
+        "moss check --no-cache (sphero), against node -e 0",
+        formatMs(checkUncached),
+        formatMs(percentile(figures.checkUncached, 0.9)),
+        String(figures.checkUncached.length),
+        formatRatio(checkUncached, node),
+        "≤ 10×",
+        verdict(checkUncached / node, 10),
+      ],
+      [
         "moss run (sphero, strict check, process sandbox), against node -e 0",
         formatMs(runMs),
         formatMs(percentile(figures.run, 0.9)),
@@ -191,7 +207,8 @@ export async function run(): Promise<void> {
     [
       "Rounds interleave each figure with its baseline. The cold type-check baseline is node start + importing the",
       "checker (ts-morph) + one ModuleChecker check of the same module and code; moss check also loads the module",
-      "on the host (tsx, its hooks, its imports), runs its hooks and resolves its services.",
+      "on the host (tsx, its hooks, its imports), runs its hooks and resolves its services. moss check repeats the",
+      "unmeasured round's check: it answers from its kept result (see --no-cache for the check done again).",
     ],
   );
 }

@@ -8,11 +8,9 @@
 // for the commands that can, the CLI starts itself again with the flag when it is missing.
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import module from "node:module";
 
-// Node 22.1 and later keep V8's compiled code of moss-ts and its dependencies on disk (TypeScript alone is ~9 MB of
-// JavaScript, compiled again by every start otherwise); older Node lines have no such cache.
-module.enableCompileCache?.();
+// V8's compiled code of TypeScript is kept between runs by the commands that load it (engine/enable-code-cache.ts),
+// in this user's private temp folder: Node's default compile cache folder is shared by every user of the machine.
 
 const argv = process.argv.slice(2);
 const ISOLATE_COMMANDS = new Set(["run", "test", "agent", "serve", "worker"]);

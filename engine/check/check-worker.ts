@@ -3,7 +3,8 @@
 // messages, inside the heap limit its parent set. Checking is model-controlled work: it never runs on the host's
 // main thread.
 import { parentPort, workerData } from "node:worker_threads";
-import { ModuleChecker, type ModuleCheckerOptions, warmCheckLibrary } from "./module-checker.ts";
+import { enableCodeCache } from "../enable-code-cache.ts";
+import type { ModuleChecker, ModuleCheckerOptions } from "./module-checker.ts";
 
 /** What the worker starts from. */
 export interface CheckWorkerData {
@@ -35,6 +36,9 @@ export type CheckWorkerReply =
 
 const port = parentPort;
 if (port) {
+  // TypeScript from V8's code cache the CLI's main thread keeps: it is imported only after the cache is in place.
+  enableCodeCache();
+  const { ModuleChecker, warmCheckLibrary } = await import("./module-checker.ts");
   // The host never reads this worker's stdio (reading it would keep the host process alive), so nothing the
   // checker or a library prints may be written there.
   process.stdout.write = () => true;

@@ -21,6 +21,7 @@ import type { CliCommand, CliIo } from "./cli-io.ts";
 import { ConfigSettings } from "./config-settings.ts";
 import { escapeControlCharacters as safe } from "./escape-control-characters.ts";
 import { EXIT, isInputError, usageError } from "./exit-codes.ts";
+import { loadCompiler } from "./load-compiler.ts";
 import { parseOptions } from "./parse-options.ts";
 import { oneOf } from "./read-code.ts";
 import { Terminal } from "./terminal.ts";
@@ -172,7 +173,7 @@ export const agentCommand: CliCommand = async (argv, io) => {
     import("./continuation-key.ts"),
   ]);
   // A module that does not type-check is an unusable input (exit 4), before any model is asked.
-  await (await import("../compiler/index.ts")).checkModuleFile(modulePath!);
+  await (await loadCompiler()).checkModuleFile(modulePath!);
   const model: LanguageModel = values.replay
     ? await ScriptedLanguageModel.fromFile(resolve(io.cwd, values.replay))
     : new OpenAILanguageModel({

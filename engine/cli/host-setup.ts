@@ -6,6 +6,11 @@ import type { MossCompiler } from "../compiler/index.ts";
 import { ensureModuleLoaders } from "../compiler/load-module.ts";
 import { locatedMessage, MossError } from "../errors.ts";
 
+/** The sibling host setup file a module may have: `dir/name.ts` → `dir/name.host.ts` (absolute). */
+export function hostSetupFile(modulePath: string): string {
+  return `${path.resolve(modulePath).replace(/\.[cm]?tsx?$/, "")}.host.ts`;
+}
+
 /**
  * The host-setup convention of the CLI: a module `dir/name.ts` may have a sibling `dir/name.host.ts` exporting
  * `setup(compiler)`, which binds the real services before compile; `file` (a config's `modules.<name>.host`) names
@@ -16,10 +21,7 @@ export async function loadHostSetup(
   compiler: MossCompiler,
   file?: string,
 ): Promise<string | undefined> {
-  const candidate =
-    file === undefined
-      ? `${path.resolve(modulePath).replace(/\.[cm]?tsx?$/, "")}.host.ts`
-      : path.resolve(file);
+  const candidate = file === undefined ? hostSetupFile(modulePath) : path.resolve(file);
   try {
     await access(candidate);
   } catch {

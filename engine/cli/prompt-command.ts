@@ -1,6 +1,7 @@
 import { getEncoding } from "js-tiktoken";
 import type { CliCommand } from "./cli-io.ts";
 import { loadHostSetup } from "./host-setup.ts";
+import { loadCompiler } from "./load-compiler.ts";
 import { parseOptions, requireModulePath } from "./parse-options.ts";
 import { Terminal } from "./terminal.ts";
 
@@ -23,7 +24,7 @@ export const promptCommand: CliCommand = async (argv, io) => {
   }
   const modulePath = requireModulePath(positionals, USAGE);
   const runtime = await new Terminal(io).step(`loading ${modulePath}`, async () => {
-    const { MossCompiler } = await import("../compiler/index.ts");
+    const { MossCompiler } = await loadCompiler();
     // Only prints the prompt: no run, so no type-check worker is started for it.
     const compiler = new MossCompiler({ sandbox: "in-process", typeCheck: "off" });
     await loadHostSetup(modulePath, compiler);

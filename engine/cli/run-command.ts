@@ -18,6 +18,7 @@ import type { CliCommand, CliIo } from "./cli-io.ts";
 import { escapeControlCharacters } from "./escape-control-characters.ts";
 import { EXIT, usageError } from "./exit-codes.ts";
 import { loadHostSetup } from "./host-setup.ts";
+import { loadCompiler } from "./load-compiler.ts";
 import { parseOptions, requireModulePath } from "./parse-options.ts";
 import { pausedRunPath, readPausedRun, removePausedRun, writePausedRun } from "./paused-run-file.ts";
 import { oneOf, readCode } from "./read-code.ts";
@@ -133,7 +134,7 @@ export const runCommand: CliCommand = async (argv, io) => {
 
   const terminal = new Terminal(io);
   const runtime = await terminal.step(`loading ${modulePath}`, async () => {
-    const { MossCompiler } = await import("../compiler/index.ts");
+    const { MossCompiler } = await loadCompiler();
     const compiler = new MossCompiler({ typeCheck, sandbox, continuationKey });
     await loadHostSetup(modulePath, compiler);
     if (saved) compiler.joinContext(saved, { source: contextFile ?? pausedFile });

@@ -1,6 +1,7 @@
 import type { CliCommand } from "./cli-io.ts";
 import { escapeControlCharacters as safe } from "./escape-control-characters.ts";
 import { EXIT, isInputError, usageError } from "./exit-codes.ts";
+import { loadCompiler } from "./load-compiler.ts";
 import { parseOptions } from "./parse-options.ts";
 import { Terminal } from "./terminal.ts";
 
@@ -37,7 +38,7 @@ export const testCommand: CliCommand = async (argv, io) => {
   const { MossTestSuite } = await import("../agent/moss-test-suite.ts");
   const suite = new MossTestSuite({ compiler: { sandbox }, host: values.host === true });
   // A module that does not type-check is an unusable input (exit 4), also when it has no test cases.
-  await (await import("../compiler/index.ts")).checkModuleFile(modulePath);
+  await (await loadCompiler()).checkModuleFile(modulePath);
   const cases = await suite.testCases(modulePath);
   if (cases.length === 0) {
     io.stdout.write(`${modulePath}: no __moss_test_cases__ to run\n`);

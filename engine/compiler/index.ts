@@ -30,6 +30,7 @@ export {
   MODULE_COMPILER_OPTIONS,
   MODULE_SURFACE_PATH,
   moduleProject,
+  moduleProjectFiles,
 } from "./module-project.ts";
 export { type ModuleTypeError, moduleTypeErrors, readCheckedModule } from "./module-type-check.ts";
 export { checkModuleFile, MossCompiler, type MossCompilerOptions } from "./moss-compiler.ts";

@@ -106,3 +106,12 @@ export function importsNodeBuiltin(source: string): boolean {
 export function hasNodeTypes(project: Project): boolean {
   return project.getCompilerOptions().types?.includes("node") === true;
 }
+
+/** Every file the programs of the process-wide module projects read (libs served from memory included by name). */
+export function moduleProjectFiles(): string[] {
+  const files = new Set<string>();
+  for (const project of projects.values()) {
+    for (const file of project.getProgram().compilerObject.getSourceFiles()) files.add(file.fileName);
+  }
+  return [...files].sort();
+}

@@ -1,0 +1,101 @@
+// V8's compiled code of TypeScript (~9 MB of JavaScript, through ts-morph) kept on disk between CLI runs: a fresh
+// process otherwise parses it and compiles every function it calls again, in the main thread and again in each
+// type-check worker. The cache lives in this user's private temp folder: cached code runs as moss-ts's own, so a
+// file another user could plant must never be read.
+
+import { createHash } from "node:crypto";
+import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import module, { createRequire, Module } from "node:module";
+import path from "node:path";
+import vm from "node:vm";
+import { isMainThread } from "node:worker_threads";
+import { privateTempFolder } from "./private-temp-folder.ts";
+
+const require = createRequire(import.meta.url);
+
+/** Node ≥ 22.1 caches every module it compiles; older lines lack the API. */
+type EnableCompileCache = (directory?: string) => unknown;
+
+let enabled = false;
+
+/**
+ * Keeps V8's compiled code of the heavy dependencies (TypeScript) on disk, in this user's private cache folder:
+ * Node's own compile cache where it exists (Node ≥ 22.1), else a V8 code cache of TypeScript loaded here before
+ * ts-morph asks for it. Call it before ts-morph is imported; `NODE_DISABLE_COMPILE_CACHE=1` turns it off.
+ */
+export function enableCodeCache(): void {
+  if (enabled) return;
+  enabled = true;
+  if (process.env.NODE_DISABLE_COMPILE_CACHE) return;
+  const folder = path.join(privateTempFolder(), "code-cache");
+  const enableCompileCache = (module as unknown as { enableCompileCache?: EnableCompileCache })
+    .enableCompileCache;
+  if (typeof enableCompileCache === "function") {
+    enableCompileCache(folder);
+    return;
+  }
+  try {
+    loadTypeScriptWithCodeCache(folder);
+  } catch {
+    // Without a cache TypeScript loads the usual way, when ts-morph requires it.
+  }
+}
+
+/** The file of TypeScript that ts-morph requires (its own bundled copy). */
+function typeScriptFile(): string {
+  const tsMorph = require.resolve("ts-morph");
+  const common = createRequire(tsMorph).resolve("@ts-morph/common");
+  return path.join(path.dirname(common), "typescript.js");
+}
+
+/**
+ * Evaluates TypeScript from a `vm.Script` given the cached code, and registers it as the CommonJS module ts-morph's
+ * `require` finds. The main thread writes the cache at exit when there was none or V8 rejected it (another Node or
+ * TypeScript): by then it holds every function the run compiled, which is what the next run saves.
+ */
+function loadTypeScriptWithCodeCache(folder: string): void {
+  const file = typeScriptFile();
+  if (require.cache[file] !== undefined) return;
+  const source = readFileSync(file, "utf8");
+  const { size, mtimeMs } = statSync(file);
+  const key = createHash("sha256")
+    .update(JSON.stringify([file, size, mtimeMs, process.version, process.arch]))
+    .digest("base64url")
+    .slice(0, 32);
+  const cacheFile = path.join(folder, `typescript-${key}.bin`);
+  let cachedData: Buffer | undefined;
+  try {
+    cachedData = readFileSync(cacheFile);
+  } catch {}
+  const script = new vm.Script(Module.wrap(source), {
+    filename: file,
+    ...(cachedData === undefined ? {} : { cachedData }),
+  });
+  const loaded = new Module(file);
+  loaded.filename = file;
+  loaded.paths = (Module as unknown as { _nodeModulePaths(from: string): string[] })._nodeModulePaths(
+    path.dirname(file),
+  );
+  require.cache[file] = loaded;
+  try {
+    const wrapper = script.runInThisContext() as (...parameters: unknown[]) => void;
+    wrapper.call(loaded.exports, loaded.exports, createRequire(file), loaded, file, path.dirname(file));
+    loaded.loaded = true;
+  } catch (error) {
+    delete require.cache[file];
+    throw error;
+  }
+  if (isMainThread && (cachedData === undefined || script.cachedDataRejected === true)) {
+    process.once("exit", () => writeCodeCache(cacheFile, script));
+  }
+}
+
+/** Writes the cache through a temporary file and a rename, so a reader never sees half of one. */
+function writeCodeCache(cacheFile: string, script: vm.Script): void {
+  try {
+    mkdirSync(path.dirname(cacheFile), { recursive: true, mode: 0o700 });
+    const partial = `${cacheFile}.${process.pid}.partial`;
+    writeFileSync(partial, script.createCachedData(), { mode: 0o600 });
+    renameSync(partial, cacheFile);
+  } catch {}
+}

@@ -1,0 +1,48 @@
+import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
+import nodeModule from "node:module";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { expect, test } from "vitest";
+import { runMoss } from "../helpers/moss-cli.ts";
+
+const SPHERO = "examples/sphero/context.ts";
+const CODE =
+  "async function main(moss: Moss) {\n  await moss.body.spn(90, 1);\n  const count: string = 1;\n}\n";
+/** Node ≥ 22.1 keeps its own compile cache (its own file layout); older lines use moss-ts's V8 code cache. */
+const NODE_COMPILE_CACHE =
+  typeof (nodeModule as { enableCompileCache?: unknown }).enableCompileCache === "function";
+
+test("moss check keeps TypeScript's compiled code in the user's private temp folder, with the same diagnostics as without it", async () => {
+  const temp = await mkdtemp(path.join(tmpdir(), "moss-code-cache-"));
+  try {
+    const env = { TMPDIR: temp };
+    const uncached = await runMoss(["check", SPHERO, "--code", "-", "--no-cache"], {
+      input: CODE,
+      env: { ...env, NODE_DISABLE_COMPILE_CACHE: "1" },
+    });
+    const folder = path.join(temp, `moss-ts-${process.getuid?.()}`, "code-cache");
+    await expect(readdir(folder)).rejects.toThrow(/ENOENT/);
+    const first = await runMoss(["check", SPHERO, "--code", "-", "--no-cache"], { input: CODE, env });
+    const files = await readdir(folder);
+    expect(files.length).toBeGreaterThan(0);
+    const written = NODE_COMPILE_CACHE
+      ? undefined
+      : path.join(folder, files.find((file) => /^typescript-.*\.bin$/.test(file))!);
+    const before = written === undefined ? undefined : await stat(written);
+    const second = await runMoss(["check", SPHERO, "--code", "-", "--no-cache"], { input: CODE, env });
+
+    expect(uncached.code).toBe(1);
+    expect(uncached.stdout).toContain("spn");
+    expect(uncached.stdout).toContain("TS2322");
+    expect(first).toEqual(uncached);
+    expect(second).toEqual(uncached);
+    if (written !== undefined) {
+      // V8 accepted the cache the first run wrote: the second run did not write it again.
+      const after = await stat(written);
+      expect(after.mtimeMs).toBe(before!.mtimeMs);
+      expect((after.mode & 0o077) === 0).toBe(true);
+    }
+  } finally {
+    await rm(temp, { recursive: true, force: true });
+  }
+}, 120_000);
