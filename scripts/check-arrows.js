@@ -116,6 +116,7 @@ export const ALLOWED = [
       "engine/agent/moss-test-suite.ts",
       "engine/check/render-diagnostics.ts",
       "engine/check/check-worker-start.ts",
+      "engine/check/diagnostic-codes.ts",
       "engine/compiler/esm-package.ts",
       "engine/compiler/load-module.ts",
       "engine/runtime/shared-sandbox.ts",
