@@ -227,6 +227,28 @@ describe.each([
   );
 
   test.runIf(name === "process")(
+    "sessions opened one after another spread evenly over the pool's processes, however many one may hold",
+    async () => {
+      // A process may keep 64 sessions warm, yet 8 sessions do not pack into the first ready one: a spinner there
+      // would hold them all behind its run, each then rebuilt elsewhere.
+      const spread = new ProcessDriver({ poolSize: 1, maxProcesses: 4, sessionsPerProcess: 64 });
+      const sessions: MossRuntime[] = [];
+      try {
+        for (let index = 0; index < 8; index++) {
+          const runtime = await compile({}, spread);
+          sessions.push(runtime);
+          expectOk(await run(runtime, "function main() { return 0; }"));
+        }
+        const holding = spread.pids.filter((pid) => !spread.sparePids.includes(pid));
+        expect(holding).toHaveLength(4);
+      } finally {
+        await Promise.all(sessions.map((runtime) => runtime.close()));
+        await spread.close();
+      }
+    },
+  );
+
+  test.runIf(name === "process")(
     "close() ends the session; a process still holding others stays",
     async () => {
       const processDriver = driver as ProcessDriver;
