@@ -249,6 +249,39 @@ describe.each([
   );
 
   test.runIf(name === "process")(
+    "a process past its memory budget keeps no more sessions warm: each one opened there evicts the least recently used",
+    async () => {
+      const warmth = async (budget: ProcessDriver) => {
+        const opened: MossRuntime[] = [];
+        try {
+          const first = await compile({}, budget);
+          opened.push(first);
+          expectOk(await run(first, "var warmOnly = 1; function main(moss) { moss.counter = 7; return 0; }"));
+          const second = await compile({}, budget);
+          opened.push(second);
+          expectOk(await run(second, "function main() { return 0; }"));
+          const again = await run(first, "function main(moss) { return [typeof warmOnly, moss.counter]; }");
+          expectOk(again);
+          return again.returns;
+        } finally {
+          await Promise.all(opened.map((runtime) => runtime.close()));
+          await budget.close();
+        }
+      };
+      // One process with room for 8 sessions by count: under the default budget the first session stays warm; over
+      // a budget of one byte, opening the second evicts it and it rebuilds from its persisted data.
+      expect(
+        await warmth(new ProcessDriver({ poolSize: 1, maxProcesses: 1, sessionsPerProcess: 8 })),
+      ).toEqual(["number", 7]);
+      expect(
+        await warmth(
+          new ProcessDriver({ poolSize: 1, maxProcesses: 1, sessionsPerProcess: 8, processMemoryBytes: 1 }),
+        ),
+      ).toEqual(["undefined", 7]);
+    },
+  );
+
+  test.runIf(name === "process")(
     "close() ends the session; a process still holding others stays",
     async () => {
       const processDriver = driver as ProcessDriver;
