@@ -194,10 +194,46 @@ export async function run(): Promise<void> {
     // A server's sessions take turns: each executes once per round, so a pool with fewer warm slots than sessions
     // rebuilds a session on every execute (least recently used is the next one to run).
     { label: "type-check off, sessions taking turns", typeCheck: "off", distinct: false, turns: true },
+    // The same turns with the sandbox processes already up (other sessions hold them): each session's open is in the
+    // figure, no process start is.
+    {
+      label: "type-check off, sessions taking turns, sandbox processes up",
+      typeCheck: "off",
+      distinct: false,
+      turns: true,
+      processesUp: true,
+    },
+    // The same turns once every session is warm (its first execute done before the clock): what a server whose
+    // sessions and processes are already up spends per execute, with no open and no process start in the figure.
+    {
+      label: "type-check off, sessions taking turns, every session warm",
+      typeCheck: "off",
+      distinct: false,
+      turns: true,
+      warm: true,
+    },
   ] as const;
   for (const mode of modes) {
     const runtimes: MossRuntime[] = [];
     for (let index = 0; index < THROUGHPUT_SESSIONS; index++) runtimes.push(await compile("process"));
+    // Sessions outside the figure that keep the pool's processes up (a process holding no session ends).
+    const holders: MossRuntime[] = [];
+    if ("processesUp" in mode) {
+      for (let index = 0; index < IN_FLIGHT; index++) {
+        const holder = await compile("process");
+        expectOk(await holder.execute({ code: TRIVIAL, typeCheck: "off" }));
+        holders.push(holder);
+      }
+      await settle(1_500);
+    }
+    if ("warm" in mode) {
+      await inFlight(
+        runtimes.map(
+          (runtime) => async () => expectOk(await runtime.execute({ code: TRIVIAL, typeCheck: "off" })),
+        ),
+        IN_FLIGHT,
+      );
+    }
     const started = performance.now();
     const cpuBefore = treeCpuMs();
     const once = async (runtime: MossRuntime, session: number, index: number) => {
@@ -222,9 +258,9 @@ export async function run(): Promise<void> {
     rows.push([
       `executions per second, ${THROUGHPUT_SESSIONS} sessions, trivial code, ${IN_FLIGHT} sessions in flight (process, ${mode.label})`,
       `${(total / seconds).toFixed(0)}/s`,
-      `${total} executes (${EXECUTES_PER_SESSION} per session, each session's first included) in ${seconds.toFixed(1)} s; ${cpuPerExecute.toFixed(2)} ms CPU per execute (host, workers, sandbox processes): ${((availableParallelism() * 1000) / cpuPerExecute).toFixed(0)}/s on ${availableParallelism()} idle cores`,
+      `${total} executes (${EXECUTES_PER_SESSION} per session, ${"warm" in mode ? "after each session's first" : "each session's first included"}${"processesUp" in mode ? `, ${IN_FLIGHT} other sessions holding the processes` : ""}) in ${seconds.toFixed(1)} s; ${cpuPerExecute.toFixed(2)} ms CPU per execute (host, workers, sandbox processes): ${((availableParallelism() * 1000) / cpuPerExecute).toFixed(0)}/s on ${availableParallelism()} idle cores`,
     ]);
-    for (const runtime of runtimes) await runtime.close();
+    for (const runtime of [...runtimes, ...holders]) await runtime.close();
   }
 
   for (const sandbox of ["process", "in-process"] as const) {

@@ -36,11 +36,17 @@ export interface ProcessDriverOptions {
    */
   maxProcesses?: number;
   /**
-   * Most sessions one sandbox process keeps warm (each an isolate with its context). When every slot is taken, the
-   * least recently used idle session is evicted: its next run rebuilds it from its runtime's persisted context.
-   * Default 16.
+   * Most sessions one sandbox process keeps warm (each an isolate with its context, about 1–2 MiB). When every slot
+   * is taken, the least recently used idle session is evicted: its next run rebuilds it from its runtime's persisted
+   * context. Default 64.
    */
   sessionsPerProcess?: number;
+  /**
+   * Resident size past which a sandbox process keeps no more sessions warm: each session opened there evicts its
+   * least recently used idle session first. Bounds the warm sessions by what they hold, not only by their count.
+   * Default 512 MiB.
+   */
+  processMemoryBytes?: number;
   /** Most runs waiting for one sandbox process (it runs one at a time); one more fails with `queue-full`. Default 64. */
   maxQueuedRuns?: number;
   /** Extra time past a run's wall-time limit before a silent sandbox process is killed. Default 2000 ms. */
@@ -596,6 +602,7 @@ export class ProcessDriver implements SandboxDriver {
   readonly #poolSize: number;
   readonly #maxProcesses: number;
   readonly #sessionsPerProcess: number;
+  readonly #processMemoryBytes: number;
   readonly #maxQueuedRuns: number;
   readonly #graceMs: number;
   readonly #startTimeoutMs: number;
@@ -613,7 +620,8 @@ export class ProcessDriver implements SandboxDriver {
       Math.floor(options.maxProcesses ?? Math.max(4, 2 * availableParallelism())),
     );
     this.#poolSize = Math.min(this.#maxProcesses, Math.max(1, options.poolSize ?? 2));
-    this.#sessionsPerProcess = Math.max(1, Math.floor(options.sessionsPerProcess ?? 16));
+    this.#sessionsPerProcess = Math.max(1, Math.floor(options.sessionsPerProcess ?? 64));
+    this.#processMemoryBytes = options.processMemoryBytes ?? 512 * MEBIBYTE;
     this.#maxQueuedRuns = Math.max(1, Math.floor(options.maxQueuedRuns ?? 64));
     this.#graceMs = options.unresponsiveGraceMs ?? 2_000;
     this.#startTimeoutMs = options.startTimeoutMs ?? 30_000;
@@ -662,9 +670,10 @@ export class ProcessDriver implements SandboxDriver {
 
   /**
    * The process a new session goes to: a process of its own while the pool has room and a spare is ready (the spare
-   * is replaced at once, ahead of the next open), else a live process with no run (opening an isolate there costs
-   * milliseconds, starting a process hundreds; the least recently used idle session there is evicted when it is
-   * full), else a starting spare while the pool has room; else it waits until a process finishes its run.
+   * is replaced at once, ahead of the next open), else a live process with no run that holds fewer than its even
+   * share of the sessions (opening an isolate there costs milliseconds, starting a process hundreds; the least
+   * recently used idle session there is evicted when it is full), else a starting spare while the pool has room;
+   * else it waits until a process finishes its run.
    */
   async #place(): Promise<SandboxChild> {
     for (;;) {
@@ -689,7 +698,7 @@ export class ProcessDriver implements SandboxDriver {
 
   #placeNow(): SandboxChild | undefined {
     const live = [...this.#active].filter((child) => !child.exited);
-    const idle = this.#idleProcess();
+    const idle = this.#idleProcess(this.#evenShare(live));
     if (idle !== undefined) {
       // Shared for want of a ready spare: the pool grows toward maxProcesses now, so later sessions spread out
       // (a run waiting behind a long run moves to a process with nothing to do, and there must be some).
@@ -711,17 +720,33 @@ export class ProcessDriver implements SandboxDriver {
   }
 
   /**
-   * A ready process with no run in flight or waiting that can take one more session: a ready spare while the pool
-   * has room (replaced at once), else a process holding sessions (after evicting an idle one if it is full).
+   * How many sessions a process may hold before a new session goes to a process of its own: the sessions spread
+   * evenly over the most processes the pool may hold. Packed into the few processes that happened to be ready, the
+   * sessions of one would all wait behind a long run there and then each be rebuilt elsewhere (issue 17: 20 trivial
+   * executes beside a spinner took up to 1 s). Unbounded once the pool is full.
    */
-  #idleProcess(): SandboxChild | undefined {
+  #evenShare(live: SandboxChild[]): number {
+    if (live.length >= this.#maxProcesses) return Number.POSITIVE_INFINITY;
+    const held = live.reduce((sum, child) => sum + child.sessions.size, 0);
+    return Math.ceil((held + 1) / this.#maxProcesses);
+  }
+
+  /**
+   * A ready process with no run in flight or waiting that can take one more session: a ready spare while the pool
+   * has room (replaced at once), else a process holding fewer than `share` sessions (after evicting an idle one if
+   * it is full, by count or by memory).
+   */
+  #idleProcess(share = Number.POSITIVE_INFINITY): SandboxChild | undefined {
     const spare = this.#readySpare();
     if (spare !== undefined) return spare;
-    const idle = [...this.#active].filter((child) => child.isReady && !child.busy);
+    const idle = [...this.#active].filter(
+      (child) => child.isReady && !child.busy && child.sessions.size < share,
+    );
     idle.sort((a, b) => a.sessions.size - b.sessions.size);
     for (const child of idle) {
       // Opens placed at the same moment may have filled it past the bound: evict down to one free slot.
       while (child.sessions.size >= this.#sessionsPerProcess && this.#evict(child));
+      if ((residentBytes(child.process.pid) ?? 0) > this.#processMemoryBytes) this.#evict(child);
       if (child.sessions.size < this.#sessionsPerProcess) return child;
     }
     return undefined;

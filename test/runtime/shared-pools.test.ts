@@ -227,6 +227,61 @@ describe.each([
   );
 
   test.runIf(name === "process")(
+    "sessions opened one after another spread evenly over the pool's processes, however many one may hold",
+    async () => {
+      // A process may keep 64 sessions warm, yet 8 sessions do not pack into the first ready one: a spinner there
+      // would hold them all behind its run, each then rebuilt elsewhere.
+      const spread = new ProcessDriver({ poolSize: 1, maxProcesses: 4, sessionsPerProcess: 64 });
+      const sessions: MossRuntime[] = [];
+      try {
+        for (let index = 0; index < 8; index++) {
+          const runtime = await compile({}, spread);
+          sessions.push(runtime);
+          expectOk(await run(runtime, "function main() { return 0; }"));
+        }
+        const holding = spread.pids.filter((pid) => !spread.sparePids.includes(pid));
+        expect(holding).toHaveLength(4);
+      } finally {
+        await Promise.all(sessions.map((runtime) => runtime.close()));
+        await spread.close();
+      }
+    },
+  );
+
+  test.runIf(name === "process")(
+    "a process past its memory budget keeps no more sessions warm: each one opened there evicts the least recently used",
+    async () => {
+      const warmth = async (budget: ProcessDriver) => {
+        const opened: MossRuntime[] = [];
+        try {
+          const first = await compile({}, budget);
+          opened.push(first);
+          expectOk(await run(first, "var warmOnly = 1; function main(moss) { moss.counter = 7; return 0; }"));
+          const second = await compile({}, budget);
+          opened.push(second);
+          expectOk(await run(second, "function main() { return 0; }"));
+          const again = await run(first, "function main(moss) { return [typeof warmOnly, moss.counter]; }");
+          expectOk(again);
+          return again.returns;
+        } finally {
+          await Promise.all(opened.map((runtime) => runtime.close()));
+          await budget.close();
+        }
+      };
+      // One process with room for 8 sessions by count: under the default budget the first session stays warm; over
+      // a budget of one byte, opening the second evicts it and it rebuilds from its persisted data.
+      expect(
+        await warmth(new ProcessDriver({ poolSize: 1, maxProcesses: 1, sessionsPerProcess: 8 })),
+      ).toEqual(["number", 7]);
+      expect(
+        await warmth(
+          new ProcessDriver({ poolSize: 1, maxProcesses: 1, sessionsPerProcess: 8, processMemoryBytes: 1 }),
+        ),
+      ).toEqual(["undefined", 7]);
+    },
+  );
+
+  test.runIf(name === "process")(
     "close() ends the session; a process still holding others stays",
     async () => {
       const processDriver = driver as ProcessDriver;
