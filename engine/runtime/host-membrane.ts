@@ -388,6 +388,12 @@ export class HostMembrane implements HostMembraneContract {
       if (type.kind !== "runtime" && !type.members.has(name)) continue;
       const member = safeRead(value, name);
       (typeof member === "function" ? shape.methods : shape.properties).push(name);
+      if (
+        typeof member === "function" &&
+        type.kind !== "runtime" &&
+        type.members.get(name)?.callSync === false
+      )
+        (shape.asyncMethods ??= []).push(name);
     }
     if (!ids) {
       ids = new Map();
