@@ -22,6 +22,10 @@ export abstract class Shop {
   abstract fail(name: string): Promise<number>;
   /** Records an event at once. */
   abstract mark(name: string): number;
+  /** Gives back what it was given (a Promise only when it was given one). */
+  abstract same<T>(value: T): T;
+  /** A number, or a promise of one. */
+  abstract either(): number | Promise<number>;
   /**
    * Pays.
    * @approval
@@ -47,6 +51,14 @@ export class HostShop extends Shop {
   mark(name: string) {
     this.events.push("mark " + name);
     return this.events.length;
+  }
+  same<T>(value: T): T {
+    this.events.push("same");
+    return value;
+  }
+  either(): number | Promise<number> {
+    this.events.push("either");
+    return 7;
   }
   async pay(amount: number) {
     this.events.push("pay " + amount);
@@ -97,6 +109,18 @@ describe.each(["in-process", "process"] as const)("host call batches (%s driver)
       ["shop.mark", 4],
       ["shop.record", 5],
     ]);
+  });
+
+  test("a method that may answer with a plain value is never batched: its value arrives at once", async () => {
+    const { runtime, events } = await compile(sandbox);
+    const execution = await runtime.execute({
+      code: `function main(moss: Moss) {
+  const pending = moss.shop.record("a");
+  return [moss.shop.same(5) + 1, moss.shop.either(), typeof pending.then];
+}`,
+    });
+    expect(okOf(execution)).toEqual([6, 7, "function"]);
+    expect(events).toEqual(["record a", "same", "either"]);
   });
 
   test("a call that fails in the middle of a batch rejects only its own promise, with the same message", async () => {

@@ -106,6 +106,20 @@ return [await a, await b, m, await c];`,
     expect(result.hostCalls).toBe(4);
   });
 
+  test("a long batch crosses in parts of at most 256 calls, still in order", async () => {
+    const { host, exchanges, events } = recordingHost();
+    const session = await open(thread, host);
+    const result = await run(
+      session,
+      `const all = [];
+for (let i = 0; i < 300; i++) all.push(moss.shop.record(String(i)));
+return (await Promise.all(all)).length;`,
+    );
+    expect(result.error).toBeUndefined();
+    expect(exchanges.map((exchange) => ("batch" in exchange ? exchange.batch.length : 0))).toEqual([256, 44]);
+    expect(events).toEqual(Array.from({ length: 300 }, (_, index) => `record ${index}`));
+  });
+
   test("a call that fails in the middle of a batch rejects only its own promise, with the host's message", async () => {
     const { host, exchanges, events } = recordingHost();
     const session = await open(thread, host);

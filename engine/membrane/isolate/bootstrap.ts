@@ -403,7 +403,10 @@ export function sandboxBootstrap(
     site: string | undefined;
   }
   let queued: QueuedCall[] = [];
+  let queuedCharacters = 0;
   let flushScheduled = false;
+  const MAX_BATCH_CALLS = 256;
+  const MAX_BATCH_CHARACTERS = 1024 * 1024;
 
   /**
    * Makes a host call. A `batched` call (a method declared to return a Promise) is queued and its promise returned
@@ -431,13 +434,17 @@ export function sandboxBootstrap(
     const stack = site.stack;
     if (batched) {
       const call = nullArray(operation, id, member, encoded, siteIn(stack), unreported());
-      return new PromiseCtor((resolve, reject) => {
+      const promise = new PromiseCtor((resolve, reject) => {
         append(queued, { __proto__: null, call, resolve, reject, site: stack });
-        if (!flushScheduled) {
-          flushScheduled = true;
-          void flushLater();
-        }
       });
+      queuedCharacters += encoded.length;
+      // A batch holds its calls' arguments until it crosses: a long or heavy one crosses at once.
+      if (queued.length >= MAX_BATCH_CALLS || queuedCharacters >= MAX_BATCH_CHARACTERS) flush();
+      else if (!flushScheduled) {
+        flushScheduled = true;
+        void flushLater();
+      }
+      return promise;
     }
     flush();
     if (limitHit !== null && limitHit.kind !== "output-limit") throw new ErrorCtor(limitHit.message);
@@ -456,6 +463,7 @@ export function sandboxBootstrap(
     if (queued.length === 0) return;
     const batch = queued;
     queued = [];
+    queuedCharacters = 0;
     let replies: unknown;
     if (limitHit === null || limitHit.kind === "output-limit") {
       const calls = nullArray();
@@ -850,6 +858,7 @@ export function sandboxBootstrap(
     limitHit = null;
     ReflectApply(MapClear, pending, []);
     queued = [];
+    queuedCharacters = 0;
     flushScheduled = false;
   }
 
