@@ -59,6 +59,9 @@ const syncCalls = (count: number) =>
   `function main(moss: Moss) {\n  let sum = 0;\n  for (let index = 0; index < ${count}; index++) sum += moss.ledger.add(1);\n  return sum;\n}`;
 const asyncCalls = (count: number) =>
   `async function main(moss: Moss) {\n  let sum = 0;\n  for (let index = 0; index < ${count}; index++) sum += await moss.ledger.total();\n  return sum;\n}`;
+/** Async calls made 50 at a time in one microtask turn (they cross to the host in one batch, issue 17). */
+const asyncCallsPerTurn = (count: number) =>
+  `async function main(moss: Moss) {\n  let sum = 0;\n  for (let round = 0; round < ${count / 50}; round++) {\n    const turn: Promise<number>[] = [];\n    for (let index = 0; index < 50; index++) turn.push(moss.ledger.total());\n    for (const value of await Promise.all(turn)) sum += value;\n  }\n  return sum;\n}`;
 const noCallsSync = (count: number) =>
   `function main(moss: Moss) {\n  let sum = 0;\n  for (let index = 0; index < ${count}; index++) sum += index;\n  return sum + moss.records.length;\n}`;
 const noCalls = (count: number) =>
@@ -251,9 +254,11 @@ async function hostCallRows(driver: DriverKind, runtime: MossRuntime): Promise<R
   const noneSync = await sample(HOST_CALL_RUNS, () => executeOk(runtime, noCallsSync(HOST_CALLS)), 2);
   const sync = await sample(HOST_CALL_RUNS, () => executeOk(runtime, syncCalls(HOST_CALLS)), 2);
   const asynchronous = await sample(HOST_CALL_RUNS, () => executeOk(runtime, asyncCalls(HOST_CALLS)), 2);
+  const perTurn = await sample(HOST_CALL_RUNS, () => executeOk(runtime, asyncCallsPerTurn(HOST_CALLS)), 2);
   return [
     perCall("3a sync host call round trip", driver, sync, noneSync),
     perCall("3b async host call round trip", driver, asynchronous, none),
+    perCall("3c async host calls, 50 per microtask turn (batched)", driver, perTurn, none),
   ];
 }
 

@@ -26,7 +26,14 @@ export {
   WIRE_MAX_DEPTH,
   WIRE_TEXT_SLACK,
 } from "./host/host-wire.ts";
-export { callMembrane, errorWire } from "./host/membrane-call.ts";
+export {
+  answerInOrder,
+  type BatchedCall,
+  callMembrane,
+  checkBatch,
+  errorWire,
+  parseBatch,
+} from "./host/membrane-call.ts";
 export {
   ISOLATE_SCRIPT_BUILD,
   ISOLATE_SCRIPT_FILE,
@@ -42,6 +49,7 @@ export {
   type HandleKind,
   type HandleOperation,
   type HandleShape,
+  type HostBatchBridge,
   type HostCallBridge,
   type HostMembrane,
   type HostOperation,

@@ -94,5 +94,5 @@ function sourceHash(): string {
  * the isolate script in strict mode, then its entry started with the bridges (returning the entry points).
  */
 export function isolateClosureSource(): string {
-  return `"use strict";\n${isolateScript()}\nreturn ${ISOLATE_SCRIPT_GLOBAL}.start($0, $1, $2);`;
+  return `"use strict";\n${isolateScript()}\nreturn ${ISOLATE_SCRIPT_GLOBAL}.start($0, $1, $2, $3);`;
 }

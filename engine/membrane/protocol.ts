@@ -26,6 +26,15 @@ export type HostCallBridge = (
   nondeterminism: string,
 ) => string;
 
+/**
+ * The batch bridge the isolate half is started with: the calls of `asyncMethods` model code made in one microtask
+ * turn, in program order, as a JSON array of `[operation, handle, member, args, line, nondeterminism]` (the
+ * arguments of `HostCallBridge`); returns a JSON array of their replies' wire text, in the same order. The host stops
+ * at a reply that ends the run's calls (a limit, a refused or paused call): the calls after it get no reply and fail
+ * with that reply's message, as if each had been made alone.
+ */
+export type HostBatchBridge = (calls: string) => string;
+
 export type CallbackOperation = Extract<HostOperation, "call" | "construct">;
 
 /** What a handle is: `function` callable (and maybe has members), `object` members only, `class` `new` only. */
@@ -41,6 +50,11 @@ export interface HandleShape {
   methods: string[];
   /** Public property names readable through the proxy (each read is a host call). */
   properties: string[];
+  /**
+   * Of `methods`, those declared to return a Promise: the isolate sends their calls made in one microtask turn
+   * together (`HostBatchBridge`), before any other host call, and hands model code a promise at once.
+   */
+  asyncMethods?: string[];
 }
 
 /**

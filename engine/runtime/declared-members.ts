@@ -41,6 +41,11 @@ export interface DeclaredType {
    * declaration at all): a call that waits for a person then stops the run at once, since no placeholder fits.
    */
   readonly callSync: boolean;
+  /**
+   * Whether every call here is declared to return a Promise (`Promise<T>`; not a type parameter, `any` or a union
+   * with a plain value): model code gets a promise whatever happens, so the isolate may batch such calls.
+   */
+  readonly callPromise: boolean;
 }
 
 const EMPTY: ReadonlyMap<string, DeclaredType> = new Map();
@@ -59,6 +64,7 @@ function fixedType(kind: DeclaredType["kind"], callable: boolean): DeclaredType 
     callApproval: false,
     constructApproval: false,
     callSync: kind !== "declared",
+    callPromise: false,
     data: kind === "declared",
     get rest() {
       return kind === "declared" ? NOTHING : type;
@@ -95,6 +101,7 @@ interface Parts {
   callApproval?: boolean;
   constructApproval?: boolean;
   callSync?: boolean;
+  callPromise?: boolean;
 }
 
 /** A declared type whose parts are computed on first use, once. */
@@ -145,6 +152,9 @@ class LazyType implements DeclaredType {
   }
   get callSync(): boolean {
     return this.#get().callSync ?? true;
+  }
+  get callPromise(): boolean {
+    return this.#get().callPromise ?? false;
   }
 }
 
@@ -413,6 +423,9 @@ export class DeclaredTypes {
         const returned = signature.getReturnType();
         return (checker.getAwaitedType(returned) ?? returned) === returned;
       }),
+      callPromise:
+        signatures.length > 0 &&
+        signatures.every((signature) => isPromise(signature.getReturnType(), checker)),
       ...(index ? { rest: this.of(index.type) } : {}),
       ...(calls.length > 0 ? { callResult: combine(calls) } : {}),
       ...(constructs.length > 0 ? { constructResult: combine(constructs) } : {}),
@@ -538,6 +551,9 @@ function lazyOf(resolve: () => DeclaredType, approval = false): DeclaredType {
     get callSync() {
       return get().callSync;
     },
+    get callPromise() {
+      return get().callPromise;
+    },
   };
 }
 
@@ -585,6 +601,7 @@ export function combine(types: readonly DeclaredType[]): DeclaredType {
       callApproval: objects.some((type) => type.callApproval),
       constructApproval: objects.some((type) => type.constructApproval),
       callSync: objects.length === 0 || objects.some((type) => type.callSync),
+      callPromise: objects.length > 0 && objects.every((type) => type.callPromise),
       data: objects.length === 0,
       rest:
         objects.length > 0 && objects.every((type) => type.rest !== NOTHING)
@@ -595,4 +612,10 @@ export function combine(types: readonly DeclaredType[]): DeclaredType {
       ...(constructs ? { constructResult: combine(constructs) } : {}),
     };
   });
+}
+
+/** Whether a declared type is a Promise (each alternative of a union): never a type parameter or `any`. */
+function isPromise(type: ts.Type, checker: ts.TypeChecker): boolean {
+  if (type.isUnion()) return type.types.every((alternative) => isPromise(alternative, checker));
+  return type.getSymbol()?.getName() === "Promise" && checker.getAwaitedType(type) !== type;
 }

@@ -12,7 +12,7 @@ import {
   writtenStrings,
 } from "../membrane/index.ts";
 import { type DeclaredType, NOTHING, RUNTIME, UNDECLARED } from "./declared-members.ts";
-import { withRunSignal } from "./run-signal.ts";
+import { type RunSignal, withRunSignal } from "./run-signal.ts";
 
 interface HandleEntry {
   value: object;
@@ -97,7 +97,7 @@ export class HostMembrane implements HostMembraneContract {
   #unconstructible: (value: object) => boolean = () => false;
   #nextId = 1;
   /** The signal of the run whose calls this membrane makes (`currentRunSignal()` in the host methods it calls). */
-  runSignal: AbortSignal | undefined;
+  runSignal: AbortSignal | RunSignal | undefined;
 
   /**
    * `nearestDeclaredClass` types objects crossing where the declaration says `any`/`unknown`/`object`;
@@ -388,6 +388,12 @@ export class HostMembrane implements HostMembraneContract {
       if (type.kind !== "runtime" && !type.members.has(name)) continue;
       const member = safeRead(value, name);
       (typeof member === "function" ? shape.methods : shape.properties).push(name);
+      if (
+        typeof member === "function" &&
+        type.kind !== "runtime" &&
+        type.members.get(name)?.callPromise === true
+      )
+        (shape.asyncMethods ??= []).push(name);
     }
     if (!ids) {
       ids = new Map();

@@ -1,10 +1,14 @@
 import { MossError } from "../errors.ts";
 import {
+  answerInOrder,
+  type BatchedCall,
   errorWire,
+  type HostBatchBridge,
   type HostCallBridge,
   type HostOperation,
   type HostOutcome,
   isolateClosureSource,
+  parseBatch,
   type SandboxEnvelope,
   WIRE_TEXT_SLACK,
 } from "../membrane/index.ts";
@@ -34,6 +38,11 @@ export interface SessionHost {
     /** The clock and random values the run read since its previous host call (JSON), or "" when none. */
     nondeterminism?: string,
   ): HostOutcome;
+  /**
+   * Answers a batch of calls in order in one exchange (see `answerInOrder`): a host across a pipe crosses once for
+   * all of them. Without it each call goes through `call`.
+   */
+  callBatch?(calls: BatchedCall[]): HostOutcome[];
 }
 
 /** Where the isolate executes: on isolated-vm's thread (never blocks the caller) or on the calling thread. */
@@ -50,7 +59,7 @@ type Failure = { kind: ExecutionErrorKind; name: string; message: string };
 /** The isolate half as a script whose value is the closure `evalClosure` would make (same line numbers). */
 let bootstrapScript: string | undefined;
 function bootstrapScriptSource(): string {
-  bootstrapScript ??= `(function ($0, $1, $2) {${isolateClosureSource()}\n})`;
+  bootstrapScript ??= `(function ($0, $1, $2, $3) {${isolateClosureSource()}\n})`;
   return bootstrapScript;
 }
 const BOOTSTRAP_FILENAME = "moss-sandbox-bootstrap.js";
@@ -66,7 +75,7 @@ let bootstrapCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
 async function bootstrapEntry(
   isolate: ivm.Isolate,
   context: ivm.Context,
-  bridges: [ivm.Callback, ivm.Callback, ivm.Callback],
+  bridges: [ivm.Callback, ivm.Callback, ivm.Callback, ivm.Callback],
 ): Promise<ivm.Reference> {
   const cached = bootstrapCache;
   const script = (await isolate.compileScript(
@@ -102,6 +111,8 @@ interface ActiveRun {
   waiting: number;
   /** Host promises whose settlement has not entered the isolate yet. */
   outstanding: number;
+  /** Settlements waiting for their one entry into the isolate (`[promiseId, tag, wire]`), in the order they came. */
+  settlements: Array<[number, "v" | "e", string]>;
   /** The envelope `done` delivered; the run finishes once no entry into the isolate is still in flight. */
   envelope?: string;
   /** Entries into the isolate (the script, promise settlements) not yet returned: their microtasks belong to the run. */
@@ -147,6 +158,7 @@ export class IsolateSession {
   readonly #install: ivm.Reference;
   readonly #runScript: ivm.Reference;
   readonly #settle: ivm.Reference;
+  readonly #settleAll: ivm.Reference;
   readonly #recorded: ivm.Reference;
   #host: SessionHost | undefined;
   #active: ActiveRun | undefined;
@@ -162,6 +174,7 @@ export class IsolateSession {
       install: ivm.Reference;
       runScript: ivm.Reference;
       settle: ivm.Reference;
+      settleAll: ivm.Reference;
       recorded: ivm.Reference;
     },
     references: Array<{ release(): void }>,
@@ -172,6 +185,7 @@ export class IsolateSession {
     this.#install = entries.install;
     this.#runScript = entries.runScript;
     this.#settle = entries.settle;
+    this.#settleAll = entries.settleAll;
     this.#recorded = entries.recorded;
     this.#references = references;
   }
@@ -196,16 +210,19 @@ export class IsolateSession {
       const done = new ivm.Callback((envelope: string) => {
         if (session !== undefined) session.#done(envelope);
       });
-      const entry = await bootstrapEntry(isolate, context, [bridge, emit, done]);
+      const answerBatch: HostBatchBridge = (calls) => session!.#answerBatch(calls);
+      const batch = new ivm.Callback(answerBatch);
+      const entry = await bootstrapEntry(isolate, context, [bridge, emit, done, batch]);
       const get = (name: string) => entry.get(name, { reference: true }) as Promise<ivm.Reference>;
-      const [install, runScript, settle, recorded] = await Promise.all([
+      const [install, runScript, settle, settleAll, recorded] = await Promise.all([
         get("install"),
         get("runScript"),
         get("settle"),
+        get("settleAll"),
         get("recorded"),
       ]);
-      const entries = { install, runScript, settle, recorded };
-      const references = [entry, install, runScript, settle, recorded, context];
+      const entries = { install, runScript, settle, settleAll, recorded };
+      const references = [entry, install, runScript, settle, settleAll, recorded, context];
       session = new IsolateSession(memoryLimit, options.thread, isolate, entries, references);
       return session;
     } catch (error) {
@@ -254,6 +271,7 @@ export class IsolateSession {
       inFlight: 0,
       waiting: 0,
       outstanding: 0,
+      settlements: [],
       lastCpuMs: 0,
       stdout: [],
       ended: false,
@@ -534,6 +552,59 @@ export class IsolateSession {
     }
   }
 
+  /**
+   * Answers a batch of calls (`HostBatchBridge`) in order, each admitted and decided as if it were made alone. The
+   * replies stop at one that ends the run's calls (past the call limit, refused, paused): the isolate fails the calls
+   * after it with that reply's message, as it fails a call made after it.
+   */
+  #answerBatch(text: string): string {
+    const replies: string[] = [];
+    let calls: BatchedCall[];
+    try {
+      calls = parseBatch(text);
+    } catch {
+      return "[]";
+    }
+    const admitted: BatchedCall[] = [];
+    let refused: string | undefined;
+    for (const call of calls) {
+      const run = this.#admit();
+      if (typeof run === "string") {
+        refused = run;
+        break;
+      }
+      admitted.push(call);
+    }
+    const run = this.#active;
+    if (admitted.length > 0 && run !== undefined) {
+      const host = this.#host!;
+      const answerOne = (call: BatchedCall): HostOutcome => {
+        try {
+          return host.call(...call);
+        } catch (error) {
+          return { kind: "error", wire: errorWire(error) };
+        }
+      };
+      let outcomes: HostOutcome[];
+      try {
+        outcomes =
+          host.callBatch === undefined ? answerInOrder(admitted, answerOne) : host.callBatch(admitted);
+      } catch (error) {
+        outcomes = [{ kind: "error", wire: errorWire(error) }];
+      }
+      // Calls the host did not make were not made: they count as the calls model code makes after a refusal do.
+      run.hostCalls -= admitted.length - outcomes.length;
+      for (const outcome of outcomes) replies.push(this.#reply(run, outcome));
+      if (outcomes.length < admitted.length) return JSON.stringify(replies);
+    }
+    if (refused !== undefined) {
+      // Not running: every call hears so; past the limit: the first call that crossed it does, the rest fail so.
+      if (refused.startsWith("e")) while (replies.length < calls.length) replies.push(refused);
+      else replies.push(refused);
+    }
+    return JSON.stringify(replies);
+  }
+
   #done(envelope: string): void {
     const run = this.#active;
     if (run === undefined || run.ended) return;
@@ -639,10 +710,24 @@ export class IsolateSession {
     this.#finishWhenIdle(run);
   }
 
+  /**
+   * Queues a host promise's settlement; the settlements that arrive in one turn of this thread enter the isolate
+   * together, in the order they came (one entry instead of one each).
+   */
   #deliver(run: ActiveRun, promiseId: number, tag: "v" | "e", wire: string): void {
     if (run.ended || run.failure !== undefined || !this.alive) return;
-    run.outstanding--;
-    void this.#enter(run, this.#settle, [promiseId, tag, wire], this.#syncTimeout(run));
+    run.settlements.push([promiseId, tag, wire]);
+    if (run.settlements.length === 1) queueMicrotask(() => this.#deliverQueued(run));
+  }
+
+  #deliverQueued(run: ActiveRun): void {
+    const settlements = run.settlements;
+    run.settlements = [];
+    if (run.ended || run.failure !== undefined || !this.alive || settlements.length === 0) return;
+    run.outstanding -= settlements.length;
+    const timeout = this.#syncTimeout(run);
+    if (settlements.length === 1) void this.#enter(run, this.#settle, settlements[0]!, timeout);
+    else void this.#enter(run, this.#settleAll, [JSON.stringify(settlements)], timeout);
   }
 
   #kill(): void {

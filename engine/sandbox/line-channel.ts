@@ -1,5 +1,5 @@
 import type { Duplex } from "node:stream";
-import type { CallReply, HostOperation } from "../membrane/index.ts";
+import type { BatchedCall, CallReply, HostOperation } from "../membrane/index.ts";
 import type { SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbox.ts";
 
 /*
@@ -19,6 +19,12 @@ export interface HostCall {
   line: number;
   /** The clock and random values the run read since its previous host call (JSON); absent when none. */
   nondeterminism?: string;
+}
+
+/** The calls of one batch (`HostBatchBridge`) as the sandbox process writes them; the reply is one array line. */
+export interface HostCallBatch {
+  session: number;
+  batch: BatchedCall[];
 }
 
 export type { CallReply } from "../membrane/index.ts";

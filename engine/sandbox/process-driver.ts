@@ -4,7 +4,7 @@ import { availableParallelism } from "node:os";
 import type { Duplex } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { MossError } from "../errors.ts";
-import { callMembrane, errorWire } from "../membrane/index.ts";
+import { answerInOrder, callMembrane, checkBatch, errorWire, type HostOutcome } from "../membrane/index.ts";
 import { runnableEntry } from "../runnable-entry.ts";
 import type { ExecutionLimits } from "../types.ts";
 import { crashResult } from "./crash-result.ts";
@@ -12,6 +12,7 @@ import {
   type CallReply,
   type ChildMessage,
   type HostCall,
+  type HostCallBatch,
   LineChannel,
   type ParentMessage,
 } from "./line-channel.ts";
@@ -166,7 +167,7 @@ class SandboxChild {
   /** The sessions whose isolate lives here, by id. */
   readonly sessions = new Map<number, ProcessSession>();
   readonly #channel: LineChannel<ChildMessage, ParentMessage>;
-  readonly #calls: LineChannel<HostCall, CallReply>;
+  readonly #calls: LineChannel<HostCall | HostCallBatch, CallReply | CallReply[]>;
   readonly #streams: Array<{ ref(): unknown; unref(): unknown }>;
   #run: ChildRun | undefined;
   readonly #queue: ChildRun[] = [];
@@ -240,7 +241,9 @@ class SandboxChild {
     const control = this.process.stdio[3] as Duplex;
     const calls = this.process.stdio[4] as Duplex;
     this.#channel = new LineChannel<ChildMessage, ParentMessage>(control, (message) => this.#handle(message));
-    this.#calls = new LineChannel<HostCall, CallReply>(calls, (call) => this.#answer(call));
+    this.#calls = new LineChannel<HostCall | HostCallBatch, CallReply | CallReply[]>(calls, (call) =>
+      "batch" in call ? this.#answerBatch(call) : this.#answer(call),
+    );
     control.on("error", () => {});
     calls.on("error", () => {});
     this.#streams = [this.process, control, calls, this.process.stderr!] as unknown as Array<{
@@ -495,9 +498,7 @@ class SandboxChild {
   }
 
   #answer(call: HostCall): void {
-    const session = this.sessions.get(call.session);
-    // Only the session whose run is in flight may reach its membrane.
-    const membrane = this.#run?.session === session ? session?.membrane : undefined;
+    const membrane = this.#membraneOf(call.session);
     const outcome =
       membrane === undefined
         ? { kind: "error" as const, wire: errorWire(new Error("the session is closed")) }
@@ -510,12 +511,32 @@ class SandboxChild {
             call.line,
             call.nondeterminism,
           );
-    if (outcome.kind !== "promise") {
-      this.#reply(outcome);
-      return;
+    this.#reply(this.#callReply(outcome));
+  }
+
+  /** A batch of calls (`HostBatchBridge`): answered in order as `answerInOrder` says, replied to in one line. */
+  #answerBatch(call: HostCallBatch): void {
+    const membrane = this.#membraneOf(call.session);
+    let outcomes: HostOutcome[];
+    try {
+      if (membrane === undefined) throw new Error("the session is closed");
+      outcomes = answerInOrder(checkBatch(call.batch), (batched) => callMembrane(membrane, ...batched));
+    } catch (error) {
+      outcomes = [{ kind: "error", wire: errorWire(error) }];
     }
+    this.#reply(outcomes.map((outcome) => this.#callReply(outcome)));
+  }
+
+  /** Only the session whose run is in flight may reach its membrane. */
+  #membraneOf(id: number): HostMembrane | undefined {
+    const session = this.sessions.get(id);
+    return this.#run?.session === session ? session?.membrane : undefined;
+  }
+
+  /** A call's outcome as it crosses the pipe: a promise is named by an id, its settlement sent later on fd 3. */
+  #callReply(outcome: HostOutcome): CallReply {
+    if (outcome.kind !== "promise") return outcome;
     const promiseId = this.#nextPromiseId++;
-    this.#reply({ kind: "promise", promiseId });
     outcome.settled.then(
       (settled) =>
         this.#send(
@@ -525,9 +546,10 @@ class SandboxChild {
         ),
       (error: unknown) => this.#send({ type: "settle", promiseId, kind: "error", wire: errorWire(error) }),
     );
+    return { kind: "promise", promiseId };
   }
 
-  #reply(reply: CallReply): void {
+  #reply(reply: CallReply | CallReply[]): void {
     if (!this.#exited) this.#calls.send(reply);
   }
 

@@ -1,6 +1,12 @@
 import { readSync, writeSync } from "node:fs";
 import { Socket } from "node:net";
-import type { CallReply, HostOperation, HostOutcome, SettledOutcome } from "../membrane/index.ts";
+import type {
+  BatchedCall,
+  CallReply,
+  HostOperation,
+  HostOutcome,
+  SettledOutcome,
+} from "../membrane/index.ts";
 import { crashResult } from "./crash-result.ts";
 import { type IsolateSession, memoryLimitMebibytes } from "./isolate-session.ts";
 import { type ChildMessage, LineChannel, type ParentMessage } from "./line-channel.ts";
@@ -66,7 +72,18 @@ function callParent(
     line,
     ...(nondeterminism ? { nondeterminism } : {}),
   };
-  writeAll(`${JSON.stringify(call)}\n`);
+  return outcomeOf(exchange(call) as CallReply);
+}
+
+/** Sends a batch of host calls to the parent in one line and blocks until the line of their replies arrives. */
+function callParentBatch(session: number, batch: BatchedCall[]): HostOutcome[] {
+  const replies = exchange({ session, batch });
+  return Array.isArray(replies) ? replies.map((reply: CallReply) => outcomeOf(reply)) : [];
+}
+
+/** Writes one line on the call pipe and reads the parent's reply line. */
+function exchange(message: object): unknown {
+  writeAll(`${JSON.stringify(message)}\n`);
   const chunks: Buffer[] = [];
   for (;;) {
     let count: number;
@@ -80,7 +97,10 @@ function callParent(
     chunks.push(Buffer.from(replyBuffer.subarray(0, count)));
     if (replyBuffer[count - 1] === 0x0a) break;
   }
-  const reply = JSON.parse(Buffer.concat(chunks).toString("utf8")) as CallReply;
+  return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+}
+
+function outcomeOf(reply: CallReply): HostOutcome {
   if (reply.kind !== "promise") return reply;
   // Registered before this thread returns to its event loop, where the matching settle is read.
   const settled = new Promise<SettledOutcome>((resolve) => promises.set(reply.promiseId, resolve));
@@ -110,6 +130,7 @@ async function open(
     await session.install(setup, {
       call: (operation, handle, member, args, line, nondeterminism) =>
         callParent(id, operation, handle, member, args, line, nondeterminism),
+      callBatch: (batch) => callParentBatch(id, batch),
     });
     sessions.set(id, session);
     channel.send({ type: "opened", session: id });

@@ -35,3 +35,54 @@ export function callMembrane(
 export function errorWire(error: unknown): string {
   return hostErrorWire(error);
 }
+
+/** One call of a batch (`HostBatchBridge`): the arguments of `HostCallBridge`, in its order. */
+export type BatchedCall = [
+  operation: HostOperation,
+  handle: number,
+  member: string | null,
+  args: string,
+  line: number,
+  nondeterminism: string,
+];
+
+/**
+ * Answers a batch's calls in order, each by `answer` as if it were made alone, and stops after an outcome that ends
+ * the run's calls (refused, paused): the calls after it are not made (model code sees them fail as it would have).
+ */
+export function answerInOrder(
+  calls: readonly BatchedCall[],
+  answer: (call: BatchedCall) => HostOutcome,
+): HostOutcome[] {
+  const outcomes: HostOutcome[] = [];
+  for (const call of calls) {
+    const outcome = answer(call);
+    outcomes.push(outcome);
+    if (outcome.kind === "refuse" || outcome.kind === "pause") break;
+  }
+  return outcomes;
+}
+
+/** The calls of a batch's JSON text, each checked for its shape; throws for anything else. */
+export function parseBatch(text: string): BatchedCall[] {
+  return checkBatch(JSON.parse(text));
+}
+
+/** A batch that crossed a pipe, each call checked for its shape; throws a TypeError for anything else. */
+export function checkBatch(parsed: unknown): BatchedCall[] {
+  if (!Array.isArray(parsed)) throw new TypeError("invalid host call batch");
+  for (const call of parsed) {
+    if (
+      !Array.isArray(call) ||
+      call.length !== 6 ||
+      typeof call[0] !== "string" ||
+      typeof call[1] !== "number" ||
+      (call[2] !== null && typeof call[2] !== "string") ||
+      typeof call[3] !== "string" ||
+      typeof call[4] !== "number" ||
+      typeof call[5] !== "string"
+    )
+      throw new TypeError("invalid host call batch");
+  }
+  return parsed as BatchedCall[];
+}

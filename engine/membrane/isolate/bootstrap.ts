@@ -1,4 +1,5 @@
 import {
+  type HostBatchBridge,
   type HostCallBridge,
   type HostOperation,
   type SandboxEnvelope,
@@ -48,6 +49,7 @@ import {
   WeakMapGet,
   WeakMapSet,
 } from "../wire/intrinsics.ts";
+import { nullArray } from "../wire/values.ts";
 import { formatValues, inspect } from "./format.ts";
 import { shapeOfProxy } from "./proxy-shapes.ts";
 import { append, data, slice } from "./records.ts";
@@ -83,6 +85,8 @@ export interface SandboxEntryPoints {
     replayJson: string,
   ): void;
   settle(promiseId: number, tag: string, body: string): void;
+  /** Settles several host promises in one entry: a JSON array of `[promiseId, tag, body]`, in order. */
+  settleAll(settlements: string): void;
   /** The clock and random values the current run has read so far (JSON `{ clock, random }`): a paused run's log. */
   recorded(): string;
 }
@@ -92,6 +96,7 @@ export function sandboxBootstrap(
   hostCall: HostCallBridge,
   emit: (text: string) => void,
   done: (envelope: string) => void,
+  hostCalls: HostBatchBridge,
 ): SandboxEntryPoints {
   const global = globalThis as any;
   // Called through this binding, eval is indirect: the code runs in global scope with classic-script semantics.
@@ -185,10 +190,15 @@ export function sandboxBootstrap(
       ReflectSetPrototypeOf(target, null);
     }
     const methods = ArrayIsArray(shape.methods) ? shape.methods : [];
+    const asyncMethods = new MapCtor<unknown, true>();
+    const declaredAsync = ArrayIsArray(shape.asyncMethods) ? shape.asyncMethods : [];
+    for (let i = 0; i < declaredAsync.length; i++)
+      ReflectApply(MapSet, asyncMethods, [declaredAsync[i], true]);
     for (let i = 0; i < methods.length; i++) {
       const name = methods[i];
       if (!isReachableName(name)) continue;
-      const method = seal((...args: unknown[]) => callHost("call", id, name, args));
+      const batched = ReflectApply(MapGet, asyncMethods, [name]) === true;
+      const method = seal((...args: unknown[]) => callHost("call", id, name, args, batched));
       ReflectDefineProperty(target, name, data(method));
     }
     const properties = ArrayIsArray(shape.properties) ? shape.properties : [];
@@ -356,13 +366,11 @@ export function sandboxBootstrap(
     return JSONStringify({ __proto__: null, clock: clockValues, random: randomValues });
   }
 
-  // Where in the model's script the current host call is made, as one number: line * 65536 + column (1-based; 0 when
-  // not found). The host reads it with `callSiteOf` (sandbox.ts, CALL_SITE_COLUMNS): approvals, policies and the
-  // trace name the call's own line, even on a continuation line.
-  function callerSite(): number {
-    const site: { stack?: string } = ObjectCreate(null);
-    ErrorCaptureStackTrace(site);
-    const stack = site.stack;
+  // Where in the model's script a host call is made, as one number: line * 65536 + column (1-based; 0 when not
+  // found). The host reads it with `callSiteOf` (protocol.ts, CALL_SITE_COLUMNS): approvals, policies and the trace
+  // name the call's own line, even on a continuation line. The stack is captured once per call (formatting it is
+  // most of a call's cost in the isolate) and also kept for a later rejection's frames.
+  function siteIn(stack: string | undefined): number {
     if (typeof stack !== "string" || runFilename === "") return 0;
     const at = ReflectApply(StringIndexOf, stack, [`${runFilename}:`]);
     if (at === -1) return 0;
@@ -384,7 +392,35 @@ export function sandboxBootstrap(
     return line * 65536 + (column > 65535 ? 0 : column);
   }
 
-  function callHost(operation: HostOperation, id: number, member: string | null, args: unknown[]): unknown {
+  interface Settlers {
+    resolve: (value: unknown) => void;
+    reject: (error: unknown) => void;
+  }
+
+  /** A call of an `asyncMethods` member waiting for its turn's batch. */
+  interface QueuedCall extends Settlers {
+    call: unknown[];
+    site: string | undefined;
+  }
+  let queued: QueuedCall[] = [];
+  let queuedCharacters = 0;
+  let flushScheduled = false;
+  const MAX_BATCH_CALLS = 256;
+  const MAX_BATCH_CHARACTERS = 1024 * 1024;
+
+  /**
+   * Makes a host call. A `batched` call (a method declared to return a Promise) is queued and its promise returned
+   * at once; the queue crosses in one batch at the end of the microtask turn, or before any other call crosses, so
+   * the host sees every call in program order. Everything a call decides at once (the limit already hit, its
+   * arguments' encoding, its call site, the clock and random values read before it) is decided when it is made.
+   */
+  function callHost(
+    operation: HostOperation,
+    id: number,
+    member: string | null,
+    args: unknown[],
+    batched = false,
+  ): unknown {
     if (limitHit !== null && limitHit.kind !== "output-limit") throw new ErrorCtor(limitHit.message);
     const label = member === null ? "host function" : `${member}()`;
     const encoded = codec.encode(args, {
@@ -392,28 +428,112 @@ export function sandboxBootstrap(
       rootPath: `arguments of ${label}`,
       knownHandle,
     } as any);
-    const reply = hostCall(operation, id, member, encoded, callerSite(), unreported());
+    // The rejection of a host promise arrives later from bootstrap code: the caller's frames are kept for its stack.
+    const site: { stack?: string } = ObjectCreate(null);
+    ErrorCaptureStackTrace(site);
+    const stack = site.stack;
+    if (batched) {
+      const call = nullArray(operation, id, member, encoded, siteIn(stack), unreported());
+      const promise = new PromiseCtor((resolve, reject) => {
+        append(queued, { __proto__: null, call, resolve, reject, site: stack });
+      });
+      queuedCharacters += encoded.length;
+      // A batch holds its calls' arguments until it crosses: a long or heavy one crosses at once.
+      if (queued.length >= MAX_BATCH_CALLS || queuedCharacters >= MAX_BATCH_CHARACTERS) flush();
+      else if (!flushScheduled) {
+        flushScheduled = true;
+        void flushLater();
+      }
+      return promise;
+    }
+    flush();
+    if (limitHit !== null && limitHit.kind !== "output-limit") throw new ErrorCtor(limitHit.message);
+    return receive(hostCall(operation, id, member, encoded, siteIn(stack), unreported()), stack, undefined);
+  }
+
+  // `await` of a plain value queues one microtask and looks up nothing model code could have patched.
+  async function flushLater(): Promise<void> {
+    await undefined;
+    flush();
+  }
+
+  /** Sends the queued calls in one batch and settles each call's promise from its reply; never throws. */
+  function flush(): void {
+    flushScheduled = false;
+    if (queued.length === 0) return;
+    const batch = queued;
+    queued = [];
+    queuedCharacters = 0;
+    let replies: unknown;
+    if (limitHit === null || limitHit.kind === "output-limit") {
+      const calls = nullArray();
+      for (let i = 0; i < batch.length; i++) calls[i] = batch[i]!.call;
+      try {
+        replies = JSONParse(hostCalls(JSONStringify(calls)));
+      } catch {}
+    }
+    for (let i = 0; i < batch.length; i++) {
+      const entry = batch[i]!;
+      try {
+        const reply = ArrayIsArray(replies) ? replies[i] : undefined;
+        if (typeof reply === "string") receive(reply, entry.site, entry);
+        // The host stopped before this call: it fails as it would have, made after the call that stopped it.
+        else throw new ErrorCtor(limitHit !== null ? limitHit.message : "the host did not answer this call");
+      } catch (error) {
+        entry.reject(withSite(error, entry.site));
+      }
+    }
+  }
+
+  /**
+   * What a host call's reply means for model code: its value, a thrown error, or a promise settled later (`into`
+   * given: that promise's settlers receive the value or the later settlement instead).
+   */
+  function receive(reply: string, site: string | undefined, into: Settlers | undefined): unknown {
     const tag = slice(reply, 0, 1);
     const body = slice(reply, 1);
-    if (tag === "v") return codec.decode(body, decodeOptions);
+    if (tag === "v") {
+      const value = codec.decode(body, decodeOptions);
+      if (into !== undefined) into.resolve(value);
+      return value;
+    }
     if (tag === "e") throw hostError(codec.decode(body, decodeOptions));
     if (tag === "p") {
       const promiseId = NumberCtor(body);
-      // The rejection arrives later from bootstrap code: keep the caller's frames for its stack now.
-      const site: { stack?: string } = ObjectCreate(null);
-      ErrorCaptureStackTrace(site);
+      if (into !== undefined) {
+        ReflectApply(MapSet, pending, [
+          promiseId,
+          { __proto__: null, resolve: into.resolve, reject: into.reject, site },
+        ]);
+        return undefined;
+      }
       return new PromiseCtor((resolve, reject) => {
-        ReflectApply(MapSet, pending, [promiseId, { __proto__: null, resolve, reject, site: site.stack }]);
+        ReflectApply(MapSet, pending, [promiseId, { __proto__: null, resolve, reject, site }]);
       });
     }
     // The call waits for a person's decision: the run pauses once nothing else can happen (the host decides when).
-    if (tag === "w") return new PromiseCtor(() => {});
+    if (tag === "w") return into !== undefined ? undefined : new PromiseCtor(() => {});
     if (tag === "l" || tag === "d" || tag === "s") {
       const kind = tag === "l" ? "call-limit" : tag === "d" ? "replay-diverged" : "paused";
       if (limitHit === null) limitHit = { __proto__: null, kind, message: body } as any;
       throw new ErrorCtor(body);
     }
     throw new ErrorCtor(`unexpected host reply ${JSONStringify(tag)}`);
+  }
+
+  /** The error with the frames of the call that caused it (its stack text names the caller's lines). */
+  function withSite(error: any, site: string | undefined): unknown {
+    if (typeof site !== "string" || error === null || typeof error !== "object") return error;
+    const firstFrame = ReflectApply(StringIndexOf, site, ["\n"]);
+    const header = `${StringCtor(error.name)}: ${StringCtor(error.message)}`;
+    ReflectDefineProperty(error, "stack", {
+      __proto__: null,
+      value: firstFrame === -1 ? header : `${header}${slice(site, firstFrame)}`,
+      writable: true,
+      enumerable: false,
+      configurable: true,
+    } as PropertyDescriptor);
+    return error;
   }
 
   function settle(promiseId: number, tag: string, body: string): void {
@@ -431,20 +551,16 @@ export function sandboxBootstrap(
       entry.resolve(value);
       return;
     }
-    const error: any = hostError(value);
-    const site = entry.site;
-    if (typeof site === "string") {
-      const firstFrame = ReflectApply(StringIndexOf, site, ["\n"]);
-      const header = `${StringCtor(error.name)}: ${StringCtor(error.message)}`;
-      ReflectDefineProperty(error, "stack", {
-        __proto__: null,
-        value: firstFrame === -1 ? header : `${header}${slice(site, firstFrame)}`,
-        writable: true,
-        enumerable: false,
-        configurable: true,
-      } as PropertyDescriptor);
+    entry.reject(withSite(hostError(value), entry.site));
+  }
+
+  function settleAll(settlements: string): void {
+    const list = JSONParse(settlements);
+    if (!ArrayIsArray(list)) return;
+    for (let i = 0; i < list.length; i++) {
+      const item = list[i];
+      if (ArrayIsArray(item)) settle(item[0], item[1], item[2]);
     }
-    entry.reject(error);
   }
 
   // ---- stdout --------------------------------------------------------------------------------------------
@@ -741,6 +857,9 @@ export function sandboxBootstrap(
     stdoutClosed = false;
     limitHit = null;
     ReflectApply(MapClear, pending, []);
+    queued = [];
+    queuedCharacters = 0;
+    flushScheduled = false;
   }
 
   function describeError(error: unknown): { name: string; message: string; stack?: string } {
@@ -911,5 +1030,5 @@ export function sandboxBootstrap(
     start(target, argumentsJson, maxResultBytes, scriptError);
   }
 
-  return ObjectFreeze({ __proto__: null, install, runScript, settle, recorded } as any);
+  return ObjectFreeze({ __proto__: null, install, runScript, settle, settleAll, recorded } as any);
 }

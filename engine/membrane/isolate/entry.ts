@@ -1,5 +1,5 @@
 import "../wire/intrinsics.ts";
-import type { HostCallBridge } from "../protocol.ts";
+import type { HostBatchBridge, HostCallBridge } from "../protocol.ts";
 import { createWireCodec } from "../wire/codec.ts";
 import { type SandboxEntryPoints, sandboxBootstrap } from "./bootstrap.ts";
 
@@ -16,6 +16,7 @@ export function start(
   hostCall: HostCallBridge,
   emit: (text: string) => void,
   done: (envelope: string) => void,
+  hostCalls: HostBatchBridge,
 ): SandboxEntryPoints {
-  return sandboxBootstrap(createWireCodec(), hostCall, emit, done);
+  return sandboxBootstrap(createWireCodec(), hostCall, emit, done, hostCalls);
 }

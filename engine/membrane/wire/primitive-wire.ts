@@ -84,6 +84,13 @@ export const NOT_PRIMITIVE: unique symbol = Symbol("not primitive");
 export function decodePrimitive(table: unknown[], maxExpanded: number): unknown {
   const root = table[0];
   if (table.length === 1) {
+    if (ArrayIsArray(root) && root.length === 1 && root[0] === "A") {
+      // The empty array (a call without arguments): what the general way builds, expanded size 2.
+      if (2 > maxExpanded) return NOT_PRIMITIVE;
+      const empty = nullArray();
+      ReflectSetPrototypeOf(empty, ArrayPrototype);
+      return empty;
+    }
     if (root !== null && typeof root === "object") return NOT_PRIMITIVE;
     if (!jsonExact(root) || expandedSize(root) > maxExpanded) return NOT_PRIMITIVE;
     return root;

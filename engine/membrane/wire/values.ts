@@ -2,6 +2,7 @@ import type { HandleShape } from "../protocol.ts";
 import {
   ArrayBufferByteLength,
   ArrayBufferCtor,
+  ArrayIsArray,
   binaryConstructors,
   DataViewBuffer,
   DataViewByteLength,
@@ -66,6 +67,7 @@ export function plainShape(shape: HandleShape): HandleShape {
   copy.kind = shape.kind;
   copy.methods = copyStrings(shape.methods);
   copy.properties = copyStrings(shape.properties);
+  if (ArrayIsArray(shape.asyncMethods)) copy.asyncMethods = copyStrings(shape.asyncMethods);
   return copy;
 }
 
