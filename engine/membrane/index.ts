@@ -22,6 +22,8 @@ export {
   encodeWireFields,
   joinWireRecord,
   measureWire,
+  type SplitWireRecordOptions,
+  splitWireRecord,
   WIRE_MAX_BIGINT_DIGITS,
   WIRE_MAX_DEPTH,
   WIRE_TEXT_SLACK,

@@ -2,7 +2,7 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { renderObservation } from "../../engine/agent/observation.ts";
 import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
-import { createContext, encodeProperties } from "../../engine/context/index.ts";
+import { createContext, decodeProperties, encodeProperties } from "../../engine/context/index.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { SandboxDriver, SandboxRunResult, SandboxSession } from "../../engine/sandbox/sandbox.ts";
@@ -110,9 +110,7 @@ describe.each(["process", "in-process"] as const)("wire attacks (%s driver)", (d
       expect(execution.ok).toBe(true);
       expect(execution.warnings.join("\n")).toMatch(/moss\.stash .*larger than the limit/);
       expect(contextBytes(execution.context)).toBeLessThan(LIMITS.maxResultBytes);
-      expect(execution.context.properties.stash).toEqual(
-        encodeProperties({ stash: { good: 1 } }).properties.stash,
-      );
+      expect(decodeProperties(execution.context.properties).stash).toEqual({ good: 1 });
       await expectGoodSurvives();
       // Later executes pay nothing for it: the value is not in the isolate nor in the context any more.
       const later = await run(`function main() { return 1; }`);
@@ -350,9 +348,7 @@ describe.each(["process", "in-process"] as const)("wire attacks (%s driver)", (d
           `function main(moss: Moss) { moss.stash = "https://example.com/"; }`,
           restored,
         );
-        expect(replaced.context.properties.stash).toEqual(
-          encodeProperties({ stash: "https://example.com/" }).properties.stash,
-        );
+        expect(decodeProperties(replaced.context.properties).stash).toBe("https://example.com/");
       } finally {
         await restored.close();
       }
@@ -425,7 +421,7 @@ describe("class 3: the host bounds what a compromised sandbox sends back", () =>
       expect(maxBlockMs).toBeLessThan(MAX_HOST_BLOCK_MS);
       expectOutputLimit(execution);
       expect(execution.warnings.join("\n")).toMatch(/moss\.stash is larger than the limit/);
-      expect(execution.context.properties.stash).toEqual(encodeProperties({ stash: null }).properties.stash);
+      expect(decodeProperties(execution.context.properties).stash).toBeNull();
     } finally {
       await runtime.close();
     }
