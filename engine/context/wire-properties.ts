@@ -12,12 +12,15 @@ import { DEFAULT_LIMITS } from "../types.ts";
 /** The context version this engine writes once a property holds a wire document. */
 export const CONTEXT_VERSION = 2;
 
-/** The persisted form of a data field since context version 2: the wire text of its value (no handles). */
+/**
+ * The persisted form of a data field since context version 2: the wire text of the one-field record
+ * `{ [field]: value }` (plain data, no handles), the very text the isolate sends when only that field changed.
+ */
 export interface WireDocument {
   wire: string;
 }
 
-/** A data field's wire text as its persisted document. */
+/** A data field's one-field record wire text as its persisted document. */
 export function wireDocument(wire: string): WireDocument {
   return { wire };
 }
@@ -54,8 +57,9 @@ export function decodeWireDocument(
   const problem = wireDocumentProblem(encoded);
   if (problem !== undefined)
     throw new MossError("context-invalid", `properties${access} ${problem}`, { property: key });
+  let record: Record<string, unknown>;
   try {
-    return decodeWire(encoded.wire, { maxExpandedBytes: maxBytes });
+    record = decodeWire(encoded.wire, { maxExpandedBytes: maxBytes }) as Record<string, unknown>;
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     const message = MossError.is(error, "wire-limit")
@@ -63,6 +67,15 @@ export function decodeWireDocument(
       : `properties${access} cannot be decoded: ${reason}`;
     throw new MossError("context-invalid", message, { property: key }, { cause: error });
   }
+  const fields = typeof record === "object" && record !== null ? Object.keys(record) : [];
+  if (fields.length !== 1 || Object.getPrototypeOf(record) !== Object.prototype) {
+    throw new MossError(
+      "context-invalid",
+      `properties${access} cannot be decoded: its wire text is not a record of one field`,
+      { property: key },
+    );
+  }
+  return record[fields[0]!];
 }
 
 /** Options of `encodeWireProperties`. */

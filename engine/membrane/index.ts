@@ -21,6 +21,7 @@ export {
   encodeWire,
   encodeWireFields,
   joinWireRecord,
+  joinWireRecords,
   measureWire,
   type SplitWireRecordOptions,
   splitWireRecord,

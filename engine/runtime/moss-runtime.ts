@@ -18,6 +18,7 @@ import {
   encodeWire,
   encodeWireFields,
   joinWireRecord,
+  joinWireRecords,
   redactHostPaths,
   splitWireRecord,
 } from "../membrane/index.ts";
@@ -1021,8 +1022,11 @@ export class MossRuntime {
       });
       splitWireRecord(encoded, { onRefused: refuse, onField: (field, wire) => texts.set(field, wire) });
     }
-    const order = Object.keys(this.#data).filter((field) => texts.has(field));
-    return joinWireRecord(order.map((field) => [field, texts.get(field)!]));
+    return joinWireRecords(
+      Object.keys(this.#data)
+        .filter((field) => texts.has(field))
+        .map((field) => texts.get(field)!),
+    );
   }
 
   /**

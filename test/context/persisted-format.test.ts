@@ -155,9 +155,10 @@ describe.each(["in-process", "process"] as const)("%s driver", (sandbox) => {
     const context = execution.context;
     expect(context.version).toBe(2);
     for (const field of FIELDS) {
+      // Each document is the wire text of the one-field record { [field]: value }.
       const document = context.properties[field] as { wire: string };
       expect(isWireDocument(document)).toBe(true);
-      expect(Array.isArray(JSON.parse(document.wire))).toBe(true);
+      expect(JSON.parse(document.wire)[0]).toEqual(["O", field, 1]);
     }
     expectFixtureValues(decodeProperties(context.properties));
 
@@ -170,6 +171,9 @@ describe.each(["in-process", "process"] as const)("%s driver", (sandbox) => {
     // A field left unchanged keeps exactly the text it was stored as.
     const next = await execute(resumed, "function main(moss: any) { moss.big += 1n; }");
     expect(next.context.properties.plain).toEqual(context.properties.plain);
+    expect(next.context.properties.big).toEqual({
+      wire: '[["O","big",1],["B","-123456789012345678901234567889"]]',
+    });
     expect(decodeProperties(next.context.properties).big).toBe(-123456789012345678901234567889n);
     await store.close();
   });
@@ -194,13 +198,31 @@ describe("a corrupt version 2 file is a located error and nothing is lost", () =
 
   test.each([
     ["malformed JSON in the wire text", '[["O","a"', "cannot be decoded: invalid wire text"],
-    ["a node index out of range", '[["A",7]]', "cannot be decoded: invalid wire text: bad node index 7"],
-    ["a host handle", '[["H",{"id":1,"kind":"object","methods":[],"properties":[]}]]', "a handle"],
-    ["an unknown tag", '[["Z"]]', "cannot be decoded: invalid wire text: bad node 0"],
+    [
+      "a node index out of range",
+      '[["O","plain",7]]',
+      "cannot be decoded: invalid wire text: bad node index 7",
+    ],
+    [
+      "a host handle",
+      '[["O","plain",1],["H",{"id":1,"kind":"object","methods":[],"properties":[]}]]',
+      "cannot be decoded: invalid wire text: a handle where none is accepted",
+    ],
+    ["an unknown tag", '[["O","plain",1],["Z"]]', "cannot be decoded: invalid wire text: bad node 1"],
+    [
+      "a value that is not a record",
+      '["text"]',
+      "cannot be decoded: its wire text is not a record of one field",
+    ],
+    [
+      "a record of two fields",
+      '[["O","plain",1,"other",1],2]',
+      "cannot be decoded: its wire text is not a record of one field",
+    ],
   ])(
     "%s: compiling with it fails naming the file and the field, and loads nothing",
     async (_, wire, reason) => {
-      const file = await writeV2("bad", { plain: { wire }, when: { wire: '[["D",0]]' } });
+      const file = await writeV2("bad", { plain: { wire }, when: { wire: '[["O","when",1],["D",0]]' } });
       const context = (await new FileContextStore(directory).load("bad"))!;
       const error = await rejection(compile("in-process", context, file));
       expect(error.code).toBe("context-invalid");
@@ -212,7 +234,7 @@ describe("a corrupt version 2 file is a located error and nothing is lost", () =
   );
 
   test("a wire text over the expanded-size bound is refused on load, naming the property", async () => {
-    await writeV2("large", { plain: { wire: JSON.stringify(["x".repeat(2_000)]) } });
+    await writeV2("large", { plain: { wire: JSON.stringify([["O", "plain", 1], "x".repeat(2_000)]) } });
     const context = (await new FileContextStore(directory).load("large"))!;
     const error = await rejection((async () => decodeProperties(context.properties, { maxBytes: 1_000 }))());
     expect(error.code).toBe("context-invalid");

@@ -426,4 +426,32 @@ describe("class 3: the host bounds what a compromised sandbox sends back", () =>
       await runtime.close();
     }
   });
+
+  test.each([
+    ["a host handle", '[["O","stash",1],["H",{"id":1,"kind":"object","methods":["read"],"properties":[]}]]'],
+    ["an unknown node", '[["O","stash",1],["Z",1]]'],
+    ["a bad special number", '[["O","stash",1],["N","42"]]'],
+    ["a bigint that is not decimal", '[["O","stash",1],["B","0x10"]]'],
+    ["bad base64", '[["O","stash",1],["T","Uint8Array","!!!!"]]'],
+    ["a bad pattern", '[["O","stash",1],["R","(",""]]'],
+    ["a handle in a field sent with another", '[["O","notes",2,"stash",1],["A",3],["A"],["H",{"id":2}]]'],
+  ])(
+    "a data field holding %s is refused by the host and never stored (the context keeps loading)",
+    async (_, mossData) => {
+      const runtime = await new MossCompiler({ sandbox: hostileDriver({ mossData }), limits: LIMITS })
+        .bind(ByteStore, new ByteStore())
+        .compile(MODULE);
+      try {
+        const execution = await runtime.execute({ code: "function main() { return 1; }", typeCheck: "off" });
+        expect(execution.ok).toBe(false);
+        expect(execution.error?.message).toMatch(
+          /^the sandbox returned a malformed result: invalid wire text/,
+        );
+        // Nothing the sandbox sent was kept: the stored data are the module's initial values and still decode.
+        expect(decodeProperties(execution.context.properties)).toEqual({ notes: [], stash: null, other: null });
+      } finally {
+        await runtime.close();
+      }
+    },
+  );
 });

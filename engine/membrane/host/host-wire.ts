@@ -173,15 +173,18 @@ export interface SplitWireRecordOptions {
   maxExpandedBytes?: number;
   /** A field left out (over the budget), with the reason (a phrase following the field's path). */
   onRefused: (field: string, reason: string) => void;
-  /** A field kept: its own wire text (node 0 is its value) and its expanded size as counted against the budget. */
+  /**
+   * A field kept: the wire text of the one-field record `{ [field]: value }` and the field's expanded size as
+   * counted against the budget. A record of one field is passed on as the very text it came in.
+   */
   onField: (field: string, wire: string, expandedBytes: number) => void;
 }
 
 /**
- * Splits the wire text of a record (a data snapshot) into the wire text of each field, without building any value:
- * each field is bounded like `decodeWire` bounds it, and every node it reaches is checked as `decodeWire` would
- * check it (no handles: a data field is plain data), so a stored text decodes later. Throws MossError
- * `wire-invalid` for malformed text.
+ * Splits the wire text of a record (a data snapshot) into one-field records, without building any value: each
+ * field is bounded like `decodeWire` bounds it, and every node it reaches is checked as `decodeWire` would check it
+ * (no handles: a data field is plain data), so a stored text decodes later. Throws MossError `wire-invalid` for
+ * malformed text.
  */
 export function splitWireRecord(text: string, options: SplitWireRecordOptions): void {
   const maxExpanded = options.maxExpandedBytes ?? DEFAULT_MAX_EXPANDED_BYTES;
@@ -197,6 +200,7 @@ export function splitWireRecord(text: string, options: SplitWireRecordOptions): 
     const root = table[0];
     if (!Array.isArray(root) || root[0] !== "O") throw new TypeError("invalid wire text: expected a record");
     const measurer = createMeasurer(table);
+    const single = root.length === 3;
     let remaining = maxExpanded;
     for (let i = 1; i + 1 < root.length; i += 2) {
       const field = root[i];
@@ -211,45 +215,101 @@ export function splitWireRecord(text: string, options: SplitWireRecordOptions): 
         continue;
       }
       remaining -= size;
-      options.onField(field, JSON.stringify(extractNodes(table, index)), size);
+      // The text itself when it is already this one-field record (checked, never copied), else a renumbered copy.
+      let wire = text;
+      if (single) checkNodes(table, index);
+      else wire = JSON.stringify(extractRecord(table, field, index));
+      options.onField(field, wire, size);
     }
   });
+}
+
+/**
+ * Merges one-field record texts (as `splitWireRecord` gives them) into one record, in the order given; each keeps
+ * its own nodes (none shares a node with another).
+ */
+export function joinWireRecords(texts: readonly string[]): string {
+  const nodes: unknown[] = [["O"]];
+  const root = nodes[0] as unknown[];
+  for (const text of texts) {
+    const table = JSON.parse(text) as unknown[];
+    const offset = nodes.length - 1;
+    const record = table[0] as unknown[];
+    for (let i = 1; i + 1 < record.length; i += 2) root.push(record[i], (record[i + 1] as number) + offset);
+    for (let index = 1; index < table.length; index++) nodes.push(movedNode(table[index], offset));
+  }
+  return JSON.stringify(nodes);
+}
+
+/** A wire node with its child indices moved by `offset`. */
+function movedNode(node: unknown, offset: number): unknown {
+  if (!Array.isArray(node)) return node;
+  const tag = node[0];
+  if (tag === "A" || tag === "M" || tag === "S")
+    return [tag, ...node.slice(1).map((index) => index + offset)];
+  if (tag === "O") return node.map((part, i) => (i > 0 && i % 2 === 0 ? part + offset : part));
+  return node;
 }
 
 const SPECIAL_NUMBERS = new Set(["NaN", "Infinity", "-Infinity", "-0"]);
 const BASE64_TEXT = /^[A-Za-z0-9+/]*={0,2}$/;
 
+/** Checks every node reachable from `start` as the decoder checks it (a handle is refused), copying nothing. */
+function checkNodes(table: unknown[], start: number): void {
+  const seen = new Uint8Array(table.length);
+  const pending: number[] = [start];
+  seen[start] = 1;
+  while (pending.length > 0) {
+    const index = pending.pop()!;
+    const node = table[index];
+    if (!Array.isArray(node)) continue;
+    const parts = node as unknown[];
+    const tag = parts[0];
+    if (tag === "A" || tag === "S" || tag === "O" || tag === "M") {
+      const keyed = tag === "O";
+      for (let i = 1; i < parts.length; i++) {
+        if (keyed && i % 2 === 1) continue;
+        const child = parts[i] as number;
+        if (seen[child] === 0) {
+          seen[child] = 1;
+          pending.push(child);
+        }
+      }
+    } else {
+      checkedLeaf(parts, index);
+    }
+  }
+}
+
 /**
- * The nodes reachable from `start`, renumbered so that `start` is node 0 (shared and circular references kept).
- * Every node is checked as the decoder checks it; a handle is refused. The table was measured (indices, depth and
- * bigint digits are within the bounds). No closure per node: this runs for every node of a large field.
+ * The one-field record `{ [field]: value }` of the value at `start`, as a wire table: the nodes reachable from
+ * `start`, renumbered from 1 (shared and circular references kept), each checked as the decoder checks it. The table
+ * was measured (indices, depth and bigint digits are within the bounds). No closure per node: this runs for every
+ * node of a large field.
  */
-function extractNodes(table: unknown[], start: number): unknown[] {
+function extractRecord(table: unknown[], field: string, start: number): unknown[] {
   const renumbered = new Int32Array(table.length).fill(-1);
-  const order: number[] = [start];
-  renumbered[start] = 0;
-  const out: unknown[] = new Array(1);
-  let count = 1;
-  for (let position = 0; position < count; position++) {
+  const order: number[] = [-1, start];
+  renumbered[start] = 1;
+  const out: unknown[] = [["O", field, 1]];
+  let count = 2;
+  for (let position = 1; position < count; position++) {
     const index = order[position]!;
     const node = table[index];
     if (!Array.isArray(node)) {
-      out[position] = node;
+      out.push(node);
       continue;
     }
     const parts = node as unknown[];
     const length = parts.length;
     const tag = parts[0];
-    let copy: unknown[];
     if (tag === "A" || tag === "S" || tag === "O" || tag === "M") {
-      copy = new Array(length);
-      copy[0] = tag;
       const keyed = tag === "O";
       const end = tag === "O" || tag === "M" ? length - ((length - 1) % 2) : length;
-      copy.length = end;
+      const copy: unknown[] = [tag];
       for (let i = 1; i < end; i++) {
         if (keyed && i % 2 === 1) {
-          copy[i] = parts[i];
+          copy.push(parts[i]);
           continue;
         }
         const old = parts[i] as number;
@@ -259,12 +319,12 @@ function extractNodes(table: unknown[], start: number): unknown[] {
           renumbered[old] = target;
           order.push(old);
         }
-        copy[i] = target;
+        copy.push(target);
       }
+      out.push(copy);
     } else {
-      copy = checkedLeaf(parts, index);
+      out.push(checkedLeaf(parts, index));
     }
-    out[position] = copy;
   }
   return out;
 }
