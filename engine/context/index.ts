@@ -23,6 +23,7 @@ export { validateContext } from "./validate-context.ts";
 export {
   CONTEXT_VERSION,
   contextVersion,
+  type EncodedWireProperties,
   type EncodeWirePropertiesOptions,
   encodeWireProperties,
   isWireDocument,

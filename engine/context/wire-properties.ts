@@ -88,6 +88,14 @@ export interface EncodeWirePropertiesOptions {
   maxBytes?: number;
 }
 
+/** What `encodeWireProperties` gives: the documents, a warning per field not persisted, each new document's size. */
+export interface EncodedWireProperties {
+  properties: Record<string, unknown>;
+  warnings: string[];
+  /** The expanded size of each field written now (a field that kept its previous document has none). */
+  expandedBytes: Record<string, number>;
+}
+
 /**
  * Encodes host values of data fields as wire documents, with the membrane's codec (plain data only, never a
  * handle). A field that cannot be persisted (no plain-data form, over a bound) is left out, keeping its previous
@@ -96,11 +104,12 @@ export interface EncodeWirePropertiesOptions {
 export function encodeWireProperties(
   values: Record<string, unknown>,
   options: EncodeWirePropertiesOptions = {},
-): { properties: Record<string, unknown>; warnings: string[] } {
+): EncodedWireProperties {
   const prefix = options.pathPrefix ?? "moss";
   const maxBytes = options.maxBytes ?? DEFAULT_LIMITS.maxResultBytes;
   const properties: Record<string, unknown> = {};
   const warnings: string[] = [];
+  const expandedBytes: Record<string, number> = {};
   const refuse = (field: string, reason: string) => {
     const keeps = options.previous !== undefined && Object.hasOwn(options.previous, field);
     if (keeps) properties[field] = options.previous![field];
@@ -116,9 +125,10 @@ export function encodeWireProperties(
   splitWireRecord(record, {
     maxExpandedBytes: maxBytes,
     onRefused: refuse,
-    onField: (field, wire) => {
+    onField: (field, wire, size) => {
       properties[field] = wireDocument(wire);
+      expandedBytes[field] = size;
     },
   });
-  return { properties, warnings };
+  return { properties, warnings, expandedBytes };
 }

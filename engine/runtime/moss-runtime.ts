@@ -10,6 +10,7 @@ import {
   decodeProperties,
   encodeWireProperties,
   partitionProperties,
+  type WireDocument,
   wireDocument,
 } from "../context/index.ts";
 import { codeFrame, MossError } from "../errors.ts";
@@ -1033,7 +1034,7 @@ export class MossRuntime {
    * Writes the data fields into the context as wire documents: only `fields` (those a snapshot carried) when given
    * and the last persist saved every field, else every field (the others keep their stored form, which nothing
    * changed). A field the isolate sent is stored as its wire text, never decoded; a host value is encoded with the
-   * same codec.
+   * same codec, and the runtime keeps the text it was persisted as in its place.
    */
   #persist(warnings: string[], maxBytes = this.#limits.maxResultBytes, fields?: readonly string[]): void {
     const partial = fields !== undefined && this.#persistedClean;
@@ -1051,6 +1052,11 @@ export class MossRuntime {
       warnings.push(...encoded.warnings);
       clean = encoded.warnings.length === 0;
       Object.assign(properties, encoded.properties);
+      // From now on the field is what was persisted: a new isolate starts from that text, never encoded again.
+      const data = { ...this.#data };
+      for (const [field, size] of Object.entries(encoded.expandedBytes))
+        data[field] = new PersistedWire((encoded.properties[field] as WireDocument).wire, size);
+      this.#data = data;
     }
     this.#persistedClean = clean;
     const stored = partitionProperties(this.#context.properties, this.#dataFields());
