@@ -2,13 +2,27 @@
 // unsafe lower bound) and quickjs-emscripten running the same JavaScript with the same service.
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { transformSync } from "esbuild";
 import { MossCompiler } from "../engine/compiler/moss-compiler.ts";
-import { encodeProperties } from "../engine/context/index.ts";
+import {
+  createContext,
+  encodeProperties,
+  encodeWireProperties,
+  writeContextFile,
+} from "../engine/context/index.ts";
 import { measureValue } from "../engine/context/measure-value.ts";
-import { createWireCodec, decodeWire, encodeWire, measureWire } from "../engine/membrane/index.ts";
+import {
+  createWireCodec,
+  decodeWire,
+  encodeWire,
+  encodeWireFields,
+  measureWire,
+  splitWireRecord,
+} from "../engine/membrane/index.ts";
 import type { MossRuntime } from "../engine/runtime/moss-runtime.ts";
 import { prepareSnippet } from "../engine/runtime/prepare-snippet.ts";
 import { sharedSandboxDriver } from "../engine/runtime/shared-sandbox.ts";
@@ -69,6 +83,7 @@ const noCalls = (count: number) =>
 const setRecords = (count: number) =>
   `function main(moss: Moss) {\n  moss.records = Array.from({ length: ${count} }, (_, id) => ({ id, label: "record " + id, tags: ["alpha", "beta"], done: id % 2 === 0 }));\n  return moss.records.length;\n}`;
 const clearRecords = "function main(moss: Moss) {\n  moss.records = [];\n  return 0;\n}";
+const touchRecord = "function main(moss: Moss) {\n  moss.records[0]!.id++;\n  return moss.records.length;\n}";
 
 const TARGETS = {
   warmProcessMs: 0.5,
@@ -278,6 +293,11 @@ async function copyRows(driver: DriverKind, runtime: MossRuntime): Promise<Row[]
   await executeOk(runtime, setRecords(RECORD_COUNT), undefined, COPY_LIMITS);
   const setMs = performance.now() - setStarted;
   const large = await sample(SANDBOX_COPY_RUNS, () => executeOk(runtime, TRIVIAL, undefined, COPY_LIMITS), 0);
+  const changed = await sample(
+    SANDBOX_COPY_RUNS,
+    () => executeOk(runtime, touchRecord, undefined, COPY_LIMITS),
+    0,
+  );
   const bytes = JSON.stringify(runtime.dumpContext().properties).length;
   await executeOk(runtime, clearRecords, undefined, COPY_LIMITS);
   return [
@@ -286,6 +306,16 @@ async function copyRows(driver: DriverKind, runtime: MossRuntime): Promise<Row[]
       engine: driver,
       summary: { median: large.median - small.median, p90: large.p90 - small.median, samples: large.samples },
       note: `trivial execute with the field set − with it empty; stored context ${formatBytes(bytes)}; the execute setting it took ${formatMs(setMs)}; limits raised to 120 s`,
+    },
+    {
+      figure: "4c persist a CHANGED ~1 MB data field (per execute)",
+      engine: driver,
+      summary: {
+        median: changed.median - small.median,
+        p90: changed.p90 - small.median,
+        samples: changed.samples,
+      },
+      note: "execute changing one record − trivial execute with the field empty: the isolate compares and encodes the field, the host checks and stores its wire text (context version 2)",
     },
   ];
 }
@@ -484,14 +514,63 @@ async function hotSpots(): Promise<string[][]> {
     "~1 MB field: decodeWire on the host",
     formatMs((await sample(3, () => decodeWire(wire), 1)).median),
   ]);
+  const snapshot = encodeWireFields({ records }, ["records"], {
+    maxExpandedBytes: 64 * 1024 * 1024,
+    onRefused: () => {},
+  });
+  rows.push([
+    "-",
+    "~1 MB field: persist a changed field, context v2 (splitWireRecord: bound, check, store the wire text)",
+    formatMs(
+      (
+        await sample(
+          5,
+          () =>
+            splitWireRecord(snapshot, {
+              maxExpandedBytes: 64 * 1024 * 1024,
+              onRefused: () => {},
+              onField: () => {},
+            }),
+          1,
+        )
+      ).median,
+    ),
+  ]);
   rows.push([
     "-",
     "~1 MB field: encodeProperties (superjson, persist)",
     formatMs((await sample(3, () => encodeProperties({ records }), 1)).median),
   ]);
   rows.push(...(await sizePassRows(records, wire)));
+  rows.push(await contextWriteRow(records));
   await runtime.close();
   return rows;
+}
+
+/** Writing a context file holding the ~1 MB field: again with nothing new (left as it is), and changed. */
+async function contextWriteRow(records: unknown[]): Promise<string[]> {
+  const folder = await mkdtemp(path.join(tmpdir(), "moss-bench-context-"));
+  try {
+    const file = path.join(folder, "session.json");
+    const document = (value: unknown) =>
+      createContext(
+        "bench.ts",
+        encodeWireProperties({ records: value }, { maxBytes: 64 * 1024 * 1024 }).properties,
+      );
+    const same = document(records);
+    await writeContextFile(file, same);
+    const unchanged = await sample(5, () => writeContextFile(file, same), 1);
+    let turn = 0;
+    const variants = [document([...records, 1]), document([...records, 2])];
+    const changed = await sample(5, () => writeContextFile(file, variants[turn++ % 2]!), 1);
+    return [
+      "-",
+      "~1 MB field: writeContextFile with nothing new (left as it is) / changed (atomic write, fsync)",
+      `${formatMs(unchanged.median)} / ${formatMs(changed.median)}`,
+    ];
+  } finally {
+    await rm(folder, { recursive: true, force: true });
+  }
 }
 
 /**

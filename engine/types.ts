@@ -229,7 +229,8 @@ export interface HostCallRecord {
 
 /** The persisted state of a session: the PyContext of GhostOS. */
 export interface MossContext {
-  version: 1;
+  /** 1: properties are superjson documents; 2: they may be wire documents `{ wire }` (the membrane's encoding). */
+  version: 1 | 2;
   /**
    * The session's stable identity: a continuation resumes only in a runtime of the context it was made for. Made
    * when absent (documents written before it load and get one).
@@ -239,7 +240,7 @@ export interface MossContext {
   module: string;
   /** Replaces the module file's source on the next compile (the self-modification channel). */
   code?: string;
-  /** Data fields of `moss`, in the typed JSON encoding (superjson). */
+  /** Data fields of `moss`, each one document: `{ wire }` (the membrane's wire text) or, from version 1, superjson. */
   properties: Record<string, unknown>;
   /** Code to execute after the next compile (kept for protocol parity). */
   executeCode?: string;

@@ -32,14 +32,17 @@ export async function readContextFile(path: string): Promise<MossContext | undef
 /**
  * Writes a MossContext file atomically (temp file in the same directory, fsync, rename, fsync of the directory),
  * so a reader or a crash sees the old file or the new one, never a part. A corrupt file at `path` is not
- * overwritten: it is moved aside to `<name>.corrupt-<timestamp>.json` first. Invalid contexts are refused.
+ * overwritten: it is moved aside to `<name>.corrupt-<timestamp>.json` first. Invalid contexts are refused. A file
+ * that already holds exactly this document is left as it is (nothing new: no write, no fsync).
  */
 export async function writeContextFile(path: string, context: MossContext): Promise<WriteContextReport> {
   const valid = validateContext(context);
   const text = `${JSON.stringify(valid, null, 2)}\n`;
   try {
     await mkdir(dirname(path), { recursive: true });
-    const movedCorruptTo = await moveAsideIfCorrupt(path);
+    const existing = await readTextIfExists(path);
+    if (existing === text) return { path };
+    const movedCorruptTo = existing === undefined ? undefined : await moveAsideIfCorrupt(path, existing);
     await writeFileAtomically(path, text);
     return movedCorruptTo === undefined ? { path } : { path, movedCorruptTo };
   } catch (error) {
@@ -132,9 +135,15 @@ export async function writeFileAtomically(path: string, text: string): Promise<v
   await syncDirectory(directory);
 }
 
-/** Moves a corrupt file at `path` to `<name>.corrupt-<timestamp>.json` (never replacing anything); returns the new path. */
-export async function moveAsideIfCorrupt(path: string): Promise<string | undefined> {
-  const text = await readTextIfExists(path);
+/**
+ * Moves a corrupt file at `path` to `<name>.corrupt-<timestamp>.json` (never replacing anything); returns the new
+ * path. `text`: the file's text when the caller has just read it.
+ */
+export async function moveAsideIfCorrupt(
+  path: string,
+  text: string | undefined = undefined,
+): Promise<string | undefined> {
+  text ??= await readTextIfExists(path);
   if (text === undefined) return undefined;
   try {
     parseContextText(text, path);

@@ -1,22 +1,25 @@
 import type { MossContext } from "../types.ts";
+import { contextVersion } from "./wire-properties.ts";
 
 /** A fresh MossContext for a module; `properties` are already encoded (see `encodeProperties`). */
 export function createContext(module: string, properties: Record<string, unknown> = {}): MossContext {
-  return { version: 1, module, properties: { ...properties }, executed: false };
+  return { version: contextVersion(properties), module, properties: { ...properties }, executed: false };
 }
 
 /**
  * Joins two contexts: the right side wins per property and for each scalar (`code`, `executeCode`, `executed`)
  * it defines; `module` comes from the right. Fields outside the protocol are kept, right winning.
- * A property cannot be deleted by a join: absent on the right means "unchanged".
+ * A property cannot be deleted by a join: absent on the right means "unchanged". The version is what the joined
+ * properties need (2 once one is a wire document).
  */
 export function joinContexts(left: MossContext, right: MossContext): MossContext {
+  const properties = { ...left.properties, ...right.properties };
   const joined: MossContext = {
     ...left,
     ...right,
-    version: 1,
+    version: contextVersion(properties),
     module: right.module,
-    properties: { ...left.properties, ...right.properties },
+    properties,
     executed: right.executed ?? left.executed,
   };
   const code = right.code ?? left.code;

@@ -5,6 +5,7 @@ import { binaryConstructors, WIRE_MAX_BIGINT_DIGITS } from "../membrane/index.ts
 import { DEFAULT_LIMITS } from "../types.ts";
 import { expandedSizeProblem } from "./measure-value.ts";
 import { decodeWithReferentialEqualities } from "./referential-equalities.ts";
+import { decodeWireDocument, isWireDocument, wireDocumentProblem } from "./wire-properties.ts";
 
 // A private instance, so classes or symbols registered on superjson's global instance elsewhere change nothing here.
 const serializer = new SuperJSON();
@@ -124,8 +125,9 @@ export interface DecodePropertiesOptions {
 }
 
 /**
- * Decodes the properties of a MossContext back into values; a malformed entry, or one over the bounds (expanded
- * size, nesting, bigint digits), throws MossError `context-invalid` naming the property.
+ * Decodes the properties of a MossContext back into values, wire documents (version 2) and superjson documents
+ * (version 1) alike; a malformed entry, or one over the bounds (expanded size, nesting, bigint digits), throws
+ * MossError `context-invalid` naming the property.
  */
 export function decodeProperties(
   properties: Record<string, unknown>,
@@ -133,6 +135,11 @@ export function decodeProperties(
 ): Record<string, unknown> {
   const values: Record<string, unknown> = {};
   for (const [key, encoded] of Object.entries(properties)) {
+    if (isWireDocument(encoded)) {
+      const maxBytes = options.maxBytes ?? DEFAULT_LIMITS.maxResultBytes;
+      values[key] = decodeWireDocument(key, encoded, propertyAccess(key), maxBytes);
+      continue;
+    }
     const problem = encodedValueProblem(encoded) ?? oversizedBigintProblem(encoded);
     if (problem !== undefined) {
       throw new MossError("context-invalid", `properties${propertyAccess(key)} ${problem}`, {
@@ -230,12 +237,17 @@ function oversizedBigintProblem(encoded: unknown): string | undefined {
   return undefined;
 }
 
-/** Why a value is not a superjson document `{ json, meta? }`, or undefined when it is one. */
-export function encodedValueProblem(encoded: unknown): string | undefined {
+/**
+ * Why a value is not a persisted document, or undefined when it is one: in version 1 a superjson document
+ * `{ json, meta? }`; from version 2 on, a wire document `{ wire }` too.
+ */
+export function encodedValueProblem(encoded: unknown, version: 1 | 2 = 1): string | undefined {
+  const expected = version === 1 ? "{ json, meta? }" : "{ wire } or { json, meta? }";
   if (typeof encoded !== "object" || encoded === null || Array.isArray(encoded)) {
-    return "must be an encoded value { json, meta? }";
+    return `must be an encoded value ${expected}`;
   }
-  if (!Object.hasOwn(encoded, "json")) return "must be an encoded value { json, meta? } (json is missing)";
+  if (version !== 1 && isWireDocument(encoded)) return wireDocumentProblem(encoded);
+  if (!Object.hasOwn(encoded, "json")) return `must be an encoded value ${expected} (json is missing)`;
   const meta = (encoded as { meta?: unknown }).meta;
   if (meta !== undefined && (typeof meta !== "object" || meta === null || Array.isArray(meta))) {
     return "has a meta that is not an object";

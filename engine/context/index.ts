@@ -20,3 +20,13 @@ export { FileContextStore, type LockOwner } from "./file-context-store.ts";
 export { expandedSizeProblem, measureValue } from "./measure-value.ts";
 export { type PartitionedProperties, partitionProperties } from "./partition-properties.ts";
 export { validateContext } from "./validate-context.ts";
+export {
+  CONTEXT_VERSION,
+  contextVersion,
+  type EncodedWireProperties,
+  type EncodeWirePropertiesOptions,
+  encodeWireProperties,
+  isWireDocument,
+  type WireDocument,
+  wireDocument,
+} from "./wire-properties.ts";

@@ -1,6 +1,7 @@
 import { MossError } from "../errors.ts";
 import type { MossContext } from "../types.ts";
 import { encodedValueProblem } from "./encode-properties.ts";
+import { CONTEXT_VERSION } from "./wire-properties.ts";
 
 /**
  * Checks that a parsed JSON value is a MossContext and returns it (a shallow copy, fields outside the protocol kept).
@@ -21,11 +22,12 @@ export function validateContext(json: unknown, source?: string): MossContext {
   }
   const context = json as Record<string, unknown>;
   const problems: string[] = [];
-  if (context.version !== 1) {
+  const version = context.version === 1 || context.version === CONTEXT_VERSION ? context.version : undefined;
+  if (version === undefined) {
     problems.push(
       context.version === undefined
-        ? "version is missing (expected 1)"
-        : `unknown version ${JSON.stringify(context.version)} (expected 1)`,
+        ? `version is missing (expected 1 or ${CONTEXT_VERSION})`
+        : `unknown version ${JSON.stringify(context.version)} (expected 1 or ${CONTEXT_VERSION}; a newer moss-ts may have written it)`,
     );
   }
   if (context.id !== undefined && (typeof context.id !== "string" || context.id === ""))
@@ -46,7 +48,7 @@ export function validateContext(json: unknown, source?: string): MossContext {
     problems.push("properties must be an object");
   } else {
     for (const [key, encoded] of Object.entries(properties)) {
-      const problem = encodedValueProblem(encoded);
+      const problem = encodedValueProblem(encoded, version ?? CONTEXT_VERSION);
       if (problem !== undefined) problems.push(`properties[${JSON.stringify(key)}] ${problem}`);
     }
   }

@@ -4,15 +4,24 @@ import { context as otelContext, trace as otelTrace, SpanStatusCode } from "@ope
 import { type Container, destroyOnce } from "../../container/index.ts";
 import { DEFAULT_TYPE_CHECK_TIMEOUT_MS, renderDiagnostics, WorkerModuleChecker } from "../check/index.ts";
 import { type CompiledModule, hiddenNames, visibleValueNames } from "../compiler/compiled-module.ts";
-import { createContext, decodeProperties, encodeProperties, partitionProperties } from "../context/index.ts";
+import {
+  contextVersion,
+  createContext,
+  decodeProperties,
+  encodeWireProperties,
+  partitionProperties,
+  type WireDocument,
+  wireDocument,
+} from "../context/index.ts";
 import { codeFrame, MossError } from "../errors.ts";
 import {
   addHostRoot,
-  decodeWire,
   encodeWire,
   encodeWireFields,
   joinWireRecord,
+  joinWireRecords,
   redactHostPaths,
+  splitWireRecord,
 } from "../membrane/index.ts";
 import type { Injection } from "../moss.ts";
 import { MossPrompter } from "../prompter/moss-prompter.ts";
@@ -150,6 +159,7 @@ export class MossRuntime {
   /** Images the run in progress showed with `moss.show`. */
   #shownImages: ShownImages | undefined;
   readonly #checkpointListeners = new Set<(checkpoint: string) => unknown>();
+  /** The data fields: a host value, or (once persisted) the wire text it was persisted as, never decoded here. */
   #data: Record<string, unknown> = {};
   #context: MossContext;
   #hostMoss: Record<string, unknown> | undefined;
@@ -745,12 +755,17 @@ export class MossRuntime {
     let changedFields: string[] | undefined;
     try {
       if (result.mossData !== undefined && !diverged && !unchanged) {
+        // Each changed field's wire text is checked and kept as sent: it is what gets persisted (no value is built).
         const sizes = new Map<string, number>();
-        const data = decodeWire(result.mossData, {
+        const data: Record<string, PersistedWire> = {};
+        splitWireRecord(result.mossData, {
           maxExpandedBytes: limits.maxResultBytes,
           onRefused: (field, reason) => warnings.push(refusedFieldWarning(field, reason)),
-          onDecoded: (field, size) => sizes.set(field, size),
-        }) as Record<string, unknown>;
+          onField: (field, wire, size) => {
+            sizes.set(field, size);
+            data[field] = new PersistedWire(wire, size);
+          },
+        });
         const problem = this.#oversizedData(sizes, limits.maxResultBytes);
         if (problem !== undefined) warnings.push(problem);
         else {
@@ -963,16 +978,7 @@ export class MossRuntime {
     }
     return {
       globals: joinWireRecord([...globals]),
-      // Plain data only: a value with no plain-data form is refused by name, never turned into a handle.
-      mossData: encodeWireFields(this.#data, Object.keys(this.#data), {
-        maxExpandedBytes: limits.maxResultBytes,
-        // The isolate sends an installed field back only once it changes: its size counts until then.
-        onEncoded: (field, expandedBytes) => this.#fieldSizes.set(field, expandedBytes),
-        onRefused: (field, reason) =>
-          this.#installWarnings.push(
-            `moss.${field} ${reason}; it is not available inside the sandbox and keeps its saved value`,
-          ),
-      }),
+      mossData: this.#dataWire(limits.maxResultBytes),
       mossServices: joinWireRecord(services),
       dataFields: this.#dataFields(),
     };
@@ -985,22 +991,78 @@ export class MossRuntime {
   }
 
   /**
-   * Encodes the data fields into the context: only `fields` (those a snapshot carried) when given and the last
-   * persist saved every field, else every field (the others keep their stored form, which nothing changed).
+   * The data fields as one wire record for a new isolate: a persisted field's wire text as it is, a host value
+   * encoded (plain data only: a value with no plain-data form is refused by name, never turned into a handle).
+   */
+  #dataWire(maxBytes: number): string {
+    const texts = new Map<string, string>();
+    const values: Record<string, unknown> = {};
+    let remaining = maxBytes;
+    const refuse = (field: string, reason: string) =>
+      this.#installWarnings.push(
+        `moss.${field} ${reason}; it is not available inside the sandbox and keeps its saved value`,
+      );
+    for (const [field, value] of Object.entries(this.#data)) {
+      if (!(value instanceof PersistedWire)) {
+        values[field] = value;
+        continue;
+      }
+      if (value.expandedBytes > remaining) {
+        refuse(field, `is larger than the limit of ${maxBytes} bytes once expanded`);
+        continue;
+      }
+      remaining -= value.expandedBytes;
+      texts.set(field, value.wire);
+      // The isolate sends an installed field back only once it changes: its size counts until then.
+      this.#fieldSizes.set(field, value.expandedBytes);
+    }
+    if (Object.keys(values).length > 0) {
+      const encoded = encodeWireFields(values, Object.keys(values), {
+        maxExpandedBytes: remaining,
+        onEncoded: (field, expandedBytes) => this.#fieldSizes.set(field, expandedBytes),
+        onRefused: refuse,
+      });
+      splitWireRecord(encoded, { onRefused: refuse, onField: (field, wire) => texts.set(field, wire) });
+    }
+    return joinWireRecords(
+      Object.keys(this.#data)
+        .filter((field) => texts.has(field))
+        .map((field) => texts.get(field)!),
+    );
+  }
+
+  /**
+   * Writes the data fields into the context as wire documents: only `fields` (those a snapshot carried) when given
+   * and the last persist saved every field, else every field (the others keep their stored form, which nothing
+   * changed). A field the isolate sent is stored as its wire text, never decoded; a host value is encoded with the
+   * same codec, and the runtime keeps the text it was persisted as in its place.
    */
   #persist(warnings: string[], maxBytes = this.#limits.maxResultBytes, fields?: readonly string[]): void {
     const partial = fields !== undefined && this.#persistedClean;
-    const values = partial
-      ? Object.fromEntries(fields.map((field) => [field, this.#data[field]]))
-      : this.#data;
-    const encoded = encodeProperties(values, { previous: this.#context.properties, maxBytes });
-    warnings.push(...encoded.warnings);
-    this.#persistedClean = encoded.warnings.length === 0;
+    const names = partial ? fields : Object.keys(this.#data);
+    const properties: Record<string, unknown> = {};
+    const values: Record<string, unknown> = {};
+    for (const field of names) {
+      const value = this.#data[field];
+      if (value instanceof PersistedWire) properties[field] = wireDocument(value.wire);
+      else values[field] = value;
+    }
+    let clean = true;
+    if (Object.keys(values).length > 0) {
+      const encoded = encodeWireProperties(values, { previous: this.#context.properties, maxBytes });
+      warnings.push(...encoded.warnings);
+      clean = encoded.warnings.length === 0;
+      Object.assign(properties, encoded.properties);
+      // From now on the field is what was persisted: a new isolate starts from that text, never encoded again.
+      const data = { ...this.#data };
+      for (const [field, size] of Object.entries(encoded.expandedBytes))
+        data[field] = new PersistedWire((encoded.properties[field] as WireDocument).wire, size);
+      this.#data = data;
+    }
+    this.#persistedClean = clean;
     const stored = partitionProperties(this.#context.properties, this.#dataFields());
-    this.#context = {
-      ...this.#context,
-      properties: { ...stored.undeclared, ...(partial ? stored.declared : {}), ...encoded.properties },
-    };
+    const joined = { ...stored.undeclared, ...(partial ? stored.declared : {}), ...properties };
+    this.#context = { ...this.#context, version: contextVersion(joined), properties: joined };
   }
 
   /** Why the data fields a snapshot carried, with those it left unchanged, exceed the limit (undefined: they fit). */
@@ -1061,6 +1123,14 @@ function plainNondeterminism(given: unknown): Nondeterminism {
       : [];
   const record = (given ?? {}) as { clock?: unknown; random?: unknown };
   return { clock: numbers(record.clock), random: numbers(record.random) };
+}
+
+/** A data field as persisted: its wire text (checked, plain data) and its expanded size. */
+class PersistedWire {
+  constructor(
+    readonly wire: string,
+    readonly expandedBytes: number,
+  ) {}
 }
 
 function refusedFieldWarning(field: string, reason: string): string {

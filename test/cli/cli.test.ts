@@ -6,6 +6,8 @@ import { Readable, Writable } from "node:stream";
 import { describe, expect, test } from "vitest";
 import { EXIT, EXIT_CODES_HELP } from "../../engine/cli/exit-codes.ts";
 import { main } from "../../engine/cli/main.ts";
+import { decodeProperties } from "../../engine/context/index.ts";
+import type { MossContext } from "../../engine/types.ts";
 import { type CliResult, runMoss } from "../helpers/moss-cli.ts";
 
 const SPHERO = "examples/sphero/context.ts";
@@ -46,10 +48,9 @@ describe("moss CLI", () => {
     expect(first.stderr).toMatch(/^ran in \d+(\.\d)? ms; context saved to .*session\.json$/m);
     const second = await moss(["run", SPHERO, "--code", "-", "--context", contextFile], code);
     expect(second.stdout).toContain("turn 2");
-    const saved = JSON.parse(await readFile(contextFile, "utf8")) as {
-      properties: { turns: { json: number } };
-    };
-    expect(saved.properties.turns.json).toBe(2);
+    const saved = JSON.parse(await readFile(contextFile, "utf8")) as MossContext;
+    expect(saved.version).toBe(2);
+    expect(decodeProperties(saved.properties).turns).toBe(2);
   });
 
   test("run reports a runtime error with its snippet line and code frame and exits 1", async () => {

@@ -109,12 +109,12 @@ describe("validateContext", () => {
 
   it("names every problem and the file", () => {
     const error = invalid(
-      { version: 2, module: "", properties: [], executed: "no", code: 5 },
+      { version: 3, module: "", properties: [], executed: "no", code: 5 },
       "sessions/a.json",
     );
     expect(error.code).toBe("context-invalid");
     expect(error.message).toBe(
-      "Invalid MossContext in sessions/a.json: unknown version 2 (expected 1); module must be a non-empty string; " +
+      "Invalid MossContext in sessions/a.json: unknown version 3 (expected 1 or 2; a newer moss-ts may have written it); module must be a non-empty string; " +
         "code must be a string when present; executed must be a boolean; properties must be an object",
     );
     expect(error.details.source).toBe("sessions/a.json");
@@ -127,8 +127,8 @@ describe("validateContext", () => {
       executed: false,
     });
     expect(error.message).toBe(
-      "Invalid MossContext: version is missing (expected 1); " +
-        'properties["bad"] must be an encoded value { json, meta? }; properties["meta"] has a meta that is not an object',
+      "Invalid MossContext: version is missing (expected 1 or 2); " +
+        'properties["bad"] must be an encoded value { wire } or { json, meta? }; properties["meta"] has a meta that is not an object',
     );
   });
 

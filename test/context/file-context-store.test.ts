@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -120,6 +120,18 @@ describe("FileContextStore save / load / list / delete", () => {
     expect(await new FileContextStore(join(directory, "missing")).list()).toEqual([]);
   });
 
+  it("a save with nothing new leaves the file as it is; a save with a change replaces it", async () => {
+    const store = newStore();
+    const path = store.contextPath("same");
+    await store.save("same", sample({ count: 1 }));
+    const first = await stat(path);
+    await store.save("same", sample({ count: 1 }));
+    expect((await stat(path)).ino).toBe(first.ino);
+    await store.save("same", sample({ count: 2 }));
+    expect((await stat(path)).ino).not.toBe(first.ino);
+    expect(decodeProperties((await store.load("same"))!.properties)).toEqual({ count: 2 });
+  });
+
   it("deletes a session and its lock, resolving whether it existed", async () => {
     const store = newStore();
     await store.save("gone", sample());
@@ -197,7 +209,7 @@ describe("FileContextStore corrupt files", () => {
     const error = await rejection(newStore().load("shape"));
     expect(error.code).toBe("context-corrupt");
     expect(error.message).toBe(
-      `${path} - corrupt MossContext file: unknown version 9 (expected 1); properties must be an object`,
+      `${path} - corrupt MossContext file: unknown version 9 (expected 1 or 2; a newer moss-ts may have written it); properties must be an object`,
     );
   });
 

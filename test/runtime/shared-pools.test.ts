@@ -1,5 +1,6 @@
 import { afterAll, afterEach, describe, expect, test } from "vitest";
 import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
+import { decodeProperties } from "../../engine/context/index.ts";
 import { MossError } from "../../engine/errors.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import { InProcessDriver } from "../../engine/sandbox/in-process-driver.ts";
@@ -348,7 +349,7 @@ describe("persisting data a run left unchanged", () => {
       });
       expect(changed.returns).toBe("abc");
       expect(runtime.dumpContext().properties).not.toEqual(written);
-      expect((runtime.dumpContext().properties.notes as { json: unknown }).json).toEqual(["a", "b", "c"]);
+      expect(decodeProperties(runtime.dumpContext().properties).notes).toEqual(["a", "b", "c"]);
     } finally {
       await runtime.close();
     }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { renderObservation } from "../../engine/agent/observation.ts";
 import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
-import { createContext, encodeProperties } from "../../engine/context/index.ts";
+import { createContext, decodeProperties, encodeProperties } from "../../engine/context/index.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { SandboxDriver, SandboxRunResult, SandboxSession } from "../../engine/sandbox/sandbox.ts";
@@ -98,9 +98,7 @@ describe.each(["process", "in-process"] as const)("wire attacks (%s driver)", (d
       expect(execution.ok).toBe(true);
       expect(execution.warnings.join("\n")).toMatch(/moss\.stash .*larger than the limit/);
       expect(contextBytes(execution.context)).toBeLessThan(LIMITS.maxResultBytes);
-      expect(execution.context.properties.stash).toEqual(
-        encodeProperties({ stash: { good: 1 } }).properties.stash,
-      );
+      expect(decodeProperties(execution.context.properties).stash).toEqual({ good: 1 });
       await expectGoodSurvives();
       // Later executes pay nothing for it: the value is not in the isolate nor in the context any more.
       const later = await run(`function main() { return 1; }`);
@@ -338,9 +336,7 @@ describe.each(["process", "in-process"] as const)("wire attacks (%s driver)", (d
           `function main(moss: Moss) { moss.stash = "https://example.com/"; }`,
           restored,
         );
-        expect(replaced.context.properties.stash).toEqual(
-          encodeProperties({ stash: "https://example.com/" }).properties.stash,
-        );
+        expect(decodeProperties(replaced.context.properties).stash).toBe("https://example.com/");
       } finally {
         await restored.close();
       }
@@ -413,9 +409,37 @@ describe("class 3: the host bounds what a compromised sandbox sends back", () =>
       expect(maxBlockMs).toBeLessThan(MAX_HOST_BLOCK_MS);
       expectOutputLimit(execution);
       expect(execution.warnings.join("\n")).toMatch(/moss\.stash is larger than the limit/);
-      expect(execution.context.properties.stash).toEqual(encodeProperties({ stash: null }).properties.stash);
+      expect(decodeProperties(execution.context.properties).stash).toBeNull();
     } finally {
       await runtime.close();
     }
   });
+
+  test.each([
+    ["a host handle", '[["O","stash",1],["H",{"id":1,"kind":"object","methods":["read"],"properties":[]}]]'],
+    ["an unknown node", '[["O","stash",1],["Z",1]]'],
+    ["a bad special number", '[["O","stash",1],["N","42"]]'],
+    ["a bigint that is not decimal", '[["O","stash",1],["B","0x10"]]'],
+    ["bad base64", '[["O","stash",1],["T","Uint8Array","!!!!"]]'],
+    ["a bad pattern", '[["O","stash",1],["R","(",""]]'],
+    ["a handle in a field sent with another", '[["O","notes",2,"stash",1],["A",3],["A"],["H",{"id":2}]]'],
+  ])(
+    "a data field holding %s is refused by the host and never stored (the context keeps loading)",
+    async (_, mossData) => {
+      const runtime = await new MossCompiler({ sandbox: hostileDriver({ mossData }), limits: LIMITS })
+        .bind(ByteStore, new ByteStore())
+        .compile(MODULE);
+      try {
+        const execution = await runtime.execute({ code: "function main() { return 1; }", typeCheck: "off" });
+        expect(execution.ok).toBe(false);
+        expect(execution.error?.message).toMatch(
+          /^the sandbox returned a malformed result: invalid wire text/,
+        );
+        // Nothing the sandbox sent was kept: the stored data are the module's initial values and still decode.
+        expect(decodeProperties(execution.context.properties)).toEqual({ notes: [], stash: null, other: null });
+      } finally {
+        await runtime.close();
+      }
+    },
+  );
 });

@@ -9,6 +9,7 @@ import {
   type WireFieldsOptions,
   type WireUnsupported,
 } from "../wire/codec.ts";
+import { createMeasurer, parse } from "../wire/measure.ts";
 
 /*
  * The host's use of the wire codec (../wire/codec.ts, the one encoding for everything that crosses host <->
@@ -164,4 +165,202 @@ export function joinWireRecord(entries: ReadonlyArray<readonly [string, string]>
     root.push(key, offset);
   }
   return JSON.stringify(nodes);
+}
+
+/** Options of `splitWireRecord`. */
+export interface SplitWireRecordOptions {
+  /** Budget of the expanded size of all fields together; a field past what is left of it is refused. */
+  maxExpandedBytes?: number;
+  /** A field left out (over the budget), with the reason (a phrase following the field's path). */
+  onRefused: (field: string, reason: string) => void;
+  /**
+   * A field kept: the wire text of the one-field record `{ [field]: value }` and the field's expanded size as
+   * counted against the budget. A record of one field is passed on as the very text it came in.
+   */
+  onField: (field: string, wire: string, expandedBytes: number) => void;
+}
+
+/**
+ * Splits the wire text of a record (a data snapshot) into one-field records, without building any value: each
+ * field is bounded like `decodeWire` bounds it, and every node it reaches is checked as `decodeWire` would check it
+ * (no handles: a data field is plain data), so a stored text decodes later. Throws MossError `wire-invalid` for
+ * malformed text.
+ */
+export function splitWireRecord(text: string, options: SplitWireRecordOptions): void {
+  const maxExpanded = options.maxExpandedBytes ?? DEFAULT_MAX_EXPANDED_BYTES;
+  if (text.length > WIRE_TEXT_SLACK * maxExpanded) {
+    throw new MossError(
+      "wire-limit",
+      `value is sent as ${text.length} characters, more than ${WIRE_TEXT_SLACK} times the limit of ${maxExpanded} bytes`,
+      {},
+    );
+  }
+  hostCall(() => {
+    const table = parse(text);
+    const root = table[0];
+    if (!Array.isArray(root) || root[0] !== "O") throw new TypeError("invalid wire text: expected a record");
+    const measurer = createMeasurer(table);
+    const single = root.length === 3;
+    let remaining = maxExpanded;
+    for (let i = 1; i + 1 < root.length; i += 2) {
+      const field = root[i];
+      if (typeof field !== "string") throw new TypeError("invalid wire text: bad node 0");
+      const index = root[i + 1] as number;
+      let size: number;
+      try {
+        size = measurer.measure(index, 1, remaining - field.length - 4) + field.length + 4;
+      } catch (error) {
+        if (!(error instanceof Error) || error.name !== "WireLimitError") throw error;
+        options.onRefused(field, error.message);
+        continue;
+      }
+      remaining -= size;
+      // The text itself when it is already this one-field record (checked, never copied), else a renumbered copy.
+      let wire = text;
+      if (single) checkNodes(table, index);
+      else wire = JSON.stringify(extractRecord(table, field, index));
+      options.onField(field, wire, size);
+    }
+  });
+}
+
+/**
+ * Merges one-field record texts (as `splitWireRecord` gives them) into one record, in the order given; each keeps
+ * its own nodes (none shares a node with another).
+ */
+export function joinWireRecords(texts: readonly string[]): string {
+  const nodes: unknown[] = [["O"]];
+  const root = nodes[0] as unknown[];
+  for (const text of texts) {
+    const table = JSON.parse(text) as unknown[];
+    const offset = nodes.length - 1;
+    const record = table[0] as unknown[];
+    for (let i = 1; i + 1 < record.length; i += 2) root.push(record[i], (record[i + 1] as number) + offset);
+    for (let index = 1; index < table.length; index++) nodes.push(movedNode(table[index], offset));
+  }
+  return JSON.stringify(nodes);
+}
+
+/** A wire node with its child indices moved by `offset`. */
+function movedNode(node: unknown, offset: number): unknown {
+  if (!Array.isArray(node)) return node;
+  const tag = node[0];
+  if (tag === "A" || tag === "M" || tag === "S")
+    return [tag, ...node.slice(1).map((index) => index + offset)];
+  if (tag === "O") return node.map((part, i) => (i > 0 && i % 2 === 0 ? part + offset : part));
+  return node;
+}
+
+const SPECIAL_NUMBERS = new Set(["NaN", "Infinity", "-Infinity", "-0"]);
+const BASE64_TEXT = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/** Checks every node reachable from `start` as the decoder checks it (a handle is refused), copying nothing. */
+function checkNodes(table: unknown[], start: number): void {
+  const seen = new Uint8Array(table.length);
+  const pending: number[] = [start];
+  seen[start] = 1;
+  while (pending.length > 0) {
+    const index = pending.pop()!;
+    const node = table[index];
+    if (!Array.isArray(node)) continue;
+    const parts = node as unknown[];
+    const tag = parts[0];
+    if (tag === "A" || tag === "S" || tag === "O" || tag === "M") {
+      const keyed = tag === "O";
+      for (let i = 1; i < parts.length; i++) {
+        if (keyed && i % 2 === 1) continue;
+        const child = parts[i] as number;
+        if (seen[child] === 0) {
+          seen[child] = 1;
+          pending.push(child);
+        }
+      }
+    } else {
+      checkedLeaf(parts, index);
+    }
+  }
+}
+
+/**
+ * The one-field record `{ [field]: value }` of the value at `start`, as a wire table: the nodes reachable from
+ * `start`, renumbered from 1 (shared and circular references kept), each checked as the decoder checks it. The table
+ * was measured (indices, depth and bigint digits are within the bounds). No closure per node: this runs for every
+ * node of a large field.
+ */
+function extractRecord(table: unknown[], field: string, start: number): unknown[] {
+  const renumbered = new Int32Array(table.length).fill(-1);
+  const order: number[] = [-1, start];
+  renumbered[start] = 1;
+  const out: unknown[] = [["O", field, 1]];
+  let count = 2;
+  for (let position = 1; position < count; position++) {
+    const index = order[position]!;
+    const node = table[index];
+    if (!Array.isArray(node)) {
+      out.push(node);
+      continue;
+    }
+    const parts = node as unknown[];
+    const length = parts.length;
+    const tag = parts[0];
+    if (tag === "A" || tag === "S" || tag === "O" || tag === "M") {
+      const keyed = tag === "O";
+      const end = tag === "O" || tag === "M" ? length - ((length - 1) % 2) : length;
+      const copy: unknown[] = [tag];
+      for (let i = 1; i < end; i++) {
+        if (keyed && i % 2 === 1) {
+          copy.push(parts[i]);
+          continue;
+        }
+        const old = parts[i] as number;
+        let target = renumbered[old]!;
+        if (target === -1) {
+          target = count++;
+          renumbered[old] = target;
+          order.push(old);
+        }
+        copy.push(target);
+      }
+      out.push(copy);
+    } else {
+      out.push(checkedLeaf(parts, index));
+    }
+  }
+  return out;
+}
+
+/** A copy of a wire node without children, checked as the decoder checks it (a handle is refused). */
+function checkedLeaf(parts: unknown[], index: number): unknown[] {
+  switch (parts[0]) {
+    case "U":
+      return ["U"];
+    case "N":
+      if (!SPECIAL_NUMBERS.has(parts[1] as string)) throw badNode(index);
+      return ["N", parts[1]];
+    case "B":
+      if (typeof parts[1] !== "string" || !/^-?\d+$/.test(parts[1])) throw badNode(index);
+      return ["B", parts[1]];
+    case "D":
+      return ["D", typeof parts[1] === "number" ? parts[1] : null];
+    case "R":
+      try {
+        new RegExp(String(parts[1]), String(parts[2]));
+      } catch {
+        throw badNode(index);
+      }
+      return ["R", parts[1], parts[2]];
+    case "E":
+      return parts.length > 3 ? ["E", parts[1], parts[2], parts[3]] : ["E", parts[1], parts[2]];
+    case "T":
+      if (typeof parts[2] !== "string" || !BASE64_TEXT.test(parts[2])) throw badNode(index);
+      return ["T", parts[1], parts[2]];
+    case "H":
+      throw new TypeError("invalid wire text: a handle where none is accepted");
+    default:
+      throw badNode(index);
+  }
+}
+
+function badNode(index: number): TypeError {
+  return new TypeError(`invalid wire text: bad node ${index}`);
 }
