@@ -5,10 +5,10 @@ import { readdirSync, statSync } from "node:fs";
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { MOSS_DIAGNOSTIC_CODES } from "../check/diagnostic-codes.ts";
 import { privateTempFolder } from "../private-temp-folder.ts";
 import type { Diagnostic } from "../types.ts";
+import { MOSS_CODE_ROOT, mossPackageFile } from "./moss-package.ts";
 
 const FORMAT = 1;
 /** Findings that say the code was not checked (a limit under this machine's load, a checker failure): never kept. */
@@ -19,7 +19,7 @@ const UNCHECKED_CODES = new Set<number>([
 /** Entries kept; the least recently written go first. */
 const MAX_ENTRIES = 256;
 /** moss-ts's own code, whose every file (by size and time) is part of each key: another build is another key. */
-const LIBRARY_ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const LIBRARY_ROOT = MOSS_CODE_ROOT;
 const LIBRARY_FOLDERS = ["engine", "container"];
 const require = createRequire(import.meta.url);
 
@@ -150,7 +150,8 @@ function libraryIdentity(): string {
       hash.update(`${file}\0absent\n`);
     }
   };
-  add(path.join(LIBRARY_ROOT, "package.json"));
+  const packageFile = mossPackageFile();
+  if (packageFile !== undefined) add(packageFile);
   const walk = (folder: string): void => {
     let names: string[];
     try {

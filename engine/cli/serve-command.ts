@@ -1,4 +1,3 @@
-import { readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { LanguageModel } from "../agent/index.ts";
 import { DEFAULT_HTTP_TIMEOUTS } from "../server/http-timeouts.ts";
@@ -8,6 +7,7 @@ import { TenantTokens } from "../server/tenant-tokens.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { ConfigSettings, nonEmpty } from "./config-settings.ts";
 import { EXIT, usageError } from "./exit-codes.ts";
+import { mossPackageVersion } from "./moss-package.ts";
 import { parseOptions } from "./parse-options.ts";
 
 const COMMON = `  --data-dir <dir>        where the embedded database (PGlite) lives when there is no database URL (default .moss)
@@ -231,7 +231,7 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
     model,
     database,
     env: io.env,
-    version: await packageVersion(),
+    version: mossPackageVersion(),
     moduleConfig: config.moduleConfig(),
     http:
       kind === "serve"
@@ -269,18 +269,4 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
   await server.close(30_000);
   io.stderr.write(`moss ${kind}: stopped\n`);
   return EXIT.ok;
-}
-
-/** moss-ts's version, from the package.json above this file (in the sources and in dist/ alike). */
-async function packageVersion(): Promise<string> {
-  for (const up of ["../../package.json", "../../../package.json"]) {
-    try {
-      const json = JSON.parse(await readFile(new URL(up, import.meta.url), "utf8")) as {
-        name?: string;
-        version?: string;
-      };
-      if (json.name === "moss-ts" && typeof json.version === "string") return json.version;
-    } catch {}
-  }
-  return "unknown";
 }
