@@ -287,10 +287,26 @@ async function executeFigures(): Promise<BenchResult[]> {
         }),
       );
     }
+    // New code with the check off: the same transform and script compile as a checked new snippet (the row above
+    // reuses its cached transform), so the difference to the checked figure is the check alone.
+    const uncheckedNew: Sample[] = [];
+    for (let run = 0; run < WARM_RUNS / 2; run++) {
+      uncheckedNew.push(
+        await timeAsync(async () => {
+          const code = `${LEDGER_CALLS}\n// unchecked snippet ${run}`;
+          const execution = await runtime.execute({ code, typeCheck: "off" });
+          if (!execution.ok) throw new Error("benchmark snippet failed");
+        }),
+      );
+    }
     await runtime.close();
     for (const [name, samples] of [
       [`ledger, execute (${sandbox}): warm execute with strict type-check of a new snippet`, checked],
       [`ledger, execute (${sandbox}): warm execute, type-check off (comparison)`, unchecked],
+      [
+        `ledger, execute (${sandbox}): warm execute of a new snippet, type-check off (comparison)`,
+        uncheckedNew,
+      ],
     ] as const) {
       results.push({
         name,

@@ -513,6 +513,7 @@ export class MossRuntime {
       this.#finish({ ok: false, returns: undefined, stdout: "", error, calls: [] }, code, warnings, started);
 
     const mode = request.typeCheck ?? this.#typeCheck;
+    let preparing: ReturnType<typeof prepareSnippet> | undefined;
     if (mode !== "off") {
       // The execute's wall-time limit bounds its type-check too: a type bomb cannot outlast the run's own limit.
       const wallTimeMs = request.timeoutMs ?? request.limits?.wallTimeMs ?? this.#limits.wallTimeMs;
@@ -522,13 +523,18 @@ export class MossRuntime {
           DEFAULT_TYPE_CHECK_TIMEOUT_MS,
         wallTimeMs,
       );
-      const diagnostics = await this.#moduleChecker().check(code, { timeoutMs });
+      const checking = this.#moduleChecker().check(code, { timeoutMs });
+      // The snippet compiles on the host while its check runs in the worker (started once the check is posted); the
+      // check's verdict still comes first.
+      preparing = new Promise<void>((resolve) => setImmediate(resolve)).then(() => prepareSnippet(code));
+      preparing.catch(() => {});
+      const diagnostics = await checking;
       const errors = diagnostics.filter((diagnostic) => diagnostic.severity === "error");
       if (errors.length > 0 && mode === "strict") return fail(typeError(errors, code));
       if (diagnostics.length > 0) warnings.push(renderDiagnostics(diagnostics));
     }
 
-    const prepared = await prepareSnippet(code);
+    const prepared = await (preparing ?? prepareSnippet(code));
     if (!("script" in prepared)) {
       return fail({
         kind: "syntax",

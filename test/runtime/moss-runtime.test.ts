@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import { MOSS_DIAGNOSTIC_CODES } from "../../engine/check/diagnostic-codes.ts";
 import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
 import { decodeProperties } from "../../engine/context/index.ts";
 import { MossError } from "../../engine/errors.ts";
@@ -326,6 +327,20 @@ describe("MossRuntime.execute: the contract", () => {
     });
     expect(imports.error?.kind).toBe("syntax");
     expect(imports.error?.message).toMatch(/imports are not available/);
+  });
+
+  test("with a type-check, its verdict comes before the compiler's: strict refuses code that also cannot compile as a type error", async () => {
+    const runtime = await compile();
+    const code = `import fs from "node:fs";\nfunction main() { return 1; }`;
+    const strict = await runtime.execute({ code });
+    expect(strict.error?.kind).toBe("type");
+    expect(strict.error?.diagnostics?.[0]).toMatchObject({
+      code: MOSS_DIAGNOSTIC_CODES.importStatement,
+      line: 1,
+    });
+    const warned = await runtime.execute({ code: `${code}\n// warn`, typeCheck: "warn" });
+    expect(warned.error?.kind).toBe("syntax");
+    expect(warned.error?.message).toMatch(/imports are not available/);
   });
 
   test("stdout is per execution and in order; dumpStdOutput is cumulative; pprint prints", async () => {
