@@ -58,6 +58,8 @@ export function createEncoder(options: WireEncodeOptions) {
   // only built when something is reported, so large values pay nothing for it.
   const segments = nullArray();
   let length = 2;
+  // Whether a node was reached again (a shared object or a cycle); a rolled-back field may leave it set, harmlessly.
+  let shares = false;
 
   // The encoded text is a first, cheap bound: with an expanded-size budget its slack is wide enough that text past
   // it always stands for a value past the budget, so it is reported as such.
@@ -138,7 +140,10 @@ export function createEncoder(options: WireEncodeOptions) {
       return push(null);
     }
     const known = ReflectApply(MapGet, seen, [value]) as number | undefined;
-    if (known !== undefined) return known;
+    if (known !== undefined) {
+      shares = true;
+      return known;
+    }
     const object = value as object;
     if (knownHandle !== undefined) {
       const shape = knownHandle(object);
@@ -268,6 +273,8 @@ export function createEncoder(options: WireEncodeOptions) {
     visit,
     visitAt,
     push,
+    /** Whether some node is reached from more than one place (a shared object or a cycle). */
+    shares: (): boolean => shares,
     /** Where the encoding is, to take back what a refused field added. */
     mark(): number[] {
       return nullArray(nodes.length, registered.length, length) as number[];
@@ -302,7 +309,7 @@ export function encodeFields(
   record: object,
   fields: readonly string[],
   options: WireFieldsOptions,
-): { text: string; expanded: number } {
+): { text: string; expanded: number; nodes: unknown[]; shares: boolean } {
   const rootPath = options.rootPath ?? "value";
   let unsupportedInField = false;
   let fieldPath = "";
@@ -364,7 +371,7 @@ export function encodeFields(
       options.onRefused(field, isLimit(error) ? message : `could not be copied (${message})`);
     }
   }
-  return { text: JSONStringify(encoder.nodes), expanded };
+  return { text: JSONStringify(encoder.nodes), expanded, nodes: encoder.nodes, shares: encoder.shares() };
 }
 
 export function describeKey(key: unknown): string {
