@@ -57,6 +57,8 @@ export function createEncoder(options: WireEncodeOptions) {
   // Where the visit is: numbers are array indices, strings object keys, [text] a literal segment. A path string is
   // only built when something is reported, so large values pay nothing for it.
   const segments = nullArray();
+  // How many segments are current (writing an array's length is slow: the table only grows, `depth` says).
+  let depth = 0;
   let length = 2;
   // Whether a node was reached again (a shared object or a cycle); a rolled-back field may leave it set, harmlessly.
   let shares = false;
@@ -75,7 +77,7 @@ export function createEncoder(options: WireEncodeOptions) {
 
   function currentPath(): string {
     let path = rootPath;
-    for (let i = 0; i < segments.length; i++) {
+    for (let i = 0; i < depth; i++) {
       const segment = segments[i];
       if (typeof segment === "number") path = `${path}[${segment}]`;
       else if (typeof segment === "string") path = path === "" ? segment : `${path}.${segment}`;
@@ -91,10 +93,10 @@ export function createEncoder(options: WireEncodeOptions) {
   }
 
   function visitAt(segment: unknown, value: unknown): number {
-    segments[segments.length] = segment;
-    if (segments.length > MAX_DEPTH) throw limitError(`is nested deeper than ${MAX_DEPTH} levels`);
+    segments[depth++] = segment;
+    if (depth > MAX_DEPTH) throw limitError(`is nested deeper than ${MAX_DEPTH} levels`);
     const index = visit(value);
-    segments.length--;
+    depth--;
     return index;
   }
 
@@ -284,7 +286,7 @@ export function createEncoder(options: WireEncodeOptions) {
       registered.length = mark[1]!;
       nodes.length = mark[0]!;
       length = mark[2]!;
-      segments.length = 0;
+      depth = 0;
     },
   };
 }
