@@ -677,13 +677,15 @@ export function sandboxBootstrap(
 
   // ---- data snapshot -----------------------------------------------------------------------------------------
   // Per data field, what the host holds: the wire text that carried it (the installed data or a snapshot) and, once
-  // a snapshot of this isolate encoded it, a private decoded copy with the size it was charged. A field whose value
-  // would encode exactly as that copy is not sent again: the host keeps what it has (and the sizes still count).
+  // a snapshot of this isolate encoded it, the encoder's node table of that snapshot (private: model code never
+  // reaches it) with the field's node and the size it was charged. A field whose value would encode exactly as that
+  // node is not sent again: the host keeps what it has (and the sizes still count).
   interface SavedField {
     text: string;
     hasCopy: boolean;
-    copy?: unknown;
-    /** Whether the snapshot holding the copy reached an object twice (then sharing is compared too). */
+    nodes?: unknown[];
+    index?: number;
+    /** Whether the snapshot's table reaches a node from two places (then sharing is compared too). */
     shares?: boolean;
     expanded?: number;
     length?: number;
@@ -737,7 +739,13 @@ export function sandboxBootstrap(
       let same = false;
       if (entry?.hasCopy && (entry.expanded as number) <= remaining) {
         try {
-          same = codec.sameWireValue(moss[field], entry.copy, isHostObject, entry.shares === true);
+          same = codec.sameWireValue(
+            moss[field],
+            entry.nodes as unknown[],
+            entry.index as number,
+            isHostObject,
+            entry.shares === true,
+          );
         } catch {}
       }
       if (same) {
@@ -794,15 +802,10 @@ export function sandboxBootstrap(
     for (let i = 0; i < leftOut.length; i++) append(warnings, leftOut[i]);
     if (dropped.count > 0) append(warnings, `… and ${dropped.count} more values that were not persisted`);
     if (sizes.length > 0) {
-      // A copy nothing else can reach, to tell next time whether the value changed.
-      let shares = false;
-      const copies = codec.decode(snapshot.text, {
-        __proto__: null,
-        onHandle: makeProxy,
-        onShared: () => {
-          shares = true;
-        },
-      } as any) as Record<string, unknown>;
+      // The record's node lists each field written and the node of its value.
+      const root = snapshot.nodes[0] as unknown[];
+      const indexOf = new MapCtor<string, number>();
+      for (let i = 1; i + 1 < root.length; i += 2) ReflectApply(MapSet, indexOf, [root[i], root[i + 1]]);
       for (let i = 0; i + 2 < sizes.length; i += 3) {
         const field = sizes[i] as string;
         ReflectApply(MapSet, saved, [
@@ -811,8 +814,9 @@ export function sandboxBootstrap(
             __proto__: null,
             text: snapshot.text,
             hasCopy: true,
-            copy: copies[field],
-            shares,
+            nodes: snapshot.nodes,
+            index: ReflectApply(MapGet, indexOf, [field]),
+            shares: snapshot.shares,
             expanded: sizes[i + 1],
             length: sizes[i + 2],
           },

@@ -82,16 +82,24 @@ export interface WireCodec {
     record: object,
     fields: readonly string[],
     options: WireFieldsOptions,
-  ): { text: string; expanded: number };
+  ): {
+    text: string;
+    expanded: number;
+    /** The node table the text was written from (node 0 the record), e.g. for `sameWireValue` next time. */
+    nodes: unknown[];
+    /** Whether the table reaches a node from more than one place (a shared object or a cycle). */
+    shares: boolean;
+  };
   decode(text: string, options?: WireDecodeOptions): unknown;
   /** Expanded size of wire text (throws a `WireLimitError` past `maxExpanded`, a TypeError for malformed text). */
   measure(text: string, maxExpanded?: number): number;
-  /** Whether a value would encode to the same wire as a private decoded copy (plain data only; see same-wire-value.ts). */
+  /** Whether a value would encode to the same wire as node `index` of an encoder's table (plain data only; see same-wire-value.ts). */
   sameWireValue(
     current: unknown,
-    saved: unknown,
+    table: readonly unknown[],
+    index: number,
     isHostObject: (value: object) => boolean,
-    savedShares: boolean,
+    tableShares: boolean,
   ): boolean;
   /** Readable description of a value that cannot cross ("a function", "an instance of Point", ...). */
   describe(value: unknown): string;

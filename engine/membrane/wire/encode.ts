@@ -57,7 +57,11 @@ export function createEncoder(options: WireEncodeOptions) {
   // Where the visit is: numbers are array indices, strings object keys, [text] a literal segment. A path string is
   // only built when something is reported, so large values pay nothing for it.
   const segments = nullArray();
+  // How many segments are current (writing an array's length is slow: the table only grows, `depth` says).
+  let depth = 0;
   let length = 2;
+  // Whether a node was reached again (a shared object or a cycle); a rolled-back field may leave it set, harmlessly.
+  let shares = false;
 
   // The encoded text is a first, cheap bound: with an expanded-size budget its slack is wide enough that text past
   // it always stands for a value past the budget, so it is reported as such.
@@ -73,7 +77,7 @@ export function createEncoder(options: WireEncodeOptions) {
 
   function currentPath(): string {
     let path = rootPath;
-    for (let i = 0; i < segments.length; i++) {
+    for (let i = 0; i < depth; i++) {
       const segment = segments[i];
       if (typeof segment === "number") path = `${path}[${segment}]`;
       else if (typeof segment === "string") path = path === "" ? segment : `${path}.${segment}`;
@@ -89,10 +93,10 @@ export function createEncoder(options: WireEncodeOptions) {
   }
 
   function visitAt(segment: unknown, value: unknown): number {
-    segments[segments.length] = segment;
-    if (segments.length > MAX_DEPTH) throw limitError(`is nested deeper than ${MAX_DEPTH} levels`);
+    segments[depth++] = segment;
+    if (depth > MAX_DEPTH) throw limitError(`is nested deeper than ${MAX_DEPTH} levels`);
     const index = visit(value);
-    segments.length--;
+    depth--;
     return index;
   }
 
@@ -138,7 +142,10 @@ export function createEncoder(options: WireEncodeOptions) {
       return push(null);
     }
     const known = ReflectApply(MapGet, seen, [value]) as number | undefined;
-    if (known !== undefined) return known;
+    if (known !== undefined) {
+      shares = true;
+      return known;
+    }
     const object = value as object;
     if (knownHandle !== undefined) {
       const shape = knownHandle(object);
@@ -268,6 +275,8 @@ export function createEncoder(options: WireEncodeOptions) {
     visit,
     visitAt,
     push,
+    /** Whether some node is reached from more than one place (a shared object or a cycle). */
+    shares: (): boolean => shares,
     /** Where the encoding is, to take back what a refused field added. */
     mark(): number[] {
       return nullArray(nodes.length, registered.length, length) as number[];
@@ -277,7 +286,7 @@ export function createEncoder(options: WireEncodeOptions) {
       registered.length = mark[1]!;
       nodes.length = mark[0]!;
       length = mark[2]!;
-      segments.length = 0;
+      depth = 0;
     },
   };
 }
@@ -302,7 +311,7 @@ export function encodeFields(
   record: object,
   fields: readonly string[],
   options: WireFieldsOptions,
-): { text: string; expanded: number } {
+): { text: string; expanded: number; nodes: unknown[]; shares: boolean } {
   const rootPath = options.rootPath ?? "value";
   let unsupportedInField = false;
   let fieldPath = "";
@@ -364,7 +373,7 @@ export function encodeFields(
       options.onRefused(field, isLimit(error) ? message : `could not be copied (${message})`);
     }
   }
-  return { text: JSONStringify(encoder.nodes), expanded };
+  return { text: JSONStringify(encoder.nodes), expanded, nodes: encoder.nodes, shares: encoder.shares() };
 }
 
 export function describeKey(key: unknown): string {

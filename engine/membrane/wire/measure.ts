@@ -42,6 +42,8 @@ export function createMeasurer(table: unknown[]) {
   let positions = new Uint16ArrayCtor(0);
   const refusals = new MapCtor<number, Error>();
   const stack = nullArray() as number[];
+  // How many entries of `stack` are current (writing an array's length is slow: the stack only grows, `top` says).
+  let top = 0;
 
   function grow(): void {
     if (table.length <= capacity) return;
@@ -130,7 +132,7 @@ export function createMeasurer(table: unknown[]) {
       const parts = node as unknown[];
       const count = parts.length;
       state[index] = 1;
-      const position = stack.length;
+      const position = top++;
       positions[index] = position;
       stack[position] = index;
       const outerLow = low;
@@ -196,7 +198,7 @@ export function createMeasurer(table: unknown[]) {
           throw bad(index);
       }
       if (total > budget) throw tooLarge();
-      stack.length--;
+      top--;
       const nodeLow = low;
       const nodeHeight = height;
       low = outerLow;
@@ -224,11 +226,11 @@ export function createMeasurer(table: unknown[]) {
       try {
         return size(index, depth);
       } catch (error) {
-        for (let i = 0; i < stack.length; i++) {
+        for (let i = 0; i < top; i++) {
           state[stack[i]!] = 3;
           ReflectApply(MapSet, refusals, [stack[i], error]);
         }
-        stack.length = 0;
+        top = 0;
         low = Infinity;
         height = 0;
         throw error;

@@ -3,80 +3,106 @@ import {
   MapCtor,
   MapGet,
   MapSet,
+  NumberIsFinite,
   ObjectIs,
   ObjectKeys,
   ReflectApply,
   SetAdd,
   SetCtor,
   SetSize,
+  StringCtor,
 } from "./intrinsics.ts";
 import { isErrorLike, isPlainObject, MAX_DEPTH } from "./values.ts";
 
 /**
- * Whether `current` would encode to the same wire as `saved`, a value decoded from wire text that nothing else can
- * reach (the isolate's private copy of a data field's last snapshot): only plain data is compared (strings,
- * booleans, numbers by `Object.is` so -0 and NaN stay exact, bigints, null, undefined, arrays, plain objects with
- * the same own enumerable keys in the same order, shared and circular references in the same places); anything
- * else (a Date, a Map, a function, a host object, an Error, a value deeper than the bounds) answers false, so the
- * caller encodes the value as usual. A false "same" would lose data; a false "different" only costs an encode.
- * `savedShares` says whether the copy holds an object at more than one place (or a cycle); without that, any
- * object met twice in `current` is a difference, and the walk needs no map of pairs (most data: several times faster).
+ * Whether `current` would encode to the same wire as node `index` of `table`, the node table an encoder built for
+ * the last snapshot (the isolate keeps it privately: nothing else can reach it, and no value is decoded from it).
+ * Only plain data is compared (strings, booleans, numbers by `Object.is` so -0 and NaN stay exact, bigints, null,
+ * undefined, arrays, plain objects with the same own enumerable keys in the same order, shared and circular
+ * references in the same places); anything else (a Date, a Map, a function, a host object, an Error, a value deeper
+ * than the bounds) answers false, so the caller encodes the value as usual. A false "same" would lose data; a false
+ * "different" only costs an encode. `tableShares` says whether the table reaches a node from more than one place (or
+ * a cycle); without that, any object met twice in `current` is a difference, and the walk needs no map of pairs
+ * (most data: several times faster).
  */
 export function sameWireValue(
   current: unknown,
-  saved: unknown,
+  table: readonly unknown[],
+  index: number,
   isHostObject: (value: object) => boolean,
-  savedShares: boolean,
+  tableShares: boolean,
 ): boolean {
-  // One object of the value stands for one object of the copy, both ways: the same sharing, the same cycles.
-  const pairs = new MapCtor<object, object>();
-  const reverse = new MapCtor<object, object>();
+  // One object of the value stands for one node of the table, both ways: the same sharing, the same cycles.
+  const pairs = new MapCtor<object, number>();
+  const reverse = new MapCtor<number, object>();
   const visited = new SetCtor<object>();
 
-  function same(value: unknown, copy: unknown, depth: number): boolean {
-    if (typeof value !== "object" || value === null) {
-      return typeof value !== "function" && ObjectIs(value, copy);
+  // The node the encoder writes for a primitive is the primitive itself when JSON holds it exactly (encode.ts `visit`).
+  function samePrimitive(value: unknown, node: unknown): boolean {
+    switch (typeof value) {
+      case "string":
+      case "boolean":
+        return node === value;
+      case "number":
+        if (NumberIsFinite(value) && !ObjectIs(value, -0)) return node === value;
+        return (
+          tagged(node, "N", 2) && (node as unknown[])[1] === (ObjectIs(value, -0) ? "-0" : StringCtor(value))
+        );
+      case "bigint":
+        return tagged(node, "B", 2) && (node as unknown[])[1] === StringCtor(value);
+      case "undefined":
+        return tagged(node, "U", 1);
+      default:
+        // null; a symbol or a function never encodes as itself.
+        return value === null && node === null;
     }
-    if (typeof copy !== "object" || copy === null || depth > MAX_DEPTH) return false;
-    if (savedShares) {
-      const paired = ReflectApply(MapGet, pairs, [value]) as object | undefined;
-      if (paired !== undefined) return paired === copy;
-      if (ReflectApply(MapGet, reverse, [copy]) !== undefined) return false;
-      ReflectApply(MapSet, pairs, [value, copy]);
-      ReflectApply(MapSet, reverse, [copy, value]);
+  }
+
+  function same(value: unknown, at: unknown, depth: number): boolean {
+    if (typeof at !== "number") return false;
+    const node = table[at];
+    if (typeof value !== "object" || value === null) return samePrimitive(value, node);
+    if (!ArrayIsArray(node) || depth > MAX_DEPTH) return false;
+    if (tableShares) {
+      const paired = ReflectApply(MapGet, pairs, [value]) as number | undefined;
+      if (paired !== undefined) return paired === at;
+      if (ReflectApply(MapGet, reverse, [at]) !== undefined) return false;
+      ReflectApply(MapSet, pairs, [value, at]);
+      ReflectApply(MapSet, reverse, [at, value]);
     } else {
       const before = ReflectApply(SetSize, visited, []) as number;
       ReflectApply(SetAdd, visited, [value]);
       if (ReflectApply(SetSize, visited, []) === before) return false;
     }
     if (isHostObject(value)) return false;
+    const children = node as unknown[];
     if (ArrayIsArray(value)) {
-      if (!ArrayIsArray(copy)) return false;
+      if (children[0] !== "A") return false;
       const items = value as unknown[];
-      const copies = copy as unknown[];
       const count = items.length;
-      if (count !== copies.length) return false;
-      for (let i = 0; i < count; i++) if (!same(items[i], copies[i], depth + 1)) return false;
+      if (count + 1 !== children.length) return false;
+      for (let i = 0; i < count; i++) if (!same(items[i], children[i + 1], depth + 1)) return false;
       return true;
     }
-    if (ArrayIsArray(copy) || !isPlainObject(value) || isErrorLike(value)) return false;
-    if (!isPlainObject(copy) || isErrorLike(copy)) return false;
+    if (children[0] !== "O" || !isPlainObject(value) || isErrorLike(value)) return false;
     const keys = ObjectKeys(value);
-    const copyKeys = ObjectKeys(copy);
-    if (keys.length !== copyKeys.length) return false;
+    if (keys.length * 2 + 1 !== children.length) return false;
     const record = value as Record<string, unknown>;
-    const copied = copy as Record<string, unknown>;
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i]!;
-      if (key !== copyKeys[i] || !same(record[key], copied[key], depth + 1)) return false;
+      if (key !== children[2 * i + 1] || !same(record[key], children[2 * i + 2], depth + 1)) return false;
     }
     return true;
   }
 
   try {
-    return same(current, saved, 1);
+    return same(current, index, 1);
   } catch {
     // A getter or a proxy trap of model code threw: the encoder reports it.
     return false;
   }
+}
+
+function tagged(node: unknown, tag: string, length: number): boolean {
+  return ArrayIsArray(node) && node.length === length && node[0] === tag;
 }
