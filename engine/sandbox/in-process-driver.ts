@@ -8,7 +8,6 @@ import {
   type SandboxRunRequest,
   type SandboxRunResult,
   type SandboxSession,
-  type SessionSetup,
   type SessionSetupSource,
   setupOf,
 } from "./sandbox.ts";

@@ -1,5 +1,5 @@
 import type { Duplex } from "node:stream";
-import type { BatchedCall, CallReply, HostOperation } from "../membrane/index.ts";
+import type { BatchedCall, HostOperation } from "../membrane/index.ts";
 import type { SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbox.ts";
 
 /*

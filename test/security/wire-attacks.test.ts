@@ -436,7 +436,11 @@ describe("class 3: the host bounds what a compromised sandbox sends back", () =>
           /^the sandbox returned a malformed result: invalid wire text/,
         );
         // Nothing the sandbox sent was kept: the stored data are the module's initial values and still decode.
-        expect(decodeProperties(execution.context.properties)).toEqual({ notes: [], stash: null, other: null });
+        expect(decodeProperties(execution.context.properties)).toEqual({
+          notes: [],
+          stash: null,
+          other: null,
+        });
       } finally {
         await runtime.close();
       }

@@ -1,14 +1,7 @@
 import { MossError } from "../../errors.ts";
 import { DEFAULT_LIMITS } from "../../types.ts";
 import type { HandleShape } from "../protocol.ts";
-import {
-  createWireCodec,
-  type WireCodec,
-  type WireDecodeOptions,
-  type WireEncodeOptions,
-  type WireFieldsOptions,
-  type WireUnsupported,
-} from "../wire/codec.ts";
+import { createWireCodec, type WireUnsupported } from "../wire/codec.ts";
 import { createMeasurer, parse } from "../wire/measure.ts";
 
 /*
