@@ -13,11 +13,11 @@ import { MossCompiler, type MossCompilerOptions } from "../../engine/compiler/mo
 import { decodeProperties } from "../../engine/context/index.ts";
 import { MossError } from "../../engine/errors.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
-import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { ApprovalRequest, ClarificationRequest } from "../../engine/types.ts";
 import { writeModule } from "../helpers/compile-from-text.ts";
 import { okOf, pendingOf } from "../helpers/durable.ts";
 import { runNodeScript, type ScriptResult } from "../helpers/node-script.ts";
+import { runtimesClosedAfterAll } from "../helpers/runtimes-closed-after-all.ts";
 
 /*
  * Issue 10: durable runs. A run pauses when a host call needs a person's decision (`@approval`, a policy's "ask",
@@ -36,11 +36,7 @@ interface HostRobot {
   wipes: number;
 }
 
-const runtimes: MossRuntime[] = [];
-afterAll(async () => {
-  await Promise.all(runtimes.map((runtime) => runtime.close()));
-  await closeSharedSandboxes();
-});
+const runtimes = runtimesClosedAfterAll();
 
 async function compile(
   sandbox: "process" | "in-process",

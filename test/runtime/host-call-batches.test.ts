@@ -1,9 +1,9 @@
-import { afterAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
-import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { ApprovalRequest } from "../../engine/types.ts";
 import { compileFromText } from "../helpers/compile-from-text.ts";
 import { okOf, pendingOf } from "../helpers/durable.ts";
+import { runtimesClosedAfterAll } from "../helpers/runtimes-closed-after-all.ts";
 
 /*
  * Issue 17: async host calls made in one microtask turn cross together, and each still goes through the run log,
@@ -72,11 +72,7 @@ export function __moss_compile__(compiler: { bind(token: unknown, value: unknown
 // </moss-hide>
 `;
 
-const runtimes: MossRuntime[] = [];
-afterAll(async () => {
-  await Promise.all(runtimes.map((runtime) => runtime.close()));
-  await closeSharedSandboxes();
-});
+const runtimes = runtimesClosedAfterAll();
 
 async function compile(
   sandbox: "process" | "in-process",

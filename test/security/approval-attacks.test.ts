@@ -1,12 +1,11 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { describeRequest } from "../../engine/agent/observation.ts";
 import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
 import { MossError } from "../../engine/errors.ts";
 import { MAX_CONTINUATION_RESULTS } from "../../engine/runtime/continuation.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
-import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type {
   Answers,
   ApprovalRequest,
@@ -16,6 +15,7 @@ import type {
   PolicyCall,
 } from "../../engine/types.ts";
 import { okOf, pendingOf } from "../helpers/durable.ts";
+import { runtimesClosedAfterAll } from "../helpers/runtimes-closed-after-all.ts";
 
 /*
  * Attacks on what an approval means (issue 15, parts 1 and 6): an approval approves exactly the call the person saw —
@@ -35,11 +35,7 @@ interface HostBank {
   wrapped: string[];
 }
 
-const runtimes: MossRuntime[] = [];
-afterAll(async () => {
-  await Promise.all(runtimes.map((runtime) => runtime.close()));
-  await closeSharedSandboxes();
-});
+const runtimes = runtimesClosedAfterAll();
 
 async function compile(
   sandbox: "process" | "in-process",

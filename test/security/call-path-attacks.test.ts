@@ -1,11 +1,11 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { MossCompiler, type MossCompilerOptions } from "../../engine/compiler/moss-compiler.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
-import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { CallPolicy, Execution } from "../../engine/types.ts";
 import { okOf, pendingOf } from "../helpers/durable.ts";
+import { runtimesClosedAfterAll } from "../helpers/runtimes-closed-after-all.ts";
 
 /*
  * Every way model code can make host code run a member declared `@approval` (or one a policy asks for) waits for a
@@ -23,11 +23,7 @@ interface HostBank {
   boxes(): string[];
 }
 
-const runtimes: MossRuntime[] = [];
-afterAll(async () => {
-  await Promise.all(runtimes.map((runtime) => runtime.close()));
-  await closeSharedSandboxes();
-});
+const runtimes = runtimesClosedAfterAll();
 
 async function compile(
   sandbox: "process" | "in-process",

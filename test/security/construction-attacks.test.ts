@@ -1,12 +1,12 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
 import { MossError } from "../../engine/errors.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
-import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import { compileFromText } from "../helpers/compile-from-text.ts";
 import { okOf } from "../helpers/durable.ts";
+import { runtimesClosedAfterAll } from "../helpers/runtimes-closed-after-all.ts";
 import { SecurityRig } from "./security-harness.ts";
 
 /*
@@ -23,11 +23,7 @@ interface HostBank {
   lockers(): string[];
 }
 
-const runtimes: MossRuntime[] = [];
-afterAll(async () => {
-  await Promise.all(runtimes.map((runtime) => runtime.close()));
-  await closeSharedSandboxes();
-});
+const runtimes = runtimesClosedAfterAll();
 
 async function compile(sandbox: "process" | "in-process"): Promise<{ runtime: MossRuntime; bank: HostBank }> {
   const runtime = await new MossCompiler({ sandbox }).compile(MODULE);

@@ -7,14 +7,14 @@ import {
   InMemorySpanExporter,
   SimpleSpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
-import { afterAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { MossCompiler, type MossCompilerOptions } from "../../engine/compiler/moss-compiler.ts";
 import { decodeProperties } from "../../engine/context/index.ts";
 import { MossError } from "../../engine/errors.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
-import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { Answers, Execution, PendingRequest } from "../../engine/types.ts";
 import { okOf, pendingOf } from "../helpers/durable.ts";
+import { runtimesClosedAfterAll } from "../helpers/runtimes-closed-after-all.ts";
 
 /*
  * Red-team attacks on durable runs (issue 10): model code trying to reach an `@approval` member without a person's
@@ -34,11 +34,7 @@ interface HostSilo {
   transfers: string[];
 }
 
-const runtimes: MossRuntime[] = [];
-afterAll(async () => {
-  await Promise.all(runtimes.map((runtime) => runtime.close()));
-  await closeSharedSandboxes();
-});
+const runtimes = runtimesClosedAfterAll();
 
 async function compile(
   sandbox: "process" | "in-process",

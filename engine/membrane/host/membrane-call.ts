@@ -1,4 +1,4 @@
-import type { HostMembrane, HostOperation, HostOutcome } from "../protocol.ts";
+import type { HostCallBridge, HostMembrane, HostOperation, HostOutcome } from "../protocol.ts";
 import { hostErrorWire } from "./host-error.ts";
 
 /** Dispatches one proxy access to the membrane; a membrane that throws becomes an error outcome. */
@@ -37,14 +37,7 @@ export function errorWire(error: unknown): string {
 }
 
 /** One call of a batch (`HostBatchBridge`): the arguments of `HostCallBridge`, in its order. */
-export type BatchedCall = [
-  operation: HostOperation,
-  handle: number,
-  member: string | null,
-  args: string,
-  line: number,
-  nondeterminism: string,
-];
+export type BatchedCall = Parameters<HostCallBridge>;
 
 /**
  * Answers a batch's calls in order, each by `answer` as if it were made alone, and stops after an outcome that ends
