@@ -85,12 +85,15 @@ const setRecords = (count: number) =>
 const clearRecords = "function main(moss: Moss) {\n  moss.records = [];\n  return 0;\n}";
 const touchRecord = "function main(moss: Moss) {\n  moss.records[0]!.id++;\n  return moss.records.length;\n}";
 
+/** The goals of issue 17's table where it sets one (warm execute, host call round trips), else earlier ones. */
 const TARGETS = {
   warmProcessMs: 0.5,
-  warmInProcessMs: 0.3,
+  warmInProcessMs: 0.2,
   freshMs: 5,
-  hostCallProcessMs: 0.03,
-  hostCallInProcessMs: 0.005,
+  syncCallProcessMs: 0.025,
+  syncCallInProcessMs: 0.005,
+  asyncCallProcessMs: 0.03,
+  asyncCallInProcessMs: 0.01,
   idleBytes: 3 * 1024 * 1024,
   replacementMs: 300,
 };
@@ -263,6 +266,12 @@ export async function run(): Promise<void> {
   );
 }
 
+/**
+ * Rows 3a–3c. A sync round trip waits for a sleeping thread to wake (the host's event loop, and in the process driver
+ * the sandbox's reader too), so these figures are worst on an idle machine: 2026-11-26, load ~0, 93–100 µs per call on
+ * both drivers; the same runs with one core kept busy by a shell loop, 22 µs in-process and 39 µs process. Compare
+ * runs made at the same load.
+ */
 async function hostCallRows(driver: DriverKind, runtime: MossRuntime): Promise<Row[]> {
   await executeOk(runtime, syncCalls(HOST_CALLS));
   const none = await sample(HOST_CALL_RUNS, () => executeOk(runtime, noCalls(HOST_CALLS)), 2);
@@ -661,8 +670,10 @@ function targetVerdict(figure: string, engine: EngineName, median: number): stri
   if (figure.startsWith("1 ") && engine === "in-process") return check(TARGETS.warmInProcessMs, formatMs);
   if (figure.startsWith("2 ") && (engine === "process" || engine === "in-process"))
     return check(TARGETS.freshMs, formatMs);
-  if (figure.startsWith("3") && engine === "process") return check(TARGETS.hostCallProcessMs, formatMs);
-  if (figure.startsWith("3") && engine === "in-process") return check(TARGETS.hostCallInProcessMs, formatMs);
+  if (figure.startsWith("3a") && engine === "process") return check(TARGETS.syncCallProcessMs, formatMs);
+  if (figure.startsWith("3a") && engine === "in-process") return check(TARGETS.syncCallInProcessMs, formatMs);
+  if (figure.startsWith("3") && engine === "process") return check(TARGETS.asyncCallProcessMs, formatMs);
+  if (figure.startsWith("3") && engine === "in-process") return check(TARGETS.asyncCallInProcessMs, formatMs);
   if (figure.startsWith("5 ") && (engine === "process" || engine === "in-process"))
     return check(TARGETS.idleBytes, formatBytes);
   if (figure.startsWith("6 killed")) return check(TARGETS.replacementMs, formatMs);
