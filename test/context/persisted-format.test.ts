@@ -209,6 +209,27 @@ describe("a corrupt version 2 file is a located error and nothing is lost", () =
       "cannot be decoded: invalid wire text: a handle where none is accepted",
     ],
     ["an unknown tag", '[["O","plain",1],["Z"]]', "cannot be decoded: invalid wire text: bad node 1"],
+    // A Date node holds the time the encoder wrote or null: anything else would load as an invalid Date and be saved.
+    [
+      "a Date whose time is text",
+      '[["O","plain",1],["D","x"]]',
+      "cannot be decoded: invalid wire text: bad node 1",
+    ],
+    [
+      "a Date without its time",
+      '[["O","plain",1],["D"]]',
+      "cannot be decoded: invalid wire text: bad node 1",
+    ],
+    [
+      "a Date out of range",
+      '[["O","plain",1],["D",1e20]]',
+      "cannot be decoded: invalid wire text: bad node 1",
+    ],
+    [
+      "a Date of a fractional time",
+      '[["O","plain",1],["D",1.5]]',
+      "cannot be decoded: invalid wire text: bad node 1",
+    ],
     [
       "a value that is not a record",
       '["text"]',

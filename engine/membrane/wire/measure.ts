@@ -24,6 +24,9 @@ import {
   nullArray,
 } from "./values.ts";
 
+/** The largest distance of a valid Date's time from the epoch, in milliseconds (ECMAScript's time range). */
+const MAX_DATE_TIME_MS = 8.64e15;
+
 // ---- expanded size ------------------------------------------------------------------------------------------
 /**
  * Sizes nodes of a wire table as if every shared node were copied at each use (what a host that formats or
@@ -157,6 +160,8 @@ export function createMeasurer(table: unknown[]) {
           break;
         }
         case "D":
+          // The encoder writes a Date's time or null (an invalid Date); anything else is no Date it wrote.
+          if (count !== 2 || !(parts[1] === null || isDateTime(parts[1]))) throw bad(index);
           total = 26;
           break;
         case "R":
@@ -264,4 +269,11 @@ export function measure(text: string, maxExpanded = Infinity): number {
     if (isLimit(error)) throw limitError(`value ${messageOf(error)}`);
     throw error;
   }
+}
+
+/** Whether a wire Date's number is a time a Date holds: whole milliseconds within ±8.64e15. */
+function isDateTime(time: unknown): boolean {
+  return (
+    typeof time === "number" && NumberIsInteger(time) && time >= -MAX_DATE_TIME_MS && time <= MAX_DATE_TIME_MS
+  );
 }
