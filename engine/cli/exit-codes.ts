@@ -60,6 +60,7 @@ const INPUT_ERROR_CODES: ReadonlySet<string> = new Set([
   "context-write",
   "context-mismatch",
   "context-wrong-module",
+  "context-locked",
   "module-type-error",
   "credential-missing",
   "schema-too-large",

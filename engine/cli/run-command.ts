@@ -4,7 +4,7 @@ import { inspect } from "node:util";
 import { describeRequest } from "../agent/observation.ts";
 import { startSpareCheckWorker } from "../check/check-worker-start.ts";
 import { renderDiagnostics } from "../check/render-diagnostics.ts";
-import { readContextFile, writeContextFile } from "../context/index.ts";
+import { lockContextFile, readContextFile, writeContextFile } from "../context/index.ts";
 import { MossError } from "../errors.ts";
 import type { Execution } from "../types.ts";
 import {
@@ -46,6 +46,16 @@ if the run now asks something else under that id, nothing runs.`;
 
 /** `moss run <module.ts> --code <file|-> [--context <file>]`, or `--resume` a run it left paused. */
 export const runCommand: CliCommand = async (argv, io) => {
+  const releases: Array<() => Promise<void>> = [];
+  try {
+    return await run(argv, io, releases);
+  } finally {
+    for (const release of releases) await release();
+  }
+};
+
+/** The run; a lock it takes is added to `releases`, released when the command ends however it ends. */
+async function run(argv: string[], io: CliIo, releases: Array<() => Promise<void>>): Promise<number> {
   const { values, positionals } = parseOptions(
     argv,
     {
@@ -119,6 +129,8 @@ export const runCommand: CliCommand = async (argv, io) => {
     values.answers === undefined
       ? undefined
       : await readAnswersFile(values.answers as string, io.cwd, io.stdin);
+  // One run at a time per context file: two runs that both read it would each save over the other's changes.
+  if (contextFile) releases.push(await lockContextFile(contextFile));
   const saved = contextFile ? await readContextFile(contextFile) : resume?.context;
   // The key that signs the run's continuation: $MOSS_CONTINUATION_KEY, else a fresh one kept with the paused run
   // (so a run that never pauses writes nothing beside the module or in the working directory).
@@ -237,7 +249,7 @@ export const runCommand: CliCommand = async (argv, io) => {
   } finally {
     await runtime.close();
   }
-};
+}
 
 function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value.trim() === "" ? undefined : value;

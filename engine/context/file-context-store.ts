@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { link, mkdir, readdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { MossError } from "../errors.ts";
 import type { MossContext } from "../types.ts";
 import { readContextFile, type WriteContextReport, writeContextFile } from "./context-file.ts";
@@ -154,44 +154,26 @@ export class FileContextStore implements ContextStore {
       const owner = await readLock(lockPath);
       if (owner !== undefined && owner !== "unreadable" && owner.nonce === held.nonce) return;
       this.#forget(sessionId);
-      throw lockedError(sessionId, lockPath, owner, "this store's lock was removed or taken over");
+      throw lockedError(
+        sessionLock(sessionId),
+        lockPath,
+        owner,
+        "this store's lock was removed or taken over",
+      );
     }
-    if (heldInProcess.has(lockPath)) {
-      throw lockedError(sessionId, lockPath, undefined, "another FileContextStore of this process holds it");
-    }
-    await mkdir(this.directory, { recursive: true });
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const owner: LockOwner = {
-        pid: process.pid,
-        hostname: hostname(),
-        nonce: randomBytes(12).toString("hex"),
-        acquiredAt: new Date().toISOString(),
-      };
-      if (await createLock(lockPath, owner)) {
-        this.#held.set(sessionId, { path: lockPath, nonce: owner.nonce });
-        heldInProcess.set(lockPath, owner.nonce);
-        return;
-      }
-      const existing = await readLockText(lockPath);
-      if (existing === undefined) continue;
-      const current = parseLock(existing);
-      if (current !== "unreadable" && isAlive(current, lockPath))
-        throw lockedError(sessionId, lockPath, current);
-      await takeOver(lockPath, existing);
-    }
-    throw lockedError(sessionId, lockPath, undefined, "other writers kept taking it");
+    const nonce = await takeLockFile(
+      lockPath,
+      sessionLock(sessionId),
+      "another FileContextStore of this process holds it",
+    );
+    this.#held.set(sessionId, { path: lockPath, nonce });
   }
 
   async #release(sessionId: string): Promise<void> {
     const held = this.#held.get(sessionId);
     if (held === undefined) return;
     this.#forget(sessionId);
-    const owner = await readLock(held.path);
-    if (owner !== undefined && owner !== "unreadable" && owner.nonce === held.nonce) {
-      await unlink(held.path).catch((error: NodeJS.ErrnoException) => {
-        if (error.code !== "ENOENT") throw error;
-      });
-    }
+    await dropLockFile(held.path, held.nonce);
   }
 
   #forget(sessionId: string): void {
@@ -282,8 +264,79 @@ async function takeOver(lockPath: string, staleText: string): Promise<void> {
   await unlink(aside).catch(() => undefined);
 }
 
+/** What a lock guards: named in its error as `Session "id"` or `Context file ctx.json`, with details to match. */
+interface LockSubject {
+  name: string;
+  details: Record<string, unknown>;
+}
+
+function sessionLock(sessionId: string): LockSubject {
+  return { name: `Session "${sessionId}"`, details: { sessionId } };
+}
+
+/**
+ * Takes `lockPath` for one writer: an exclusive lock file recording this process's pid (a dead owner's on this host
+ * is taken over); a live owner fails with MossError `context-locked` naming it. Returns the lock's nonce.
+ */
+async function takeLockFile(lockPath: string, subject: LockSubject, heldHere: string): Promise<string> {
+  if (heldInProcess.has(lockPath)) throw lockedError(subject, lockPath, undefined, heldHere);
+  await mkdir(dirname(lockPath), { recursive: true });
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const owner: LockOwner = {
+      pid: process.pid,
+      hostname: hostname(),
+      nonce: randomBytes(12).toString("hex"),
+      acquiredAt: new Date().toISOString(),
+    };
+    if (await createLock(lockPath, owner)) {
+      heldInProcess.set(lockPath, owner.nonce);
+      return owner.nonce;
+    }
+    const existing = await readLockText(lockPath);
+    if (existing === undefined) continue;
+    const current = parseLock(existing);
+    if (current !== "unreadable" && isAlive(current, lockPath)) throw lockedError(subject, lockPath, current);
+    await takeOver(lockPath, existing);
+  }
+  throw lockedError(subject, lockPath, undefined, "other writers kept taking it");
+}
+
+/** Removes a lock file taken with `nonce`, only if it is still that one. */
+async function dropLockFile(lockPath: string, nonce: string): Promise<void> {
+  if (heldInProcess.get(lockPath) === nonce) heldInProcess.delete(lockPath);
+  const owner = await readLock(lockPath);
+  if (owner !== undefined && owner !== "unreadable" && owner.nonce === nonce) {
+    await unlink(lockPath).catch((error: NodeJS.ErrnoException) => {
+      if (error.code !== "ENOENT") throw error;
+    });
+  }
+}
+
+/**
+ * Makes this process the only writer of the MossContext file `file` (its lock file `<file>.lock`, as a session's
+ * lock) until the returned release runs, or throws MossError `context-locked` naming the process that holds it.
+ * Where no lock file can be written there is nothing to hold.
+ */
+export async function lockContextFile(file: string): Promise<() => Promise<void>> {
+  const lockPath = `${resolve(file)}.lock`;
+  let nonce: string;
+  try {
+    nonce = await takeLockFile(
+      lockPath,
+      { name: `Context file ${file}`, details: { file } },
+      "this process uses it already",
+    );
+  } catch (error) {
+    if (MossError.is(error)) throw error;
+    // No lock file can be written beside it (its folder is a file, read-only, …): no other run can save it either,
+    // and this run's save reports the cause with the file's name after its output.
+    return async () => {};
+  }
+  return () => dropLockFile(lockPath, nonce);
+}
+
 function lockedError(
-  sessionId: string,
+  subject: LockSubject,
   lockPath: string,
   owner: LockOwner | "unreadable" | undefined,
   why?: string,
@@ -294,7 +347,7 @@ function lockedError(
       : ` by process ${owner.pid} on ${owner.hostname === hostname() ? "this host" : `host ${owner.hostname}`} since ${owner.acquiredAt}`;
   return new MossError(
     "context-locked",
-    `Session "${sessionId}" is locked${by} (${lockPath})${why === undefined ? "" : `: ${why}`}; another writer is active`,
-    { sessionId, lockPath, owner },
+    `${subject.name} is locked${by} (${lockPath})${why === undefined ? "" : `: ${why}`}; another writer is active`,
+    { ...subject.details, lockPath, owner },
   );
 }

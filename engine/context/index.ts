@@ -16,7 +16,7 @@ export {
   encodeProperties,
   propertyAccess,
 } from "./encode-properties.ts";
-export { FileContextStore, type LockOwner } from "./file-context-store.ts";
+export { FileContextStore, type LockOwner, lockContextFile } from "./file-context-store.ts";
 export { expandedSizeProblem, measureValue } from "./measure-value.ts";
 export { type PartitionedProperties, partitionProperties } from "./partition-properties.ts";
 export { validateContext } from "./validate-context.ts";

@@ -1,6 +1,6 @@
 import { watch } from "node:fs";
 import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { hostname, tmpdir } from "node:os";
 import path from "node:path";
 import { Readable, Writable } from "node:stream";
 import { describe, expect, test } from "vitest";
@@ -77,6 +77,55 @@ describe("moss CLI", () => {
     expect(result.stderr).toContain("context-corrupt");
     expect(result.stderr).toContain(contextFile);
     expect(await readFile(contextFile, "utf8")).toBe('{ "version": 1, "module": ');
+  });
+
+  test("run holds the context file for the whole run: a second run of the same file is refused, never a lost update", async () => {
+    const directory = await mkdtemp(path.join(tmpdir(), "moss-cli-"));
+    const contextFile = path.join(directory, "session.json");
+    // Each run adds one turn and stays a while, so two runs started together overlap.
+    const code = `async function main(moss: Moss) {\n  moss.turns += 1;\n  const start = Date.now();\n  while (Date.now() - start < 1000) {}\n  return moss.turns;\n}`;
+    const results = await Promise.all([
+      moss(["run", SPHERO, "--code", "-", "--context", contextFile], code),
+      moss(["run", SPHERO, "--code", "-", "--context", contextFile], code),
+    ]);
+    const ran = results.filter((result) => result.code === 0).length;
+    for (const refused of results.filter((result) => result.code !== 0)) {
+      expect(refused.code).toBe(4);
+      expect(refused.stderr).toContain("context-locked");
+      expect(refused.stderr).toContain(`Context file ${contextFile} is locked by process`);
+    }
+    expect(ran).toBeGreaterThanOrEqual(1);
+    // Every run that ran is in the file: without the lock both read 0 turns and the last save wrote 1.
+    const saved = JSON.parse(await readFile(contextFile, "utf8")) as MossContext;
+    expect(decodeProperties(saved.properties).turns).toBe(ran);
+    expect(await readdir(directory)).toEqual(["session.json"]);
+  });
+
+  test("run refuses a context file a live process holds, leaves it untouched, and takes over a dead one's lock", async () => {
+    const directory = await mkdtemp(path.join(tmpdir(), "moss-cli-"));
+    const contextFile = path.join(directory, "session.json");
+    const code = "async function main(moss: Moss) { moss.turns += 1; return moss.turns; }";
+    expect((await moss(["run", SPHERO, "--code", "-", "--context", contextFile], code)).code).toBe(0);
+    const before = await readFile(contextFile, "utf8");
+    const owner = {
+      pid: process.pid,
+      hostname: hostname(),
+      nonce: "test",
+      acquiredAt: "2026-01-01T00:00:00.000Z",
+    };
+    await writeFile(`${contextFile}.lock`, JSON.stringify(owner), "utf8");
+    const refused = await moss(["run", SPHERO, "--code", "-", "--context", contextFile], code);
+    expect(refused.code).toBe(4);
+    expect(refused.stderr).toContain(
+      `error[context-locked]: Context file ${contextFile} is locked by process ${process.pid} on this host`,
+    );
+    expect(await readFile(contextFile, "utf8")).toBe(before);
+    // A lock whose process is gone (a run that crashed) does not block the next run.
+    await writeFile(`${contextFile}.lock`, JSON.stringify({ ...owner, pid: 2 ** 22 + 1 }), "utf8");
+    const second = await moss(["run", SPHERO, "--code", "-", "--context", contextFile], code);
+    expect(second.code).toBe(0);
+    expect(second.stdout).toContain("returned: 2");
+    expect(await readdir(directory)).toEqual(["session.json"]);
   });
 
   test("a module importing a name its import does not export: the error names the import's line and column", async () => {
