@@ -4,6 +4,7 @@ import type { LanguageModel } from "../agent/index.ts";
 import { compileModuleRuntime } from "../agent/module-runtime.ts";
 import { MossAgent, type MossAgentOptions } from "../agent/moss-agent.ts";
 import { ModuleCache } from "../compiler/index.ts";
+import { MossError } from "../errors.ts";
 import { type Database, type DatabaseLocation, openDatabase } from "./database.ts";
 import { DatabaseContextStore, DatabaseConversationStore } from "./database-stores.ts";
 import { EventHub } from "./event-hub.ts";
@@ -132,17 +133,13 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
       closeStreams = served.closeStreams;
       const { serve } = await import("@hono/node-server");
       const host = options.http.host ?? "127.0.0.1";
+      const requestedPort = options.http.port ?? 8787;
       http = await new Promise<import("node:http").Server>((resolve, reject) => {
         const server = serve(
-          {
-            fetch: served.app.fetch,
-            port: options.http ? (options.http.port ?? 8787) : 0,
-            hostname: host,
-            serverOptions,
-          },
+          { fetch: served.app.fetch, port: requestedPort, hostname: host, serverOptions },
           () => resolve(server as import("node:http").Server),
         ) as import("node:http").Server;
-        server.once("error", reject);
+        server.once("error", (error) => reject(listenError(error, host, requestedPort)));
       });
       const { port } = http.address() as AddressInfo;
       url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
@@ -175,4 +172,22 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
       return closing;
     },
   };
+}
+
+/** Why the server could not listen, as MossError `invalid-argument` naming the address (a port in use, a host not here). */
+function listenError(error: Error, host: string, port: number): Error {
+  const code = (error as NodeJS.ErrnoException).code;
+  const why: Record<string, string> = {
+    EADDRINUSE: "another process listens there; choose another --port (0 picks a free one)",
+    EADDRNOTAVAIL: "this machine has no such address; choose another --host",
+    EACCES: "this user may not listen there (ports below 1024 need privileges); choose another --port",
+  };
+  const reason = code === undefined ? undefined : why[code];
+  if (reason === undefined) return error;
+  return new MossError(
+    "invalid-argument",
+    `cannot listen on ${host}:${port} (${code}): ${reason}`,
+    { host, port, errno: code },
+    { cause: error },
+  );
 }

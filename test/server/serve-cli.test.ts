@@ -3,6 +3,7 @@
 // answers the requests of runs paused before the restart and resumes the event stream where the client was.
 import { randomUUID } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -126,5 +127,23 @@ describe("moss serve (the binary)", () => {
     const worker = await runMoss(["worker", VAULT_MODULE], { env: { DATABASE_URL: "" } });
     expect(worker.code).toBe(2);
     expect(worker.stderr).toContain("moss worker needs --database-url");
+  }, 60_000);
+
+  it("a port another process listens on is an error naming the address and the way out, not an internal error", async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    const { port } = taken.address() as AddressInfo;
+    try {
+      const args = serveArgs();
+      args[args.indexOf("--port") + 1] = String(port);
+      const result = await runMoss(args, { env });
+      expect(result.code).toBe(4);
+      expect(result.stderr).toContain(
+        `error[invalid-argument]: cannot listen on 127.0.0.1:${port} (EADDRINUSE): another process listens there; choose another --port (0 picks a free one)`,
+      );
+      expect(result.stderr).not.toContain("internal error");
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+    }
   }, 60_000);
 });
