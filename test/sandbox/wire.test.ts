@@ -153,6 +153,16 @@ describe("wire codec", () => {
     expect(() => decodeWire('[["Q"]]')).toThrow(/bad node 0/);
   });
 
+  test("a Date crosses as its time or as null when invalid; a Date node holding anything else is refused", () => {
+    for (const time of [0, -8.64e15, 8.64e15, 1_767_323_045_123]) {
+      expect((roundTrip(new Date(time)) as Date).getTime()).toBe(time);
+    }
+    expect(Number.isNaN((roundTrip(new Date(Number.NaN)) as Date).getTime())).toBe(true);
+    for (const node of ['["D","0"]', '["D"]', '["D",8.64e15,1]', '["D",8640000000000001]', '["D",0.5]']) {
+      expect(() => decodeWire(`[${node}]`)).toThrow(/invalid wire text: bad node 0/);
+    }
+  });
+
   test("maxLength bounds the encoding", () => {
     const codec = createWireCodec();
     expect(() => codec.encode("x".repeat(1000), { maxLength: 100 })).toThrow(
