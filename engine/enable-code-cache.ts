@@ -4,12 +4,12 @@
 // file another user could plant must never be read.
 
 import { createHash } from "node:crypto";
-import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import module, { createRequire, Module } from "node:module";
 import path from "node:path";
 import vm from "node:vm";
 import { isMainThread } from "node:worker_threads";
-import { privateTempFolder } from "./private-temp-folder.ts";
+import { privateTempFolder, writePrivateFile } from "./private-temp-folder.ts";
 
 const require = createRequire(import.meta.url);
 
@@ -42,7 +42,7 @@ export function enableCodeCache(): void {
 }
 
 /** The file of TypeScript that ts-morph requires (its own bundled copy). */
-function typeScriptFile(): string {
+export function typeScriptFile(): string {
   const tsMorph = require.resolve("ts-morph");
   const common = createRequire(tsMorph).resolve("@ts-morph/common");
   return path.join(path.dirname(common), "typescript.js");
@@ -90,12 +90,8 @@ function loadTypeScriptWithCodeCache(folder: string): void {
   }
 }
 
-/** Writes the cache through a temporary file and a rename, so a reader never sees half of one. */
 function writeCodeCache(cacheFile: string, script: vm.Script): void {
   try {
-    mkdirSync(path.dirname(cacheFile), { recursive: true, mode: 0o700 });
-    const partial = `${cacheFile}.${process.pid}.partial`;
-    writeFileSync(partial, script.createCachedData(), { mode: 0o600 });
-    renameSync(partial, cacheFile);
+    writePrivateFile(cacheFile, script.createCachedData());
   } catch {}
 }

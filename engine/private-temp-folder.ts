@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, statSync } from "node:fs";
+import { mkdirSync, mkdtempSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 
@@ -23,4 +23,15 @@ export function privateTempFolder(): string {
   }
   fallback ??= mkdtempSync(path.join(tmpdir(), "moss-ts-process-"));
   return fallback;
+}
+
+/**
+ * Writes `file` (in the private temp folder) readable by this user only, through a temporary file and a rename, so
+ * another process never reads half of it. Throws what the file system throws.
+ */
+export function writePrivateFile(file: string, data: string | Uint8Array): void {
+  mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  const partial = `${file}.${process.pid}.partial`;
+  writeFileSync(partial, data, { mode: 0o600 });
+  renameSync(partial, file);
 }

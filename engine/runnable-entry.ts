@@ -1,10 +1,10 @@
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { BuildOptions, Plugin } from "esbuild";
-import { privateTempFolder } from "./private-temp-folder.ts";
+import { privateTempFolder, writePrivateFile } from "./private-temp-folder.ts";
 
 /** Options of `runnableEntry`. */
 export interface RunnableEntryOptions {
@@ -96,11 +96,7 @@ function writeEntry(entryFile: string, output: string): string {
   const stem = path.basename(entryFile).replace(/\.ts$/, "");
   const hash = createHash("sha256").update(output).digest("hex").slice(0, 16);
   const file = path.join(privateTempFolder(), `${stem}-${hash}.mjs`);
-  if (!existsSync(file)) {
-    const temporary = `${file}.${process.pid}.tmp`;
-    writeFileSync(temporary, output);
-    renameSync(temporary, file);
-  }
+  if (!existsSync(file)) writePrivateFile(file, output);
   return file;
 }
 

@@ -2,11 +2,12 @@
 // An entry is found by what the command was given and checked against the content of every file the check read.
 import { createHash } from "node:crypto";
 import { readdirSync, statSync } from "node:fs";
-import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { readdir, readFile, rm, stat } from "node:fs/promises";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { MOSS_DIAGNOSTIC_CODES } from "../check/diagnostic-codes.ts";
-import { privateTempFolder } from "../private-temp-folder.ts";
+import { typeScriptFile } from "../enable-code-cache.ts";
+import { privateTempFolder, writePrivateFile } from "../private-temp-folder.ts";
 import type { Diagnostic } from "../types.ts";
 import { MOSS_CODE_ROOT, mossPackageFile } from "./moss-package.ts";
 
@@ -18,8 +19,7 @@ const UNCHECKED_CODES = new Set<number>([
 ]);
 /** Entries kept; the least recently written go first. */
 const MAX_ENTRIES = 256;
-/** moss-ts's own code, whose every file (by size and time) is part of each key: another build is another key. */
-const LIBRARY_ROOT = MOSS_CODE_ROOT;
+/** moss-ts's own code folders (under MOSS_CODE_ROOT), whose every file (by size and time) is part of each key. */
 const LIBRARY_FOLDERS = ["engine", "container"];
 const require = createRequire(import.meta.url);
 
@@ -109,12 +109,8 @@ export async function writeCachedCheck(
       ),
       diagnostics,
     };
-    const folder = path.dirname(key.file);
-    await mkdir(folder, { recursive: true, mode: 0o700 });
-    const partial = `${key.file}.${process.pid}.partial`;
-    await writeFile(partial, JSON.stringify(entry), { mode: 0o600 });
-    await rename(partial, key.file);
-    await dropOldEntries(folder);
+    writePrivateFile(key.file, JSON.stringify(entry));
+    await dropOldEntries(path.dirname(key.file));
   } catch {
     // A result that could not be kept is checked again next time.
   }
@@ -166,11 +162,10 @@ function libraryIdentity(): string {
       else add(file);
     }
   };
-  for (const folder of LIBRARY_FOLDERS) walk(path.join(LIBRARY_ROOT, folder));
+  for (const folder of LIBRARY_FOLDERS) walk(path.join(MOSS_CODE_ROOT, folder));
   try {
-    const tsMorph = require.resolve("ts-morph");
-    add(tsMorph);
-    add(path.join(path.dirname(createRequire(tsMorph).resolve("@ts-morph/common")), "typescript.js"));
+    add(require.resolve("ts-morph"));
+    add(typeScriptFile());
   } catch {}
   return hash.digest("base64url");
 }

@@ -1,9 +1,9 @@
 import { createHash } from "node:crypto";
-import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { privateTempFolder } from "../private-temp-folder.ts";
+import { privateTempFolder, writePrivateFile } from "../private-temp-folder.ts";
 
 /*
  * The isolate half of the membrane (membrane/isolate/) as one self-contained classic script. `npm run build` writes
@@ -65,9 +65,7 @@ function loadIsolateScript(): string {
   if (output === undefined) throw new Error("esbuild wrote no isolate script");
   if (cache === undefined) return output.text;
   try {
-    const partial = `${cache}.${process.pid}.tmp`;
-    writeFileSync(partial, output.text);
-    renameSync(partial, cache);
+    writePrivateFile(cache, output.text);
   } catch {}
   return output.text;
 }
