@@ -7,15 +7,12 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { MossError } from "../../engine/errors.ts";
-import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import { DEFAULT_HTTP_TIMEOUTS, httpServerOptions } from "../../engine/server/http-timeouts.ts";
-import type { MossServer } from "../../engine/server/moss-server.ts";
 import { TenantTokens } from "../../engine/server/tenant-tokens.ts";
-import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
 import { printedSetting, runMoss } from "../helpers/moss-cli.ts";
-import { call, readSse, startTestServer, TOKENS, VAULT_MODULE } from "./server-harness.ts";
+import { call, readSse, TOKENS, useVaultServer, VAULT_MODULE } from "./server-harness.ts";
 
 const HEADERS_TIMEOUT_MS = 200;
 const REQUEST_TIMEOUT_MS = 400;
@@ -35,30 +32,13 @@ function rawExchange(url: string, text: string): Promise<string> {
 }
 
 describe("moss serve's request timeouts", () => {
-  const replies: FakeReply[] = [];
-  let model: FakeOpenAIServer;
-  let server: MossServer;
-  let directory: string;
-
-  beforeAll(async () => {
-    directory = await mkdtemp(join(tmpdir(), "moss-timeouts-"));
-    process.env.MOSS_VAULT_LOG = join(directory, "vault.log");
-    model = await startFakeOpenAIServer(replies);
-    server = await startTestServer({ dataDirectory: join(directory, "data") }, model.baseUrl, {
-      http: {
-        port: 0,
-        tokens: TenantTokens.parse([`alice:${TOKENS.alice}`], "test"),
-        headersTimeoutMs: HEADERS_TIMEOUT_MS,
-        requestTimeoutMs: REQUEST_TIMEOUT_MS,
-      },
-    });
-  }, 60_000);
-  afterAll(async () => {
-    await server?.close(1_000);
-    await model?.close();
-    await closeSharedSandboxes();
-    await rm(directory, { recursive: true, force: true });
-    delete process.env.MOSS_VAULT_LOG;
+  const vault = useVaultServer("moss-timeouts-", {
+    http: {
+      port: 0,
+      tokens: TenantTokens.parse([`alice:${TOKENS.alice}`], "test"),
+      headersTimeoutMs: HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: REQUEST_TIMEOUT_MS,
+    },
   });
 
   it("answers a body that does not finish arriving with 408 and closes the connection; nothing is stored", async () => {
@@ -68,7 +48,7 @@ describe("moss serve's request timeouts", () => {
     const id = `slow-${randomUUID()}`;
     const body = JSON.stringify({ id });
     const answer = await rawExchange(
-      server.url!,
+      vault.server.url!,
       [
         "POST /v1/threads HTTP/1.1",
         "Host: 127.0.0.1",
@@ -80,32 +60,35 @@ describe("moss serve's request timeouts", () => {
       ].join("\r\n"),
     );
     expect(answer).toMatch(/^HTTP\/1\.1 408 /);
-    expect((await call(server, "GET", `/v1/threads/${id}`)).status).toBe(404);
+    expect((await call(vault.server, "GET", `/v1/threads/${id}`)).status).toBe(404);
     process.off("warning", onWarning);
     // The cut body is the client's fault (400 body-incomplete to nobody), not a server failure to log.
     expect(warnings.filter((warning) => warning.startsWith("moss serve:"))).toEqual([]);
   });
 
   it("answers headers that do not finish arriving with 408 and closes the connection", async () => {
-    const answer = await rawExchange(server.url!, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+    const answer = await rawExchange(vault.server.url!, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n");
     expect(answer).toMatch(/^HTTP\/1\.1 408 /);
   });
 
   it("keeps an event stream open past both timeouts: its request was complete", async () => {
     const thread = `open-${randomUUID()}`;
-    expect((await call(server, "POST", "/v1/threads", { body: { id: thread } })).status).toBe(201);
+    expect((await call(vault.server, "POST", "/v1/threads", { body: { id: thread } })).status).toBe(201);
     const controller = new AbortController();
-    const stream = await fetch(`${server.url}/v1/threads/${thread}/events`, {
+    const stream = await fetch(`${vault.server.url}/v1/threads/${thread}/events`, {
       headers: { authorization: `Bearer ${TOKENS.alice}`, accept: "text/event-stream" },
       signal: controller.signal,
     });
     try {
       // Longer than the request timeout and several of Node's checks of late requests.
       await new Promise((resolve) => setTimeout(resolve, REQUEST_TIMEOUT_MS * 3));
-      replies.push({ content: "Still here." });
+      vault.replies.push({ content: "Still here." });
       expect(
-        (await call(server, "POST", `/v1/threads/${thread}/runs`, { body: { message: "Are you there?" } }))
-          .status,
+        (
+          await call(vault.server, "POST", `/v1/threads/${thread}/runs`, {
+            body: { message: "Are you there?" },
+          })
+        ).status,
       ).toBe(202);
       let answer: unknown;
       const ended = !(await readSse(stream, (message) => {

@@ -5,11 +5,10 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { MossServer } from "../../engine/server/moss-server.ts";
 import { TenantTokens } from "../../engine/server/tenant-tokens.ts";
-import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
-import { call, readEvents, runSettles, startTestServer, TOKENS } from "./server-harness.ts";
+import type { FakeReply } from "../agent/fake-openai-server.ts";
+import { call, readEvents, runSettles, startTestServer, TOKENS, useVaultServer } from "./server-harness.ts";
 
 const code = (body: string): FakeReply => ({
   content: "",
@@ -19,82 +18,65 @@ const code = (body: string): FakeReply => ({
 });
 
 describe("moss serve driven from outside", () => {
-  const replies: FakeReply[] = [];
-  let model: FakeOpenAIServer;
-  let server: MossServer;
-  let directory: string;
-
-  beforeAll(async () => {
-    directory = await mkdtemp(join(tmpdir(), "moss-outside-"));
-    process.env.MOSS_VAULT_LOG = join(directory, "vault.log");
-    model = await startFakeOpenAIServer(replies);
-    server = await startTestServer({ dataDirectory: join(directory, "pglite") }, model.baseUrl);
-  }, 60_000);
-  afterAll(async () => {
-    await server?.close(1_000);
-    await model?.close();
-    await closeSharedSandboxes();
-    await rm(directory, { recursive: true, force: true });
-    delete process.env.MOSS_VAULT_LOG;
-  });
+  const vault = useVaultServer("moss-outside-");
 
   const newThread = async () => {
     const id = `t-${randomUUID()}`;
-    expect((await call(server, "POST", "/v1/threads", { body: { id } })).status).toBe(201);
+    expect((await call(vault.server, "POST", "/v1/threads", { body: { id } })).status).toBe(201);
     return id;
   };
 
   it("refuses a body nested deeper than the server can store with a 400, and serves on", async () => {
     const nested = (depth: number) => `${"[".repeat(depth)}${"]".repeat(depth)}`;
-    const deep = await call(server, "POST", "/v1/threads", {
+    const deep = await call(vault.server, "POST", "/v1/threads", {
       raw: `{"id":"deep-${randomUUID()}","metadata":{"a":${nested(100_000)}}}`,
     });
     expect(deep.status).toBe(400);
     expect(deep.body.error).toMatchObject({ code: "json-invalid", message: expect.stringContaining("deep") });
-    const agui = await call(server, "POST", "/v1/agui", {
+    const agui = await call(vault.server, "POST", "/v1/agui", {
       raw: `{"threadId":"t","runId":"r","messages":[],"state":${nested(5_000)}}`,
     });
     expect(agui.status).toBe(400);
     // Ordinary nesting, and brackets inside strings, are fine.
-    const fine = await call(server, "POST", "/v1/threads", {
+    const fine = await call(vault.server, "POST", "/v1/threads", {
       body: {
         id: `fine-${randomUUID()}`,
         metadata: { a: JSON.parse(nested(20)), note: "[[[[{{{{".repeat(40) },
       },
     });
     expect(fine.status).toBe(201);
-    expect((await call(server, "GET", "/health", { tenant: null })).status).toBe(200);
+    expect((await call(vault.server, "GET", "/health", { tenant: null })).status).toBe(200);
   });
 
   it("refuses an answer outside a question's choices with 400 answer-invalid and keeps the run paused for a right one", async () => {
-    replies.push(
+    vault.replies.push(
       code(
         '  const colour = await moss.ask("Which colour?", { choices: ["red", "blue"] });\n  console.log(colour);',
       ),
       { content: "You chose." },
     );
     const thread = await newThread();
-    await call(server, "POST", `/v1/threads/${thread}/runs`, { body: { message: "Ask me a colour." } });
-    const paused = await readEvents(server, thread, runSettles);
+    await call(vault.server, "POST", `/v1/threads/${thread}/runs`, { body: { message: "Ask me a colour." } });
+    const paused = await readEvents(vault.server, thread, runSettles);
     const request = paused.find((event) => event.event === "clarification-request")!.data.request;
     expect(request.choices).toEqual(["red", "blue"]);
 
-    const wrong = await call(server, "POST", `/v1/threads/${thread}/answers`, {
+    const wrong = await call(vault.server, "POST", `/v1/threads/${thread}/answers`, {
       body: { answers: { [request.id]: { answer: "green" } } },
     });
     expect(wrong.status).toBe(400);
     expect(wrong.body.error.code).toBe("answer-invalid");
     expect(wrong.body.error.message).toContain('"red", "blue"');
-    const state = await call(server, "GET", `/v1/threads/${thread}`);
+    const state = await call(vault.server, "GET", `/v1/threads/${thread}`);
     expect(state.body.status).toBe("pending");
     expect(state.body.pending.map((pending: { id: string }) => pending.id)).toEqual([request.id]);
 
-    const right = await call(server, "POST", `/v1/threads/${thread}/answers`, {
+    const right = await call(vault.server, "POST", `/v1/threads/${thread}/answers`, {
       body: { answers: { [request.id]: { answer: "blue" } } },
     });
     expect(right.status).toBe(202);
     const resumed = await readEvents(
-      server,
+      vault.server,
       thread,
       (event) => event.event === "run-status" && ["completed", "failed"].includes(event.data.status),
       { after: state.body.lastEventId },
