@@ -5,7 +5,8 @@
 //
 // isolated-vm needs `--no-node-snapshot` (Node 20 and later) in any process that runs isolates. The default
 // sandbox runs them in child processes started with it; `moss test` and `--sandbox in-process` run them here, so
-// for the commands that can, the CLI starts itself again with the flag when it is missing.
+// for the commands that can, the CLI starts itself again with the flag when it is missing. `moss run` can only
+// through its --sandbox option: with the default it runs in this process, without a second Node start.
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 
@@ -15,7 +16,7 @@ import { existsSync } from "node:fs";
 const argv = process.argv.slice(2);
 const ISOLATE_COMMANDS = new Set(["run", "test", "agent", "serve", "worker"]);
 
-if (ISOLATE_COMMANDS.has(argv[0] ?? "") && !hasFlag("--no-node-snapshot")) {
+if (runsIsolatesHere(argv) && !hasFlag("--no-node-snapshot")) {
   const child = spawn(
     process.execPath,
     ["--no-node-snapshot", ...process.execArgv, ...process.argv.slice(1)],
@@ -47,6 +48,17 @@ if (ISOLATE_COMMANDS.has(argv[0] ?? "") && !hasFlag("--no-node-snapshot")) {
     ({ main } = await import("../dist/engine/cli/main.js"));
   }
   process.exitCode = await main(argv);
+}
+
+/** Whether the command may run isolates in this process: `moss run` only with `--sandbox in-process`. */
+function runsIsolatesHere([command, ...options]) {
+  if (command !== "run") return ISOLATE_COMMANDS.has(command ?? "");
+  for (let index = 0; index < options.length && options[index] !== "--"; index++) {
+    const option = options[index];
+    if (option === "--sandbox") return options[index + 1] !== "process";
+    if (option.startsWith("--sandbox=")) return option !== "--sandbox=process";
+  }
+  return false;
 }
 
 function hasFlag(flag) {

@@ -1,8 +1,10 @@
+import { spawn } from "node:child_process";
 import { watch } from "node:fs";
 import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import path from "node:path";
 import { Readable, Writable } from "node:stream";
+import { fileURLToPath } from "node:url";
 import { describe, expect, test } from "vitest";
 import { EXIT, EXIT_CODES_HELP } from "../../engine/cli/exit-codes.ts";
 import { main } from "../../engine/cli/main.ts";
@@ -11,6 +13,7 @@ import type { MossContext } from "../../engine/types.ts";
 import { type CliResult, runMoss } from "../helpers/moss-cli.ts";
 
 const SPHERO = "examples/sphero/context.ts";
+const BIN = fileURLToPath(new URL("../../bin/moss.js", import.meta.url));
 const IS_ROOT = process.getuid?.() === 0;
 
 /** Runs the real `moss` binary in a child process, as a user would. */
@@ -126,6 +129,46 @@ describe("moss CLI", () => {
     expect(second.code).toBe(0);
     expect(second.stdout).toContain("returned: 2");
     expect(await readdir(directory)).toEqual(["session.json"]);
+  });
+
+  test("run with the default process sandbox runs in the Node process the user started; --sandbox in-process starts one with --no-node-snapshot", async () => {
+    // The run's host is the process holding the context file's lock (its pid is in the lock file while it runs).
+    const hostOf = async (sandboxOptions: string[]): Promise<{ started: number; host: number }> => {
+      const directory = await mkdtemp(path.join(tmpdir(), "moss-cli-"));
+      const contextFile = path.join(directory, "session.json");
+      const code =
+        "async function main(moss: Moss) {\n  const start = Date.now();\n  while (Date.now() - start < 3000) {}\n  return 1;\n}";
+      // As a user starts it: plain `node`, without --no-node-snapshot.
+      const child = spawn(
+        process.execPath,
+        [BIN, "run", SPHERO, "--code", "-", "--context", contextFile, ...sandboxOptions],
+        {
+          env: { ...process.env, VITEST: "", NO_COLOR: "1" },
+          stdio: ["pipe", "pipe", "pipe"],
+        },
+      );
+      child.stdin.end(code);
+      let stderr = "";
+      child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+      const exited = new Promise<number | null>((resolve) =>
+        child.on("exit", (exitCode) => resolve(exitCode)),
+      );
+      let exitCode: number | null | undefined;
+      void exited.then((value) => (exitCode = value));
+      let host: number | undefined;
+      while (host === undefined && exitCode === undefined) {
+        const lock = await readFile(`${contextFile}.lock`, "utf8").catch(() => undefined);
+        if (lock !== undefined && lock.trim() !== "") host = (JSON.parse(lock) as { pid: number }).pid;
+        else await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(await exited, stderr).toBe(0);
+      expect(host, "the run ended before its lock was seen").toBeDefined();
+      return { started: child.pid!, host: host! };
+    };
+    const plain = await hostOf([]);
+    expect(plain.host).toBe(plain.started);
+    const inProcess = await hostOf(["--sandbox", "in-process"]);
+    expect(inProcess.host).not.toBe(inProcess.started);
   });
 
   test("a module importing a name its import does not export: the error names the import's line and column", async () => {
