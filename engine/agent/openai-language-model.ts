@@ -1,4 +1,4 @@
-import OpenAI from "openai";
+import type OpenAI from "openai";
 import type {
   ChatCompletion,
   ChatCompletionChunk,
@@ -51,7 +51,14 @@ export interface OpenAILanguageModelOptions {
 export class OpenAILanguageModel implements LanguageModel {
   readonly model: string;
   readonly baseUrl: string;
-  readonly #client: OpenAI;
+  readonly #clientOptions: ConstructorParameters<typeof OpenAI>[0];
+  /**
+   * The `openai` package and its client, loaded by the first request: importing moss-ts (which every context module
+   * does, on each `moss check` and `moss run`) must not load the package's hundreds of files.
+   */
+  #client: Promise<OpenAI> | undefined;
+  /** The package's error classes, once it is loaded. */
+  #sdk: typeof OpenAI | undefined;
   readonly #prices: PriceTable;
   readonly #streamUsage: boolean;
 
@@ -61,17 +68,25 @@ export class OpenAILanguageModel implements LanguageModel {
     this.model = options.model ?? nonEmpty(env.MOSS_MODEL) ?? DEFAULT_MODEL;
     this.#prices = options.prices ?? DEFAULT_PRICE_TABLE;
     this.#streamUsage = options.streamUsage ?? true;
-    this.#client = new OpenAI({
+    this.#clientOptions = {
       baseURL: this.baseUrl,
       apiKey: options.apiKey ?? nonEmpty(env.OPENAI_API_KEY) ?? "no-key",
       maxRetries: options.maxRetries ?? 2,
       timeout: options.timeoutMs ?? 120_000,
+    };
+  }
+
+  #openai(): Promise<OpenAI> {
+    this.#client ??= import("openai").then(({ default: sdk }) => {
+      this.#sdk = sdk;
+      return new sdk(this.#clientOptions);
     });
+    return this.#client;
   }
 
   async generate(request: LanguageModelRequest): Promise<LanguageModelResponse> {
     try {
-      const { data, response } = await this.#client.chat.completions
+      const { data, response } = await (await this.#openai()).chat.completions
         .create({ ...this.#body(request), stream: false }, { signal: request.signal })
         .withResponse();
       const completion = data as unknown;
@@ -171,7 +186,7 @@ export class OpenAILanguageModel implements LanguageModel {
         .sort(([a], [b]) => a - b)
         .map(([index, call]) => ({ ...call, id: call.id || `call_${index}` }));
     try {
-      const { data: chunks, response } = await this.#client.chat.completions
+      const { data: chunks, response } = await (await this.#openai()).chat.completions
         .create(
           {
             ...this.#body(request),
@@ -288,6 +303,13 @@ export class OpenAILanguageModel implements LanguageModel {
   #mapError(error: unknown): unknown {
     if (MossError.is(error)) return error;
     const details = { baseUrl: this.baseUrl, model: this.model };
+    const OpenAI = this.#sdk;
+    if (OpenAI === undefined) {
+      const message = error instanceof Error ? error.message : String(error);
+      return new MossError("model-request", `The request to ${this.baseUrl} failed: ${message}`, details, {
+        cause: error,
+      });
+    }
     if (error instanceof OpenAI.APIUserAbortError) {
       return new MossError("model-request", `The request to ${this.baseUrl} was aborted.`, details, {
         cause: error,
