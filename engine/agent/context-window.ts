@@ -1,4 +1,5 @@
-import { getEncoding, type Tiktoken } from "js-tiktoken";
+import { createRequire } from "node:module";
+import { Tiktoken, type TiktokenBPE } from "js-tiktoken/lite";
 import { MossError } from "../errors.ts";
 import type { ChatMessage } from "./language-model.ts";
 import { truncateMiddle } from "./observation.ts";
@@ -33,6 +34,8 @@ export interface ContextTrim {
   budgetTokens: number;
 }
 
+const require = createRequire(import.meta.url);
+
 let encoder: Tiktoken | undefined;
 const counted = new Map<string, number>();
 
@@ -40,7 +43,9 @@ const counted = new Map<string, number>();
 export function countTokens(text: string): number {
   const cached = counted.get(text);
   if (cached !== undefined) return cached;
-  encoder ??= getEncoding("o200k_base");
+  // The ranks (2.3 MB of JavaScript; js-tiktoken's main entry holds every encoding's, 5.6 MB) load with the first
+  // count: importing moss-ts, as every context module does, must not parse them.
+  encoder ??= new Tiktoken(require("js-tiktoken/ranks/o200k_base") as TiktokenBPE);
   const count = encoder.encode(text).length;
   if (counted.size > 5_000) counted.clear();
   counted.set(text, count);
