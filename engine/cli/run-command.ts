@@ -6,6 +6,7 @@ import { startSpareCheckWorker } from "../check/check-worker-start.ts";
 import { renderDiagnostics } from "../check/render-diagnostics.ts";
 import { lockContextFile, readContextFile, writeContextFile } from "../context/index.ts";
 import { MossError } from "../errors.ts";
+import { prestartSharedSandbox } from "../runtime/shared-sandbox.ts";
 import type { Execution } from "../types.ts";
 import {
   answerRequests,
@@ -118,6 +119,8 @@ async function run(argv: string[], io: CliIo, releases: Array<() => Promise<void
     ["process", "in-process"] as const,
     "process",
   );
+  // The sandbox process starts while this thread loads and compiles the module.
+  if (sandbox === "process") prestartSharedSandbox("process");
   const approve =
     values.approve === undefined
       ? undefined

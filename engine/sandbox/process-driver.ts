@@ -629,6 +629,8 @@ export class ProcessDriver implements SandboxDriver {
   readonly #graceMs: number;
   readonly #startTimeoutMs: number;
   readonly #spares: SandboxChild[] = [];
+  /** The next spare taken was started by `prestart`: the pool refills after a delay, not at once. */
+  #refillLater = false;
   /** Processes holding sessions. */
   readonly #active = new Set<SandboxChild>();
   #closed = false;
@@ -664,6 +666,19 @@ export class ProcessDriver implements SandboxDriver {
   /** Starts the pool of spares (done lazily by `open`); resolves when every spare is ready. */
   async start(): Promise<void> {
     this.#fill();
+    await Promise.all(this.#spares.map((child) => child.whenReady()));
+  }
+
+  /**
+   * Starts one spare now if no process is starting or running: the first open then takes it, and the pool refills
+   * after a delay, as after a first open without a spare (a one-shot run has ended by then). Resolves once the
+   * spares are ready.
+   */
+  async prestart(): Promise<void> {
+    if (this.#spares.length === 0 && this.#active.size === 0) {
+      this.#fill(1);
+      this.#refillLater = true;
+    }
     await Promise.all(this.#spares.map((child) => child.whenReady()));
   }
 
@@ -724,7 +739,8 @@ export class ProcessDriver implements SandboxDriver {
     if (idle !== undefined) {
       // Shared for want of a ready spare: the pool grows toward maxProcesses now, so later sessions spread out
       // (a run waiting behind a long run moves to a process with nothing to do, and there must be some).
-      if (live.length < this.#maxProcesses) this.#fill();
+      if (live.length < this.#maxProcesses) this.#replaceSpare();
+      this.#refillLater = false;
       return idle;
     }
     if (live.length < this.#maxProcesses) {
@@ -734,6 +750,7 @@ export class ProcessDriver implements SandboxDriver {
       const child = this.#spares.shift()!;
       this.#active.add(child);
       this.#scheduleRefill();
+      this.#refillLater = false;
       return child;
     }
     // Every process is running a session's run: the open waits for one to finish. Opened in a busy process, the
@@ -781,7 +798,7 @@ export class ProcessDriver implements SandboxDriver {
     if (live >= this.#maxProcesses || index === -1) return undefined;
     const spare = this.#spares.splice(index, 1)[0]!;
     this.#active.add(spare);
-    this.#fill();
+    this.#replaceSpare();
     return spare;
   }
 
@@ -833,6 +850,12 @@ export class ProcessDriver implements SandboxDriver {
     this.slotFreed();
     if (child.sessions.size > 0 || !this.#active.delete(child)) return;
     void child.stop("disposed");
+  }
+
+  /** Replaces a taken spare: at once, or after a delay when `prestart` started it (a one-shot run ends first). */
+  #replaceSpare(): void {
+    if (this.#refillLater) this.#scheduleRefill();
+    else this.#fill();
   }
 
   /**

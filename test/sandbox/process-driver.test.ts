@@ -16,6 +16,31 @@ function isRunning(pid: number): boolean {
   }
 }
 
+describe("process driver prestart", () => {
+  test("prestart starts one sandbox process before any open; the first open takes it and starts no other at once", async () => {
+    const own = new ProcessDriver({ poolSize: 2 });
+    try {
+      await own.prestart();
+      await own.prestart();
+      const started = own.pids;
+      expect(started).toHaveLength(1);
+      expect(own.sparePids).toEqual(started);
+      const membrane = new TestMembrane();
+      const session = await own.open(
+        membrane.setup({ ball: new Ball() }, { count: 0 }, {}),
+        membrane,
+        LIMITS,
+      );
+      // A one-shot run (moss run) ends before the pool refills: no process was started for it.
+      expect(own.pids).toEqual(started);
+      expect(own.sparePids).toEqual([]);
+      await session.dispose();
+    } finally {
+      await own.close();
+    }
+  });
+});
+
 describe("process driver supervision", () => {
   let driver: ProcessDriver;
   beforeAll(async () => {
