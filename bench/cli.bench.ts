@@ -7,7 +7,8 @@
 //                    repeats a check the unmeasured round made, so it answers from its kept result: the same check
 //                    with --no-cache is shown beside it (TypeScript loaded from its code cache, the check done again)
 // The CLI is measured as installed users run it: built JavaScript (tsc -p tsconfig.build.json into bench/.tmp),
-// started by bin/moss.js. The source checkout's start (tsx registered first) is shown for comparison.
+// started by bin/moss.js with plain `node` (bin/moss.js adds --no-node-snapshot itself, by starting again, where a
+// command runs isolates in its own process). The source checkout's start (tsx registered first) is shown for comparison.
 import { spawn, spawnSync } from "node:child_process";
 import { copyFile, mkdir, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
@@ -101,23 +102,21 @@ export async function run(): Promise<void> {
   };
   // One unmeasured round warms the OS file cache and tsx's transform cache.
   await timeProcess(["-e", "0"]);
-  await timeProcess(["--no-node-snapshot", bin, "--help"]);
-  await timeProcess(["--no-node-snapshot", sourceBin, "--help"]);
+  await timeProcess([bin, "--help"]);
+  await timeProcess([sourceBin, "--help"]);
   await timeProcess([coldCheck, MODULE, code]);
-  await timeProcess(["--no-node-snapshot", bin, "check", MODULE, "--code", code]);
-  await timeProcess(["--no-node-snapshot", bin, "run", MODULE, "--code", code]);
+  await timeProcess([bin, "check", MODULE, "--code", code]);
+  await timeProcess([bin, "run", MODULE, "--code", code]);
   for (let round = 0; round < START_RUNS; round++) {
     figures.node.push(await timeProcess(["-e", "0"]));
-    figures.help.push(await timeProcess(["--no-node-snapshot", bin, "--help"]));
-    if (round < 5) figures.helpSource.push(await timeProcess(["--no-node-snapshot", sourceBin, "--help"]));
+    figures.help.push(await timeProcess([bin, "--help"]));
+    if (round < 5) figures.helpSource.push(await timeProcess([sourceBin, "--help"]));
   }
   for (let round = 0; round < CHECK_RUNS; round++) {
     figures.coldCheck.push(await timeProcess([coldCheck, MODULE, code]));
-    figures.check.push(await timeProcess(["--no-node-snapshot", bin, "check", MODULE, "--code", code]));
-    figures.checkUncached.push(
-      await timeProcess(["--no-node-snapshot", bin, "check", MODULE, "--code", code, "--no-cache"]),
-    );
-    figures.run.push(await timeProcess(["--no-node-snapshot", bin, "run", MODULE, "--code", code]));
+    figures.check.push(await timeProcess([bin, "check", MODULE, "--code", code]));
+    figures.checkUncached.push(await timeProcess([bin, "check", MODULE, "--code", code, "--no-cache"]));
+    figures.run.push(await timeProcess([bin, "run", MODULE, "--code", code]));
   }
   await rm(BUILD, { recursive: true, force: true });
 
