@@ -4,7 +4,6 @@ import {
   originalPositionFor,
   TraceMap,
 } from "@jridgewell/trace-mapping";
-import { transform } from "esbuild";
 import { ts } from "ts-morph";
 import { callSiteOf } from "../membrane/index.ts";
 
@@ -120,6 +119,8 @@ async function rewriteAndTransform(code: string): Promise<PreparedSnippet | Snip
   for (const edit of edits.sort((a, b) => b.start - a.start)) {
     rewritten = rewritten.slice(0, edit.start) + edit.text + rewritten.slice(edit.end);
   }
+  // esbuild loads with the first snippet that runs: `moss check` and a prompt never need it.
+  const { transform } = await import("esbuild");
   try {
     const result = await transform(rewritten, {
       loader: "ts",

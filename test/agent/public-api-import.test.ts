@@ -27,18 +27,19 @@ const loadsOpenAI = () => resolved.some((url) => url.includes("/node_modules/ope
 const { OpenAILanguageModel } = await import(process.env.ENGINE);
 await settle(1);
 const afterImport = loadsOpenAI();
+const esbuild = resolved.filter((url) => url.includes("/node_modules/esbuild/"));
 const tokenizerRanks = resolved.filter((url) => url.includes("/js-tiktoken/dist/index") || url.includes("/js-tiktoken/dist/ranks/"));
 const model = new OpenAILanguageModel({ baseUrl: process.env.BASE_URL, maxRetries: 0, env: {} });
 const error = await model.generate({ messages: [{ role: "user", content: "hi" }] }).catch((caught) => caught);
 await settle(2);
 port1.close();
-console.log(JSON.stringify({ afterImport, tokenizerRanks, afterRequest: loadsOpenAI(), code: error?.code, engineSeen: resolved.length }));
+console.log(JSON.stringify({ afterImport, esbuild, tokenizerRanks, afterRequest: loadsOpenAI(), code: error?.code, engineSeen: resolved.length }));
 `;
 
 // Every context module imports moss-ts, on every `moss check` and `moss run`: packages only the agent uses load when
 // it uses them.
 describe("importing moss-ts's public API", () => {
-  it("loads neither the openai package nor the tokenizer's ranks; a model request loads openai and maps its errors", async () => {
+  it("loads neither the openai package, the tokenizer's ranks nor esbuild; a model request loads openai and maps its errors", async () => {
     const { stdout } = await promisify(execFile)(
       process.execPath,
       ["--import", "tsx", "--input-type=module", "-e", CHILD],
@@ -47,6 +48,7 @@ describe("importing moss-ts's public API", () => {
     const report = JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}") as {
       afterImport: boolean;
       tokenizerRanks: string[];
+      esbuild: string[];
       afterRequest: boolean;
       code: string;
       engineSeen: number;
@@ -55,6 +57,7 @@ describe("importing moss-ts's public API", () => {
     expect(report.engineSeen).toBeGreaterThan(50);
     expect(report.afterImport).toBe(false);
     expect(report.tokenizerRanks).toEqual([]);
+    expect(report.esbuild).toEqual([]);
     expect(report.afterRequest).toBe(true);
     expect(report.code).toBe("model-connection");
   });
