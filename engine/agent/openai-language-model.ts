@@ -303,13 +303,9 @@ export class OpenAILanguageModel implements LanguageModel {
   #mapError(error: unknown): unknown {
     if (MossError.is(error)) return error;
     const details = { baseUrl: this.baseUrl, model: this.model };
+    // Before the package loaded, nothing it throws can have happened.
     const OpenAI = this.#sdk;
-    if (OpenAI === undefined) {
-      const message = error instanceof Error ? error.message : String(error);
-      return new MossError("model-request", `The request to ${this.baseUrl} failed: ${message}`, details, {
-        cause: error,
-      });
-    }
+    if (OpenAI === undefined) return this.#requestFailed(error);
     if (error instanceof OpenAI.APIUserAbortError) {
       return new MossError("model-request", `The request to ${this.baseUrl} was aborted.`, details, {
         cause: error,
@@ -374,10 +370,17 @@ export class OpenAILanguageModel implements LanguageModel {
         { cause: error },
       );
     }
+    return this.#requestFailed(error);
+  }
+
+  #requestFailed(error: unknown): MossError {
     const message = error instanceof Error ? error.message : String(error);
-    return new MossError("model-request", `The request to ${this.baseUrl} failed: ${message}`, details, {
-      cause: error,
-    });
+    return new MossError(
+      "model-request",
+      `The request to ${this.baseUrl} failed: ${message}`,
+      { baseUrl: this.baseUrl, model: this.model },
+      { cause: error },
+    );
   }
 }
 
