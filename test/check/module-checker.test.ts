@@ -173,6 +173,37 @@ describe("previous definitions", () => {
   });
 });
 
+describe("a check does not depend on the checks before it", () => {
+  // A checker reused across snippets prints `"zeta" | "alpha"` here once an earlier snippet made "zeta" first:
+  // TypeScript orders a union's members by when their types were created.
+  const earlier =
+    'function main(moss: Moss) {\n  const last: "zeta" = "zeta";\n  const first: "alpha" = "alpha";\n  return [last, first];\n}';
+  const probe =
+    'function main(moss: Moss) {\n  const choice: "alpha" | "zeta" = "omega";\n  return choice;\n}';
+
+  it("a snippet's diagnostics are the same in a new checker and after other snippets", () => {
+    const fresh = spheroChecker().check(probe);
+    expect(fresh.map((diagnostic) => diagnostic.message)).toEqual([
+      `Type '"omega"' is not assignable to type '"alpha" | "zeta"'.`,
+    ]);
+    const used = spheroChecker();
+    used.check(earlier);
+    expect(used.check(probe)).toEqual(fresh);
+    expect(used.check(probe)).toEqual(fresh);
+  });
+
+  it("every flawed snippet of the corpus gets the same diagnostics whatever was checked before", () => {
+    const codes = [...FLAWED_SNIPPETS, ...VALID_SNIPPETS].map((snippet) => snippet.code);
+    const alone = codes.map((code) => spheroChecker().check(code));
+    const forward = spheroChecker();
+    const backward = spheroChecker();
+    const forwardResults = codes.map((code) => forward.check(code));
+    const backwardResults = [...codes].reverse().map((code) => backward.check(code));
+    expect(forwardResults).toEqual(alone);
+    expect(backwardResults.reverse()).toEqual(alone);
+  });
+});
+
 describe("updateSource", () => {
   it("later checks see the module's new source", () => {
     const session = spheroChecker();
