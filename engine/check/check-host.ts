@@ -8,6 +8,30 @@ const TS_MORPH_LIB_FOLDER = "/node_modules/typescript/lib";
 const LIB_FOLDER = "/__moss_check_lib__";
 
 /**
+ * TypeScript internals the resolution hooks use: a program resolves type references with `toFileNameLowerCase`, and
+ * lib replacements with `resolveLibrary`. Another TypeScript without them keeps its own per-program caches.
+ */
+const TYPESCRIPT_INTERNALS = ts as unknown as {
+  toFileNameLowerCase?: (fileName: string) => string;
+  resolveLibrary?: (
+    libraryName: string,
+    resolveFrom: string,
+    options: ts.CompilerOptions,
+    host: ts.ModuleResolutionHost,
+    cache: ts.ModuleResolutionCache,
+  ) => ts.ResolvedModuleWithFailedLookupLocations;
+};
+
+/** A compiler host with TypeScript's internal hook for lib replacements (`@typescript/lib-*` packages). */
+type CompilerHostWithLibrary = ts.CompilerHost & {
+  resolveLibrary?: (
+    libraryName: string,
+    resolveFrom: string,
+    options: ts.CompilerOptions,
+  ) => ts.ResolvedModuleWithFailedLookupLocations;
+};
+
+/**
  * A compiler host over a ts-morph project's file system plus in-memory virtual files, which keeps one
  * program warm: each `program()` reuses the previous program's structure, the parsed files and one module
  * resolution cache, so only changed virtual files are parsed and bound again.
@@ -73,6 +97,45 @@ export class CheckHost {
               ),
         ),
     };
+    // Type references and lib replacements resolve through caches kept across programs, like the module cache:
+    // without these hooks each new program builds two resolution caches of its own (one per check).
+    const { toFileNameLowerCase, resolveLibrary } = TYPESCRIPT_INTERNALS;
+    if (toFileNameLowerCase !== undefined && resolveLibrary !== undefined) {
+      const typeReferenceCache = ts.createTypeReferenceDirectiveResolutionCache(
+        currentDirectory,
+        canonical,
+        undefined,
+        moduleCache.getPackageJsonInfoCache(),
+      );
+      const libraryCache = ts.createModuleResolutionCache(
+        currentDirectory,
+        canonical,
+        this.options,
+        moduleCache.getPackageJsonInfoCache(),
+      );
+      host.resolveTypeReferenceDirectiveReferences = (
+        references,
+        containingFile,
+        redirectedReference,
+        options,
+        containingSourceFile,
+      ) =>
+        references.map((reference) =>
+          ts.resolveTypeReferenceDirective(
+            typeof reference === "string" ? reference : toFileNameLowerCase(reference.fileName),
+            containingFile,
+            options,
+            host,
+            redirectedReference,
+            typeReferenceCache,
+            typeof reference === "string"
+              ? undefined
+              : ts.getModeForFileReference(reference, containingSourceFile?.impliedNodeFormat),
+          ),
+        );
+      (host as CompilerHostWithLibrary).resolveLibrary = (libraryName, resolveFrom, options) =>
+        resolveLibrary(libraryName, resolveFrom, options, host, libraryCache);
+    }
     this.#compilerHost = host;
   }
 
