@@ -8,11 +8,21 @@ const TS_MORPH_LIB_FOLDER = "/node_modules/typescript/lib";
 const LIB_FOLDER = "/__moss_check_lib__";
 
 /**
- * TypeScript internals the resolution hooks use: a program resolves type references with `toFileNameLowerCase`, and
- * lib replacements with `resolveLibrary`. Another TypeScript without them keeps its own per-program caches.
+ * TypeScript internals a program's own type-reference and lib resolution runs on (the hooks below call them with
+ * caches kept across programs). Another TypeScript without them keeps its default: caches made per program.
  */
 const TYPESCRIPT_INTERNALS = ts as unknown as {
-  toFileNameLowerCase?: (fileName: string) => string;
+  loadWithModeAwareCache?: (
+    entries: readonly (ts.FileReference | string)[],
+    containingFile: string,
+    redirectedReference: ts.ResolvedProjectReference | undefined,
+    options: ts.CompilerOptions,
+    containingSourceFile: ts.SourceFile | undefined,
+    host: ts.ModuleResolutionHost,
+    cache: ts.TypeReferenceDirectiveResolutionCache,
+    createLoader: unknown,
+  ) => readonly ts.ResolvedTypeReferenceDirectiveWithFailedLookupLocations[];
+  createTypeReferenceResolutionLoader?: unknown;
   resolveLibrary?: (
     libraryName: string,
     resolveFrom: string,
@@ -97,21 +107,27 @@ export class CheckHost {
               ),
         ),
     };
-    // Type references and lib replacements resolve through caches kept across programs, like the module cache:
-    // without these hooks each new program builds two resolution caches of its own (one per check).
-    const { toFileNameLowerCase, resolveLibrary } = TYPESCRIPT_INTERNALS;
-    if (toFileNameLowerCase !== undefined && resolveLibrary !== undefined) {
+    // Type references and lib replacements resolve as a program resolves them by default, through caches kept across
+    // programs like the module cache: without these hooks each check's new program builds two caches of its own.
+    const { loadWithModeAwareCache, createTypeReferenceResolutionLoader, resolveLibrary } =
+      TYPESCRIPT_INTERNALS;
+    if (
+      loadWithModeAwareCache !== undefined &&
+      createTypeReferenceResolutionLoader !== undefined &&
+      resolveLibrary !== undefined
+    ) {
+      const packageJsonCache = moduleCache.getPackageJsonInfoCache();
       const typeReferenceCache = ts.createTypeReferenceDirectiveResolutionCache(
         currentDirectory,
         canonical,
         undefined,
-        moduleCache.getPackageJsonInfoCache(),
+        packageJsonCache,
       );
       const libraryCache = ts.createModuleResolutionCache(
         currentDirectory,
         canonical,
         this.options,
-        moduleCache.getPackageJsonInfoCache(),
+        packageJsonCache,
       );
       host.resolveTypeReferenceDirectiveReferences = (
         references,
@@ -120,18 +136,15 @@ export class CheckHost {
         options,
         containingSourceFile,
       ) =>
-        references.map((reference) =>
-          ts.resolveTypeReferenceDirective(
-            typeof reference === "string" ? reference : toFileNameLowerCase(reference.fileName),
-            containingFile,
-            options,
-            host,
-            redirectedReference,
-            typeReferenceCache,
-            typeof reference === "string"
-              ? undefined
-              : ts.getModeForFileReference(reference, containingSourceFile?.impliedNodeFormat),
-          ),
+        loadWithModeAwareCache(
+          references,
+          containingFile,
+          redirectedReference,
+          options,
+          containingSourceFile,
+          host,
+          typeReferenceCache,
+          createTypeReferenceResolutionLoader,
         );
       (host as CompilerHostWithLibrary).resolveLibrary = (libraryName, resolveFrom, options) =>
         resolveLibrary(libraryName, resolveFrom, options, host, libraryCache);

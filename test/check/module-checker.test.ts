@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -297,6 +297,25 @@ describe("construction", () => {
       );
       const after = new ModuleChecker({ modulePath, source, hiddenNames: [] });
       expect(after.check(snippet)).toEqual([]);
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
+
+  it("resolves the module's `/// <reference types>` as TypeScript does, letter case kept", () => {
+    const directory = mkdtempSync(path.join(os.tmpdir(), "moss-check-"));
+    try {
+      const types = path.join(directory, "node_modules", "@types", "MixedCase");
+      mkdirSync(types, { recursive: true });
+      writeFileSync(path.join(types, "index.d.ts"), "interface MixedCaseShape {\n  size: number;\n}\n");
+      const source =
+        '/// <reference types="MixedCase" />\nexport function measure(shape: MixedCaseShape): number {\n  return shape.size;\n}\n';
+      const modulePath = path.join(directory, "shapes.ts");
+      writeFileSync(modulePath, source);
+      const checker = new ModuleChecker({ modulePath, source, hiddenNames: [] });
+      expect(checker.check("function main(moss: Moss) {\n  return measure({ size: 2 });\n}")).toEqual([]);
+      const wrong = checker.check('function main(moss: Moss) {\n  return measure({ size: "2" });\n}');
+      expect(wrong.map((diagnostic) => diagnostic.code)).toEqual([2322]);
     } finally {
       rmSync(directory, { recursive: true, force: true });
     }
