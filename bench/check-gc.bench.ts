@@ -3,6 +3,10 @@
 // with --trace-gc-nvp, and the same count of bare `ts.createProgram` calls over one small file as a baseline that holds
 // no moss-ts code, and a churn of plain short-lived objects; prints the CPU per step, the scavenge pause per step
 // and the share of young bytes promoted (garbage of a step that reaches the old generation, freed only by a mark-compact).
+// That garbage is not held by moss-ts: a scavenge forced between two checks (gc({ type: "minor" })) keeps it too, a
+// mark-compact frees all but the last checker, --minor-mc and --no-turbofan promote as much, and a bare
+// `ts.createModuleResolutionCache` per step (no program) promotes about half of its bytes on some runs and none on
+// others. A second row runs the same checks with V8's optimizing compiler off, for comparison only.
 // Run: node --no-node-snapshot --import tsx bench/check-gc.bench.ts
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -85,10 +89,10 @@ interface GcFigures {
   promotedShare: number;
 }
 
-function measure(workload: Workload): GcFigures {
+function measure(workload: Workload, v8Flags: string[] = []): GcFigures {
   const child = spawnSync(
     process.execPath,
-    ["--no-node-snapshot", "--trace-gc-nvp", "--import", "tsx", SELF, "--child", workload],
+    ["--no-node-snapshot", "--trace-gc-nvp", ...v8Flags, "--import", "tsx", SELF, "--child", workload],
     { cwd: ROOT, encoding: "utf8", maxBuffer: 256 * 1024 * 1024 },
   );
   if (child.status !== 0) throw new Error(`the ${workload} child failed: ${child.stderr}`);
@@ -118,12 +122,19 @@ function measure(workload: Workload): GcFigures {
 if (process.argv[2] === "--child") {
   await runChild(process.argv[3] as Workload);
 } else if (process.argv[1] && path.resolve(process.argv[1]) === SELF) {
-  for (const [label, workload] of [
-    ["ledger: warm check of a new snippet (ModuleChecker, this thread)", "checker"],
-    ["baseline: bare ts.createProgram of one small file (no moss-ts code)", "bare-program"],
-    ["baseline: 2,000 short-lived objects and closures (no TypeScript call)", "plain-objects"],
+  for (const [label, workload, v8Flags] of [
+    ["ledger: warm check of a new snippet (ModuleChecker, this thread)", "checker", []],
+    // V8 flags are process-wide (a worker cannot have its own): this row only shows what V8's optimizing compiler
+    // costs here. Each check makes a new checker, so TypeScript's ~1,000 nested functions are new closures each time.
+    [
+      "ledger: the same checks, V8's optimizing compiler off (--no-turbofan, comparison only)",
+      "checker",
+      ["--no-turbofan"],
+    ],
+    ["baseline: bare ts.createProgram of one small file (no moss-ts code)", "bare-program", []],
+    ["baseline: 2,000 short-lived objects and closures (no TypeScript call)", "plain-objects", []],
   ] as const) {
-    const figures = measure(workload);
+    const figures = measure(workload, [...v8Flags]);
     console.log(
       `${label}\n  ${figures.cpuMsPerStep.toFixed(2)} ms CPU each; scavenges ${figures.scavenges}, ` +
         `${figures.scavengePauseMsPerStep.toFixed(2)} ms of scavenge pause each; ` +

@@ -8,6 +8,40 @@ const TS_MORPH_LIB_FOLDER = "/node_modules/typescript/lib";
 const LIB_FOLDER = "/__moss_check_lib__";
 
 /**
+ * TypeScript internals a program's own type-reference and lib resolution runs on (the hooks below call them with
+ * caches kept across programs). Another TypeScript without them keeps its default: caches made per program.
+ */
+const TYPESCRIPT_INTERNALS = ts as unknown as {
+  loadWithModeAwareCache?: (
+    entries: readonly (ts.FileReference | string)[],
+    containingFile: string,
+    redirectedReference: ts.ResolvedProjectReference | undefined,
+    options: ts.CompilerOptions,
+    containingSourceFile: ts.SourceFile | undefined,
+    host: ts.ModuleResolutionHost,
+    cache: ts.TypeReferenceDirectiveResolutionCache,
+    createLoader: unknown,
+  ) => readonly ts.ResolvedTypeReferenceDirectiveWithFailedLookupLocations[];
+  createTypeReferenceResolutionLoader?: unknown;
+  resolveLibrary?: (
+    libraryName: string,
+    resolveFrom: string,
+    options: ts.CompilerOptions,
+    host: ts.ModuleResolutionHost,
+    cache: ts.ModuleResolutionCache,
+  ) => ts.ResolvedModuleWithFailedLookupLocations;
+};
+
+/** A compiler host with TypeScript's internal hook for lib replacements (`@typescript/lib-*` packages). */
+type CompilerHostWithLibrary = ts.CompilerHost & {
+  resolveLibrary?: (
+    libraryName: string,
+    resolveFrom: string,
+    options: ts.CompilerOptions,
+  ) => ts.ResolvedModuleWithFailedLookupLocations;
+};
+
+/**
  * A compiler host over a ts-morph project's file system plus in-memory virtual files, which keeps one
  * program warm: each `program()` reuses the previous program's structure, the parsed files and one module
  * resolution cache, so only changed virtual files are parsed and bound again.
@@ -73,6 +107,48 @@ export class CheckHost {
               ),
         ),
     };
+    // Type references and lib replacements resolve as a program resolves them by default, through caches kept across
+    // programs like the module cache: without these hooks each check's new program builds two caches of its own.
+    const { loadWithModeAwareCache, createTypeReferenceResolutionLoader, resolveLibrary } =
+      TYPESCRIPT_INTERNALS;
+    if (
+      loadWithModeAwareCache !== undefined &&
+      createTypeReferenceResolutionLoader !== undefined &&
+      resolveLibrary !== undefined
+    ) {
+      const packageJsonCache = moduleCache.getPackageJsonInfoCache();
+      const typeReferenceCache = ts.createTypeReferenceDirectiveResolutionCache(
+        currentDirectory,
+        canonical,
+        undefined,
+        packageJsonCache,
+      );
+      const libraryCache = ts.createModuleResolutionCache(
+        currentDirectory,
+        canonical,
+        this.options,
+        packageJsonCache,
+      );
+      host.resolveTypeReferenceDirectiveReferences = (
+        references,
+        containingFile,
+        redirectedReference,
+        options,
+        containingSourceFile,
+      ) =>
+        loadWithModeAwareCache(
+          references,
+          containingFile,
+          redirectedReference,
+          options,
+          containingSourceFile,
+          host,
+          typeReferenceCache,
+          createTypeReferenceResolutionLoader,
+        );
+      (host as CompilerHostWithLibrary).resolveLibrary = (libraryName, resolveFrom, options) =>
+        resolveLibrary(libraryName, resolveFrom, options, host, libraryCache);
+    }
     this.#compilerHost = host;
   }
 

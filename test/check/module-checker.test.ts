@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -173,6 +173,37 @@ describe("previous definitions", () => {
   });
 });
 
+describe("a check does not depend on the checks before it", () => {
+  // A checker reused across snippets prints `"zeta" | "alpha"` here once an earlier snippet made "zeta" first:
+  // TypeScript orders a union's members by when their types were created.
+  const earlier =
+    'function main(moss: Moss) {\n  const last: "zeta" = "zeta";\n  const first: "alpha" = "alpha";\n  return [last, first];\n}';
+  const probe =
+    'function main(moss: Moss) {\n  const choice: "alpha" | "zeta" = "omega";\n  return choice;\n}';
+
+  it("a snippet's diagnostics are the same in a new checker and after other snippets", () => {
+    const fresh = spheroChecker().check(probe);
+    expect(fresh.map((diagnostic) => diagnostic.message)).toEqual([
+      `Type '"omega"' is not assignable to type '"alpha" | "zeta"'.`,
+    ]);
+    const used = spheroChecker();
+    used.check(earlier);
+    expect(used.check(probe)).toEqual(fresh);
+    expect(used.check(probe)).toEqual(fresh);
+  });
+
+  it("every flawed snippet of the corpus gets the same diagnostics whatever was checked before", () => {
+    const codes = [...FLAWED_SNIPPETS, ...VALID_SNIPPETS].map((snippet) => snippet.code);
+    const alone = codes.map((code) => spheroChecker().check(code));
+    const forward = spheroChecker();
+    const backward = spheroChecker();
+    const forwardResults = codes.map((code) => forward.check(code));
+    const backwardResults = [...codes].reverse().map((code) => backward.check(code));
+    expect(forwardResults).toEqual(alone);
+    expect(backwardResults.reverse()).toEqual(alone);
+  });
+});
+
 describe("updateSource", () => {
   it("later checks see the module's new source", () => {
     const session = spheroChecker();
@@ -266,6 +297,25 @@ describe("construction", () => {
       );
       const after = new ModuleChecker({ modulePath, source, hiddenNames: [] });
       expect(after.check(snippet)).toEqual([]);
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
+
+  it("resolves the module's `/// <reference types>` as TypeScript does, letter case kept", () => {
+    const directory = mkdtempSync(path.join(os.tmpdir(), "moss-check-"));
+    try {
+      const types = path.join(directory, "node_modules", "@types", "MixedCase");
+      mkdirSync(types, { recursive: true });
+      writeFileSync(path.join(types, "index.d.ts"), "interface MixedCaseShape {\n  size: number;\n}\n");
+      const source =
+        '/// <reference types="MixedCase" />\nexport function measure(shape: MixedCaseShape): number {\n  return shape.size;\n}\n';
+      const modulePath = path.join(directory, "shapes.ts");
+      writeFileSync(modulePath, source);
+      const checker = new ModuleChecker({ modulePath, source, hiddenNames: [] });
+      expect(checker.check("function main(moss: Moss) {\n  return measure({ size: 2 });\n}")).toEqual([]);
+      const wrong = checker.check('function main(moss: Moss) {\n  return measure({ size: "2" });\n}');
+      expect(wrong.map((diagnostic) => diagnostic.code)).toEqual([2322]);
     } finally {
       rmSync(directory, { recursive: true, force: true });
     }
