@@ -6,7 +6,12 @@ import { fileURLToPath } from "node:url";
 import { Project, ts } from "ts-morph";
 import { importsNodeBuiltin, MODULE_COMPILER_OPTIONS, nodeTypeOptions } from "../compiler/module-project.ts";
 import { codeFrame, MossError } from "../errors.ts";
-import { isReachableGlobalName, isReachableMember, MOSS_NAME_PREFIX } from "../membrane/index.ts";
+import {
+  isReachableGlobalName,
+  isReachableMember,
+  isReachableMossMember,
+  MOSS_NAME_PREFIX,
+} from "../membrane/index.ts";
 import type { Diagnostic } from "../types.ts";
 import { CheckHost } from "./check-host.ts";
 import { MOSS_DIAGNOSTIC_CODES } from "./diagnostic-codes.ts";
@@ -451,7 +456,15 @@ export class ModuleChecker {
         );
       }
       const reached = reachedMember(node, checker);
-      if (reached && this.#isUnreachableMember(program, checker, reached)) {
+      const mossMember = reached && this.#unreachableMossMember(checker, reached);
+      if (reached && mossMember) {
+        push(
+          MOSS_DIAGNOSTIC_CODES.unreachableMember,
+          `'${reached.name}' is a${mossMember === "method" ? " method" : "n accessor"} of Moss: model code cannot reach it (moss holds only the data fields and services the prompt shows).`,
+          toOriginal(reached.at),
+          "error",
+        );
+      } else if (reached && this.#isUnreachableMember(program, checker, reached)) {
         push(
           MOSS_DIAGNOSTIC_CODES.unreachableMember,
           `'${reached.name}' is not reachable from model code: the sandbox does not expose this member of a host object. Use the members the prompt shows.`,
@@ -562,6 +575,44 @@ export class ModuleChecker {
     if (symbol && symbol.flags & ts.SymbolFlags.Alias) symbol = checker.getAliasedSymbol(symbol);
     const declarations = symbol?.declarations ?? [];
     return !declarations.some((declaration) => declaration.getSourceFile().fileName === this.#snippetPath);
+  }
+
+  /**
+   * The kind of a method or accessor of the module's own `Moss` class that the snippet names: the visibility rule
+   * (`isReachableMossMember`) keeps it from model code, the sandbox's `moss` has no such member.
+   */
+  #unreachableMossMember(checker: ts.TypeChecker, reached: ReachedMember): "method" | "accessor" | undefined {
+    const receiver = checker.getApparentType(
+      checker.getNonNullableType(checker.getTypeAtLocation(reached.receiver)),
+    );
+    const parts = receiver.isUnionOrIntersection() ? receiver.types : [receiver];
+    for (const part of parts) {
+      for (const declaration of checker.getPropertyOfType(part, reached.name)?.declarations ?? []) {
+        const owner = declaration.parent;
+        const isMossClass =
+          ts.isClassDeclaration(owner) &&
+          owner.name?.text === MOSS_NAME &&
+          owner.parent.kind === ts.SyntaxKind.SourceFile &&
+          owner.getSourceFile().fileName === this.#scopePath;
+        if (!isMossClass) continue;
+        const kind = ts.isMethodDeclaration(declaration)
+          ? "method"
+          : ts.isGetAccessorDeclaration(declaration) || ts.isSetAccessorDeclaration(declaration)
+            ? "accessor"
+            : "field";
+        const flags = ts.getCombinedModifierFlags(declaration);
+        const member = {
+          name: reached.name,
+          kind,
+          static: (flags & ts.ModifierFlags.Static) !== 0,
+          private: (flags & ts.ModifierFlags.Private) !== 0,
+          protected: (flags & ts.ModifierFlags.Protected) !== 0,
+        } as const;
+        // A private or `_` member has its own answer (TypeScript's, or unreachableMember's).
+        if (kind !== "field" && isReachableMember(member) && !isReachableMossMember(member)) return kind;
+      }
+    }
+    return undefined;
   }
 
   /**

@@ -12,7 +12,7 @@ import {
   ts,
 } from "ts-morph";
 import { locatedMessage, MossError } from "../errors.ts";
-import { isReachableMember } from "../membrane/index.ts";
+import { isReachableMember, isReachableMossMember } from "../membrane/index.ts";
 import { findHiddenRegions, type HiddenRegion, isLineHidden } from "./hidden-regions.ts";
 
 /** The lifecycle hooks a context module may export. */
@@ -49,6 +49,17 @@ export interface MossField {
   members?: string[];
 }
 
+/** A method or accessor of the module's `Moss` class that model code cannot reach (see `isReachableMossMember`). */
+export interface UnreachableMossMember {
+  name: string;
+  kind: "method" | "accessor";
+  line: number;
+  column: number;
+  /** Offsets in the module's source of the declaration, its JSDoc included: what the prompt leaves out. */
+  start: number;
+  end: number;
+}
+
 /** A top-level name of the module. */
 export interface TopLevelName {
   name: string;
@@ -73,7 +84,15 @@ export interface ModuleAnalysis {
   markerLines: Set<number>;
   names: TopLevelName[];
   hooks: Map<HookName, { line: number; column: number }>;
-  mossClass?: { line: number; fields: MossField[] };
+  mossClass?: {
+    line: number;
+    fields: MossField[];
+    /**
+     * Visible public methods and accessors of the class: `isReachableMossMember` keeps them from model code, so the
+     * prompt leaves them out, the checker refuses them and the compile warns the author.
+     */
+    unreachable: UnreachableMossMember[];
+  };
   /**
    * Declared types (compile-time checker types) of the visible value names and of the `Moss` fields: the membrane
    * exposes a handle only as far as its declared type goes (see `DeclaredTypes`).
@@ -176,6 +195,7 @@ export function analyzeModule(project: Project, modulePath: string, code: string
     analysis.mossClass = {
       line: mossDeclaration.getStartLineNumber(),
       fields: classifyFields(project, mossDeclaration),
+      unreachable: unreachableMossMembers(mossDeclaration, hiddenAt),
     };
     for (const field of analysis.mossClass.fields) {
       const property = mossDeclaration.getProperty(field.name);
@@ -290,10 +310,11 @@ function classifyFields(project: Project, mossClass: ClassDeclaration): MossFiel
   const program = project.getProgram().compilerObject;
   const fields: MossField[] = [];
   for (const property of mossClass.getProperties()) {
-    if (property.isStatic()) continue;
     const name = property.getName();
-    const reachable = isReachableMember({
+    const reachable = isReachableMossMember({
       name,
+      kind: "field",
+      static: property.isStatic(),
       private: property.hasModifier(ts.SyntaxKind.PrivateKeyword),
       protected: property.hasModifier(ts.SyntaxKind.ProtectedKeyword),
     });
@@ -324,6 +345,50 @@ function classifyFields(project: Project, mossClass: ClassDeclaration): MossFiel
     );
   }
   return fields;
+}
+
+/**
+ * The visible methods and accessors of the `Moss` class that look reachable (a public instance member whose name
+ * `isReachableMember` allows) but are not: model code reaches only `moss`'s fields.
+ */
+function unreachableMossMembers(
+  mossClass: ClassDeclaration,
+  hiddenAt: (node: Node) => boolean,
+): UnreachableMossMember[] {
+  const members: UnreachableMossMember[] = [];
+  for (const member of mossClass.getMembers()) {
+    const isAccessor = Node.isGetAccessorDeclaration(member) || Node.isSetAccessorDeclaration(member);
+    if (!(Node.isMethodDeclaration(member) || isAccessor)) continue;
+    const kind = isAccessor ? "accessor" : "method";
+    if (hiddenAt(member) || member.isStatic()) continue;
+    const name = member.getName();
+    const looksReachable = isReachableMember({
+      name,
+      private: member.hasModifier(ts.SyntaxKind.PrivateKeyword),
+      protected: member.hasModifier(ts.SyntaxKind.ProtectedKeyword),
+    });
+    if (!looksReachable || isReachableMossMember({ name, kind })) continue;
+    const position = member.getSourceFile().getLineAndColumnAtPos(member.getNameNode().getStart());
+    members.push({
+      name,
+      kind,
+      line: position.line,
+      column: position.column,
+      start: leadingCommentsStart(member),
+      end: member.getEnd(),
+    });
+  }
+  return members;
+}
+
+/** Where a member's own comments start (JSDoc or `//` lines above it, after any hide marker), else the member. */
+function leadingCommentsStart(member: Node): number {
+  let start = member.getStart(true);
+  for (const comment of [...member.getLeadingCommentRanges()].reverse()) {
+    if (findHiddenRegions(comment.getText()).markerLines.size > 0) break;
+    start = Math.min(start, comment.getPos());
+  }
+  return start;
 }
 
 function tokenTag(property: PropertyDeclaration): string | undefined {

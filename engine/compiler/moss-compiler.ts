@@ -219,6 +219,10 @@ export class MossCompiler {
       this.#warnings.push(warning);
       process.emitWarning(warning, { code: "MOSS_CONTEXT_UNDECLARED" });
     }
+    for (const warning of unreachableMossMemberWarnings(analysis, modulePath)) {
+      this.#warnings.push(warning);
+      process.emitWarning(warning, { code: "MOSS_UNREACHABLE_MEMBER" });
+    }
     if (this.#options.testSetup === true) {
       this.#bindingTestFakes = true;
       try {
@@ -493,4 +497,20 @@ function missingBinding(module: CompiledModule, field: MossField, token: Token):
       column: field.column,
     },
   );
+}
+
+/** One warning per visible method or accessor of the `Moss` class: model code cannot reach it (`isReachableMossMember`). */
+function unreachableMossMemberWarnings(analysis: ModuleAnalysis, displayPath: string): string[] {
+  const warned = new Set<string>();
+  const warnings: string[] = [];
+  for (const member of analysis.mossClass?.unreachable ?? []) {
+    if (warned.has(member.name)) continue;
+    warned.add(member.name);
+    warnings.push(
+      `${displayPath}:${member.line}:${member.column} - ${member.name} is a${member.kind === "method" ? " method" : "n accessor"} of Moss: ` +
+        "model code cannot reach it (the sandbox's moss holds only the data fields and services), so the prompt leaves it out " +
+        "and the type-check refuses it; move it into a bound service, or into a // <moss-hide> region",
+    );
+  }
+  return warnings;
 }

@@ -64,9 +64,11 @@ export {
 export {
   isReachableGlobalName,
   isReachableMember,
+  isReachableMossMember,
   isReachableName,
   type MemberDeclaration,
   MOSS_NAME_PREFIX,
+  type MossMemberDeclaration,
   NEVER_REACHED_NAMES,
 } from "./visibility.ts";
 export {

@@ -74,3 +74,20 @@ export function isReachableGlobalName(name: string): boolean {
   }
   return false;
 }
+
+/** How a member of a context module's `Moss` class is declared, as far as reaching it goes. */
+export interface MossMemberDeclaration extends MemberDeclaration {
+  /** A field (`name: T` or `name = value`), a method, or a `get`/`set` accessor. */
+  kind: "field" | "method" | "accessor";
+  /** Declared `static`. */
+  static?: boolean;
+}
+
+/**
+ * Whether model code may reach a member of a context module's `Moss` class on `moss`: only its instance fields (data
+ * fields and services) that `isReachableMember` allows. The sandbox's `moss` is built from those fields (and moss-ts's
+ * own `pprint`, `ask`, `show`): a method or accessor of the class is host code that never reaches the isolate.
+ */
+export function isReachableMossMember(member: MossMemberDeclaration): boolean {
+  return member.kind === "field" && member.static !== true && isReachableMember(member);
+}
