@@ -9,7 +9,7 @@ import module, { createRequire, Module } from "node:module";
 import path from "node:path";
 import vm from "node:vm";
 import { isMainThread } from "node:worker_threads";
-import { privateTempFolder, writePrivateFile } from "./private-temp-folder.ts";
+import { privateTempFolder, touchPrivateFile, writePrivateFile } from "./private-temp-folder.ts";
 
 const require = createRequire(import.meta.url);
 
@@ -66,6 +66,7 @@ function loadTypeScriptWithCodeCache(folder: string): void {
   let cachedData: Buffer | undefined;
   try {
     cachedData = readFileSync(cacheFile);
+    touchPrivateFile(cacheFile);
   } catch {}
   const script = new vm.Script(Module.wrap(source), {
     filename: file,
