@@ -52,8 +52,11 @@ export function writePrivateFile(file: string, data: string | Uint8Array): void 
 export const PRIVATE_FILE_MAX_AGE_MS = 7 * 24 * 60 * 60 * 1000;
 /** Past this many bytes in the private temp folder, the least recently used files go first. */
 export const PRIVATE_FOLDER_MAX_BYTES = 256 * 1024 * 1024;
-/** A file used more recently than this is never removed, whatever the size: a live process may be about to use it. */
-export const PRIVATE_FILE_MIN_AGE_MS = 60 * 60 * 1000;
+/**
+ * A file used more recently than this is never removed, whatever the size: a live process may be about to use it
+ * (a long-running one marks the files it uses; an older moss-ts does not, so the margin is generous).
+ */
+export const PRIVATE_FILE_MIN_AGE_MS = 24 * 60 * 60 * 1000;
 /** How often the folder is trimmed at most (by any process: a stamp file in the folder says when it last was). */
 const TRIM_INTERVAL_MS = 60 * 60 * 1000;
 const TRIM_STAMP = ".trimmed";

@@ -18,6 +18,7 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   PRIVATE_FILE_MAX_AGE_MS,
+  PRIVATE_FILE_MIN_AGE_MS,
   PRIVATE_FOLDER_MAX_BYTES,
   privateTempFolder,
   trimPrivateTempFolder,
@@ -79,7 +80,7 @@ describe.runIf(process.getuid !== undefined)("privateTempFolder", () => {
       const recent = place("check-worker-new.mjs", PRIVATE_FILE_MAX_AGE_MS - HOUR_MS);
       const fresh = place("check-cache/new.json", 0);
       const emptied = path.join(privateTempFolder(), "code-cache", "v22-x64");
-      const old = new Date(Date.now() - 2 * HOUR_MS);
+      const old = new Date(Date.now() - PRIVATE_FILE_MIN_AGE_MS - HOUR_MS);
       utimesSync(emptied, old, old);
       trimPrivateTempFolder({ force: true });
       for (const file of [stale, staleDeep, staleResult]) expect(existsSync(file), file).toBe(false);
@@ -88,15 +89,17 @@ describe.runIf(process.getuid !== undefined)("privateTempFolder", () => {
       expect(existsSync(path.dirname(fresh))).toBe(true);
     });
 
-    it("past the size bound removes the least recently used first, never a file used in the last hour", () => {
+    it("past the size bound removes the least recently used first, never a file used within the last day", () => {
       const third = Math.ceil(PRIVATE_FOLDER_MAX_BYTES / 3);
-      const oldest = place("code-cache/typescript-a.bin", 5 * HOUR_MS, 2 * third);
-      const older = place("code-cache/typescript-b.bin", 3 * HOUR_MS, third);
-      const justUsed = place("code-cache/typescript-c.bin", 0, 4 * third);
+      const oldest = place("code-cache/typescript-a.bin", PRIVATE_FILE_MIN_AGE_MS + 5 * HOUR_MS, 2 * third);
+      const older = place("code-cache/typescript-b.bin", PRIVATE_FILE_MIN_AGE_MS + 3 * HOUR_MS, third);
+      const recent = place("code-cache/typescript-c.bin", PRIVATE_FILE_MIN_AGE_MS - HOUR_MS, 2 * third);
+      const justUsed = place("code-cache/typescript-d.bin", 0, 2 * third);
       trimPrivateTempFolder({ force: true });
-      // 7 thirds of the bound: the two older files go, oldest first; the rest is still over but was just used.
+      // 7 thirds of the bound: the two older files go, oldest first; the rest is still over but was used lately.
       expect(existsSync(oldest)).toBe(false);
       expect(existsSync(older)).toBe(false);
+      expect(existsSync(recent)).toBe(true);
       expect(existsSync(justUsed)).toBe(true);
     });
 
