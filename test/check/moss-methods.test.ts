@@ -135,3 +135,23 @@ describe("the checker refuses a use exactly when the sandbox lacks the member", 
     expect(execution.returns).toBe(8);
   });
 });
+
+describe("the process driver's moss agrees", () => {
+  test("no method or accessor of the class, its fields as declared", async () => {
+    const processRuntime = await new MossCompiler({ sandbox: "process", typeCheck: "off" }).compile(
+      DISPLAY_PATH,
+    );
+    try {
+      const call = await processRuntime.execute({ code: main("return moss.hello();") });
+      expect(call.error?.kind).toBe("runtime");
+      expect(call.error?.name).toBe("TypeError");
+      const seen = await processRuntime.execute({
+        code: main("return [moss.count, typeof moss.label, typeof moss.double, 'hello' in moss];"),
+      });
+      expect(seen.error, JSON.stringify(seen.error)).toBeUndefined();
+      expect(seen.returns).toEqual([1, "undefined", "undefined", false]);
+    } finally {
+      await processRuntime.close();
+    }
+  });
+});
