@@ -319,7 +319,6 @@ function classifyFields(project: Project, mossClass: ClassDeclaration): MossFiel
       protected: property.hasModifier(ts.SyntaxKind.ProtectedKeyword),
     });
     if (!reachable) continue;
-    if (property.hasModifier(ts.SyntaxKind.DeclareKeyword)) continue;
     const position = property.getSourceFile().getLineAndColumnAtPos(property.getNameNode().getStart());
     const typeNode = property.getTypeNode();
     const typeText = typeNode?.getText() ?? property.getType().getText(property);

@@ -85,8 +85,9 @@ export interface MossMemberDeclaration extends MemberDeclaration {
 
 /**
  * Whether model code may reach a member of a context module's `Moss` class on `moss`: only its instance fields (data
- * fields and services) that `isReachableMember` allows. The sandbox's `moss` is built from those fields (and moss-ts's
- * own `pprint`, `ask`, `show`): a method or accessor of the class is host code that never reaches the isolate.
+ * fields and services) that `isReachableMember` allows, `declare` fields included (TypeScript emits no initializer for
+ * them, MOSS sets them like `name!: T`). The sandbox's `moss` is built from those fields (and moss-ts's own `pprint`,
+ * `ask`, `show`): a method or accessor of the class is host code that never reaches the isolate.
  */
 export function isReachableMossMember(member: MossMemberDeclaration): boolean {
   return member.kind === "field" && member.static !== true && isReachableMember(member);
