@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { Container, type Provider, type Token, tokenName } from "../../container/index.ts";
 import { locatedMessage, MossError } from "../errors.ts";
+import { isReachableGlobalName, MOSS_NAME_PREFIX } from "../membrane/index.ts";
 import { Moss as MossBase } from "../moss.ts";
 import { continuationKey, MossRuntime, type MossRuntimeOptions } from "../runtime/index.ts";
 import {
@@ -167,6 +168,16 @@ export class MossCompiler {
   /** Adds names the model's code can use as if the module declared them (host values reach it through the membrane). */
   withLocals(locals: Record<string, unknown>): this {
     this.#assertOpen("withLocals");
+    for (const name of Object.keys(locals)) {
+      if (isReachableGlobalName(name)) continue;
+      throw new MossError(
+        "invalid-argument",
+        `withLocals(): "${name}" starts with ${MOSS_NAME_PREFIX}, the prefix moss-ts reserves for its own names (a context ` +
+          "module's hooks): model code can never use such a name (the type-check refuses it), so no local " +
+          "was added; choose a name without that prefix",
+        { name },
+      );
+    }
     Object.assign(this.#locals, locals);
     return this;
   }
