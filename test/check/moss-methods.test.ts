@@ -126,6 +126,21 @@ describe("the checker refuses a use exactly when the sandbox lacks the member", 
     }
   });
 
+  test("TypeScript's 'Did you mean' names no method or accessor of Moss; a field's suggestion stays", async () => {
+    const typo = await runtime.typecheck(main("return moss.helo();"));
+    expect(typo, JSON.stringify(typo)).toHaveLength(1);
+    expect(typo[0]!.code).toBe(2339);
+    expect(typo[0]!.message).toBe("Property 'helo' does not exist on type 'Moss'.");
+    const accessor = await runtime.typecheck(main("return moss.labels;"));
+    expect(accessor.map((diagnostic) => diagnostic.message)).toEqual([
+      "Property 'labels' does not exist on type 'Moss'.",
+    ]);
+    const field = await runtime.typecheck(main("return moss.cont;"));
+    expect(field.map((diagnostic) => [diagnostic.code, diagnostic.message])).toEqual([
+      [2551, "Property 'cont' does not exist on type 'Moss'. Did you mean 'count'?"],
+    ]);
+  });
+
   test("data fields, moss-ts's own members and the snippet's own methods are fine", async () => {
     const code = main(
       "moss.count += 1;\n  moss.pprint(moss.name);\n  const own = { hello: () => 5 };\n  return moss.count + own.hello() + (moss.visibleAfterSecret ? 1 : 0);",
