@@ -1,6 +1,7 @@
 import path from "node:path";
 import { Project } from "ts-morph";
 import { afterAll, describe, expect, test } from "vitest";
+import { isInputError } from "../../engine/cli/exit-codes.ts";
 import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
 import { decodeProperties } from "../../engine/context/index.ts";
 import { MOSS_OWN_MEMBERS } from "../../engine/membrane/index.ts";
@@ -148,6 +149,8 @@ describe("any other member named like an own member fails the compile, located, 
   test.each(cases)("$label", async ({ members, extendsBase, line, column, name, why }) => {
     const error = await compileMoss(members, extendsBase);
     expect(error.code).toBe("moss-member-reserved");
+    // The CLI's exit code says the input (the module) could not be used.
+    expect(isInputError(error)).toBe(true);
     expect(error.details).toMatchObject({ member: name, line, column });
     expect(error.message).toMatch(
       new RegExp(`^[^\\n]*:${line}:${column} - ${name} is moss-ts's own member of moss`),
