@@ -34,6 +34,9 @@ export interface ThreadMessage {
   content: string;
 }
 
+/** The server's answers to a cancel that mean the run no longer runs: ended already, or gone with its thread. */
+const NOTHING_TO_CANCEL: ReadonlySet<string> = new Set(["run-finished", "thread-not-found"]);
+
 /** Why a request could not be served: published as an `error` message, never thrown. */
 class RequestFailure extends Error {
   constructor(
@@ -146,7 +149,8 @@ export class RequestHandler {
 
   /**
    * Cancels the run of the last request (from any instance); its stream ends with the cancellation. A run that
-   * ended already (the server's 409 `run-finished`) is left as it is.
+   * ended already (the server's 409 `run-finished`) or went with its deleted thread (404 `thread-not-found`: the
+   * server deletes no thread while a run of it runs) is left as it is: there is nothing to cancel.
    */
   async cancel(): Promise<void> {
     if (this.#runId === undefined) return;
@@ -157,7 +161,7 @@ export class RequestHandler {
         undefined,
       );
     } catch (error) {
-      if (!(error instanceof RequestFailure && error.code === "run-finished")) throw error;
+      if (!(error instanceof RequestFailure && NOTHING_TO_CANCEL.has(error.code))) throw error;
     }
   }
 

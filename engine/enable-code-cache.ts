@@ -9,7 +9,12 @@ import module, { createRequire, Module } from "node:module";
 import path from "node:path";
 import vm from "node:vm";
 import { isMainThread } from "node:worker_threads";
-import { privateTempFolder, writePrivateFile } from "./private-temp-folder.ts";
+import {
+  privateTempFolder,
+  touchPrivateFile,
+  trimPrivateTempFolder,
+  writePrivateFile,
+} from "./private-temp-folder.ts";
 
 const require = createRequire(import.meta.url);
 
@@ -32,6 +37,8 @@ export function enableCodeCache(): void {
     .enableCompileCache;
   if (typeof enableCompileCache === "function") {
     enableCompileCache(folder);
+    // Node writes its cache itself, not through writePrivateFile: the folder is trimmed here (at most hourly).
+    trimPrivateTempFolder();
     return;
   }
   try {
@@ -66,6 +73,7 @@ function loadTypeScriptWithCodeCache(folder: string): void {
   let cachedData: Buffer | undefined;
   try {
     cachedData = readFileSync(cacheFile);
+    touchPrivateFile(cacheFile);
   } catch {}
   const script = new vm.Script(Module.wrap(source), {
     filename: file,

@@ -5,6 +5,7 @@ export type MossErrorCode =
   | "module-import"
   | "module-load"
   | "module-type-error"
+  | "moss-member-reserved"
   | "hook-shape"
   | "hook-failed"
   | "binding-missing"

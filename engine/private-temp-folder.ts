@@ -1,4 +1,15 @@
-import { mkdirSync, mkdtempSync, renameSync, statSync, writeFileSync } from "node:fs";
+import {
+  type Dirent,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  renameSync,
+  rmdirSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 
@@ -34,4 +45,99 @@ export function writePrivateFile(file: string, data: string | Uint8Array): void 
   const partial = `${file}.${process.pid}.partial`;
   writeFileSync(partial, data, { mode: 0o600 });
   renameSync(partial, file);
+  trimPrivateTempFolder();
+}
+
+/** A file in the private temp folder not used for this long is removed (worker entries, code caches, check results). */
+export const PRIVATE_FILE_MAX_AGE_MS = 7 * 24 * 60 * 60 * 1000;
+/** Past this many bytes in the private temp folder, the least recently used files go first. */
+export const PRIVATE_FOLDER_MAX_BYTES = 256 * 1024 * 1024;
+/**
+ * A file used more recently than this is never removed, whatever the size: a live process may be about to use it
+ * (a long-running one marks the files it uses; an older moss-ts does not, so the margin is generous).
+ */
+export const PRIVATE_FILE_MIN_AGE_MS = 24 * 60 * 60 * 1000;
+/** How often the folder is trimmed at most (by any process: a stamp file in the folder says when it last was). */
+const TRIM_INTERVAL_MS = 60 * 60 * 1000;
+const TRIM_STAMP = ".trimmed";
+const trimmedFolders = new Set<string>();
+
+/**
+ * Marks a file of the private temp folder as used now (its modification time is its last use), so that trimming
+ * keeps it. Call it when a kept file is read or is about to be run; a missing file is not an error.
+ */
+export function touchPrivateFile(file: string): void {
+  const now = new Date();
+  try {
+    utimesSync(file, now, now);
+  } catch {}
+}
+
+/**
+ * Bounds the private temp folder, at most once an hour for all processes and once per process: removes every file
+ * (any depth) not used for `PRIVATE_FILE_MAX_AGE_MS`, then, while the folder holds more than
+ * `PRIVATE_FOLDER_MAX_BYTES`, the least recently used files, never one used in the last `PRIVATE_FILE_MIN_AGE_MS`;
+ * folders left empty go too. Files are marked used by `writePrivateFile` and `touchPrivateFile`. `force` trims now.
+ * Never throws: a file another process removes first, or one it cannot remove, is passed over.
+ */
+export function trimPrivateTempFolder(options: { force?: boolean; nowMs?: number } = {}): void {
+  const folder = privateTempFolder();
+  const nowMs = options.nowMs ?? Date.now();
+  const stamp = path.join(folder, TRIM_STAMP);
+  if (options.force !== true) {
+    if (trimmedFolders.has(folder)) return;
+    trimmedFolders.add(folder);
+    try {
+      if (nowMs - statSync(stamp).mtimeMs < TRIM_INTERVAL_MS) return;
+    } catch {}
+  }
+  try {
+    writeFileSync(stamp, "", { mode: 0o600 });
+  } catch {}
+  const files: Array<{ file: string; usedMs: number; bytes: number }> = [];
+  const folders: Array<{ directory: string; changedMs: number }> = [];
+  const walk = (directory: string, depth: number): void => {
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(directory, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const entry of entries) {
+      const file = path.join(directory, entry.name);
+      if (entry.isDirectory() && depth < 4) {
+        let changedMs = nowMs;
+        try {
+          changedMs = statSync(file).mtimeMs;
+        } catch {}
+        walk(file, depth + 1);
+        folders.push({ directory: file, changedMs });
+      } else if (entry.isFile() && file !== stamp) {
+        try {
+          const found = statSync(file);
+          files.push({ file, usedMs: found.mtimeMs, bytes: found.size });
+        } catch {}
+      }
+    }
+  };
+  walk(folder, 0);
+  files.sort((left, right) => left.usedMs - right.usedMs);
+  let totalBytes = files.reduce((sum, item) => sum + item.bytes, 0);
+  for (const { file, usedMs, bytes } of files) {
+    const ageMs = nowMs - usedMs;
+    const stale = ageMs > PRIVATE_FILE_MAX_AGE_MS;
+    const overSize = totalBytes > PRIVATE_FOLDER_MAX_BYTES && ageMs > PRIVATE_FILE_MIN_AGE_MS;
+    if (!stale && !overSize) continue;
+    try {
+      rmSync(file, { force: true });
+      totalBytes -= bytes;
+    } catch {}
+  }
+  // Deepest first; a folder still holding a file stays (rmdir refuses it), and so does a new one (Node's compile
+  // cache makes its folder long before it writes a file there).
+  for (const { directory, changedMs } of folders) {
+    try {
+      if (nowMs - changedMs > PRIVATE_FILE_MIN_AGE_MS) rmdirSync(directory);
+    } catch {}
+  }
 }

@@ -4,7 +4,7 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { BuildOptions, Plugin } from "esbuild";
-import { privateTempFolder, writePrivateFile } from "./private-temp-folder.ts";
+import { privateTempFolder, touchPrivateFile, writePrivateFile } from "./private-temp-folder.ts";
 
 /** Options of `runnableEntry`. */
 export interface RunnableEntryOptions {
@@ -35,7 +35,7 @@ function esbuild(): typeof import("esbuild") {
 export function runnableEntry(entryUrl: string | URL, options: RunnableEntryOptions = {}): string {
   const entryFile = entryPath(entryUrl);
   if (!entryFile.endsWith(".ts")) return entryFile;
-  const cached = entries.get(entryFile);
+  const cached = bundled(entryFile);
   if (cached) return cached;
   const output = esbuild().buildSync(buildOptions(entryFile, options)).outputFiles![0]!.text;
   return remember(entryFile, writeEntry(entryFile, pinExternals(output, options)));
@@ -51,7 +51,7 @@ export async function runnableEntryAsync(
 ): Promise<string> {
   const entryFile = entryPath(entryUrl);
   if (!entryFile.endsWith(".ts")) return entryFile;
-  const cached = entries.get(entryFile);
+  const cached = bundled(entryFile);
   if (cached) return cached;
   const result = await esbuild().build({
     ...buildOptions(entryFile, options),
@@ -96,7 +96,19 @@ function writeEntry(entryFile: string, output: string): string {
   const stem = path.basename(entryFile).replace(/\.ts$/, "");
   const hash = createHash("sha256").update(output).digest("hex").slice(0, 16);
   const file = path.join(privateTempFolder(), `${stem}-${hash}.mjs`);
-  if (!existsSync(file)) writePrivateFile(file, output);
+  if (existsSync(file)) touchPrivateFile(file);
+  else writePrivateFile(file, output);
+  return file;
+}
+
+/**
+ * The bundle this process wrote for an entry, if it is still there (marked used): the private temp folder is trimmed
+ * (`trimPrivateTempFolder`), so a long-running process bundles again rather than start a file that is gone.
+ */
+function bundled(entryFile: string): string | undefined {
+  const file = entries.get(entryFile);
+  if (file === undefined || !existsSync(file)) return undefined;
+  touchPrivateFile(file);
   return file;
 }
 

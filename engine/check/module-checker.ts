@@ -6,7 +6,12 @@ import { fileURLToPath } from "node:url";
 import { Project, ts } from "ts-morph";
 import { importsNodeBuiltin, MODULE_COMPILER_OPTIONS, nodeTypeOptions } from "../compiler/module-project.ts";
 import { codeFrame, MossError } from "../errors.ts";
-import { isReachableGlobalName, isReachableMember, MOSS_NAME_PREFIX } from "../membrane/index.ts";
+import {
+  isReachableGlobalName,
+  isReachableMember,
+  isReachableMossMember,
+  MOSS_NAME_PREFIX,
+} from "../membrane/index.ts";
 import type { Diagnostic } from "../types.ts";
 import { CheckHost } from "./check-host.ts";
 import { MOSS_DIAGNOSTIC_CODES } from "./diagnostic-codes.ts";
@@ -50,6 +55,10 @@ const SNIPPET_FILE_NAME = "snippet.ts";
 const CANNOT_FIND_NAME_CODES = new Set([2304, 2552, 2503, 2580, 2582, 2583, 2584, 2591, 2592]);
 /** "Cannot find name" variants whose only difference is a hint about the checker's configuration (dropped). */
 const CANNOT_FIND_NAME_WITH_HINT = new Set([2580, 2582, 2583, 2584, 2591, 2592]);
+/** TypeScript's "Property 'x' does not exist on type 'T'. Did you mean 'y'?" → the same diagnostic without a suggestion. */
+const SUGGESTION_CODES: ReadonlyMap<number, number> = new Map([[2551, 2339]]);
+/** The suggestion sentence ending the first line of such a message. */
+const SUGGESTION = / Did you mean '[^'\n]*'\?(?=\n|$)/;
 /** Unused `@ts-expect-error` directive. */
 const UNUSED_EXPECT_ERROR = 2578;
 /** Methods of the sandbox's `console` (as sandbox-globals.d.ts declares them). */
@@ -374,8 +383,17 @@ export class ModuleChecker {
       if (diagnostic.code === 2339 && /on type 'Console'/.test(flattenMessage(diagnostic))) continue;
       const line =
         ts.getLineAndCharacterOfPosition(analysis.sourceFile, Math.min(start, snippet.length)).line + 1;
-      const code = CANNOT_FIND_NAME_WITH_HINT.has(diagnostic.code) ? 2304 : diagnostic.code;
-      push(code, this.#message(diagnostic, sourceFile, offset, analysis, line), start, severity);
+      // A suggestion of a member the prompt does not show is dropped: the diagnostic is the one without a suggestion.
+      const withoutSuggestion =
+        SUGGESTION_CODES.has(diagnostic.code) && this.#suggestsUnreachableMossMember(diagnostic);
+      const code = withoutSuggestion
+        ? SUGGESTION_CODES.get(diagnostic.code)!
+        : CANNOT_FIND_NAME_WITH_HINT.has(diagnostic.code)
+          ? 2304
+          : diagnostic.code;
+      let message = this.#message(diagnostic, sourceFile, offset, analysis, line);
+      if (withoutSuggestion) message = message.replace(SUGGESTION, "");
+      push(code, message, start, severity);
     }
     if (syntactic.length === 0) this.#pushTypedFindings(program, sourceFile, offset, analysis, push);
     const scrubbed = withDirectives(diagnostics, analysis.sourceFile).map((diagnostic) => ({
@@ -451,7 +469,15 @@ export class ModuleChecker {
         );
       }
       const reached = reachedMember(node, checker);
-      if (reached && this.#isUnreachableMember(program, checker, reached)) {
+      const mossMember = reached && this.#unreachableMossMember(checker, reached);
+      if (reached && mossMember) {
+        push(
+          MOSS_DIAGNOSTIC_CODES.unreachableMember,
+          `'${reached.name}' is a${mossMember === "method" ? " method" : "n accessor"} of Moss: model code cannot reach it (moss holds only the data fields and services the prompt shows).`,
+          toOriginal(reached.at),
+          "error",
+        );
+      } else if (reached && this.#isUnreachableMember(program, checker, reached)) {
         push(
           MOSS_DIAGNOSTIC_CODES.unreachableMember,
           `'${reached.name}' is not reachable from model code: the sandbox does not expose this member of a host object. Use the members the prompt shows.`,
@@ -562,6 +588,72 @@ export class ModuleChecker {
     if (symbol && symbol.flags & ts.SymbolFlags.Alias) symbol = checker.getAliasedSymbol(symbol);
     const declarations = symbol?.declarations ?? [];
     return !declarations.some((declaration) => declaration.getSourceFile().fileName === this.#snippetPath);
+  }
+
+  /**
+   * The kind of a method or accessor of the module's own `Moss` class that the snippet names: the visibility rule
+   * (`isReachableMossMember`) keeps it from model code, the sandbox's `moss` has no such member.
+   */
+  #unreachableMossMember(checker: ts.TypeChecker, reached: ReachedMember): "method" | "accessor" | undefined {
+    const receiver = checker.getApparentType(
+      checker.getNonNullableType(checker.getTypeAtLocation(reached.receiver)),
+    );
+    const parts = receiver.isUnionOrIntersection() ? receiver.types : [receiver];
+    for (const part of parts) {
+      for (const declaration of checker.getPropertyOfType(part, reached.name)?.declarations ?? []) {
+        const kind = this.#unreachableMossDeclaration(declaration);
+        if (kind !== undefined) return kind;
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * The kind of a declaration that is a method or accessor of the module's own `Moss` class which looks reachable (a
+   * public instance member) but is not, by `isReachableMossMember`; else undefined.
+   */
+  #unreachableMossDeclaration(declaration: ts.Declaration): "method" | "accessor" | undefined {
+    const owner = declaration.parent;
+    const isMossClass =
+      ts.isClassDeclaration(owner) &&
+      owner.name?.text === MOSS_NAME &&
+      owner.parent.kind === ts.SyntaxKind.SourceFile &&
+      owner.getSourceFile().fileName === this.#scopePath;
+    if (!isMossClass || !ts.isClassElement(declaration) || declaration.name === undefined) return undefined;
+    const kind = ts.isMethodDeclaration(declaration)
+      ? "method"
+      : ts.isGetAccessorDeclaration(declaration) || ts.isSetAccessorDeclaration(declaration)
+        ? "accessor"
+        : "field";
+    const flags = ts.getCombinedModifierFlags(declaration);
+    const member = {
+      name: declaration.name.getText(),
+      kind,
+      static: (flags & ts.ModifierFlags.Static) !== 0,
+      private: (flags & ts.ModifierFlags.Private) !== 0,
+      protected: (flags & ts.ModifierFlags.Protected) !== 0,
+    } as const;
+    // A private or `_` member has its own answer (TypeScript's, or unreachableMember's).
+    return kind !== "field" && isReachableMember(member) && !isReachableMossMember(member) ? kind : undefined;
+  }
+
+  /**
+   * Whether a "Did you mean '…'?" diagnostic suggests a method or accessor of the module's `Moss` class: TypeScript
+   * points its "'…' is declared here" at the suggested declaration, which the prompt does not show.
+   */
+  #suggestsUnreachableMossMember(diagnostic: ts.Diagnostic): boolean {
+    for (const related of diagnostic.relatedInformation ?? []) {
+      if (related.file?.fileName !== this.#scopePath || related.start === undefined) continue;
+      const mossClass = related.file.statements.find(
+        (statement): statement is ts.ClassDeclaration =>
+          ts.isClassDeclaration(statement) && statement.name?.text === MOSS_NAME,
+      );
+      const member = mossClass?.members.find(
+        (candidate) => candidate.name !== undefined && candidate.name.getStart() === related.start,
+      );
+      if (member !== undefined && this.#unreachableMossDeclaration(member) !== undefined) return true;
+    }
+    return false;
   }
 
   /**

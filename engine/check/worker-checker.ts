@@ -174,6 +174,11 @@ class SharedChecker {
   readonly #owners = new Map<string, string[]>();
   /** A digest of everything each session accepted, in order: checks of equal digests see equal definitions. */
   readonly #acceptedDigests = new Map<string, string>();
+  /**
+   * Definitions each session accepted since the running worker started, not yet sent: they go with that session's
+   * next check, so executes that are not checked never message the worker.
+   */
+  readonly #undelivered = new Map<string, string[]>();
   /** Diagnostics of completed checks by digest of (accepted definitions, snippet), least recently used first. */
   readonly #results = new Map<string, Diagnostic[]>();
   #started: Started | undefined;
@@ -206,12 +211,13 @@ class SharedChecker {
   join(owner: string, accepted: readonly string[]): void {
     this.#owners.set(owner, [...accepted]);
     this.#acceptedDigests.set(owner, accepted.reduce(nextDigest, ""));
-    for (const snippet of accepted) this.#post({ type: "accept", owner, snippet });
+    if (this.#started !== undefined) this.#undelivered.set(owner, [...accepted]);
   }
 
   leave(owner: string): void {
     if (!this.#owners.delete(owner)) return;
     this.#acceptedDigests.delete(owner);
+    this.#undelivered.delete(owner);
     this.#post({ type: "forget", owner });
     if (this.#owners.size === 0) {
       this.#pool.detached(this);
@@ -231,7 +237,12 @@ class SharedChecker {
     accepted.push(snippet);
     if (accepted.length > MAX_ACCEPTED) accepted.shift();
     this.#acceptedDigests.set(owner, nextDigest(this.#acceptedDigests.get(owner) ?? "", snippet));
-    this.#post({ type: "accept", owner, snippet });
+    // A worker that started has the definitions of its start data; later ones go with this owner's next check.
+    if (this.#started === undefined) return;
+    const undelivered = this.#undelivered.get(owner) ?? [];
+    undelivered.push(snippet);
+    if (undelivered.length > MAX_ACCEPTED) undelivered.shift();
+    this.#undelivered.set(owner, undelivered);
   }
 
   check(owner: string, snippet: string, timeoutMs: number): Promise<Diagnostic[]> {
@@ -297,6 +308,10 @@ class SharedChecker {
     }
     const id = this.#nextId++;
     const worker = started.worker;
+    for (const accepted of this.#undelivered.get(owner) ?? []) {
+      worker.postMessage({ type: "accept", owner, snippet: accepted } satisfies CheckWorkerRequest);
+    }
+    this.#undelivered.delete(owner);
     return new Promise<Diagnostic[]>((resolve) => {
       let settled = false;
       const finish = (diagnostics: Diagnostic[], endWorker: boolean): void => {
@@ -336,18 +351,14 @@ class SharedChecker {
     if (this.#started) return this.#started;
     const entry = await checkWorkerEntry();
     if (this.#started) return this.#started;
-    const data: CheckWorkerData = {
-      options: this.#options,
-      accepted: [...this.#owners].map(([owner, snippets]) => [owner, [...snippets]]),
-    };
     let worker = takeSpareCheckWorker(this.#limits.memoryLimitBytes);
     if (worker !== undefined) {
-      worker.postMessage({ type: "start", data } satisfies CheckWorkerRequest);
+      worker.postMessage({ type: "start", data: this.#startData() } satisfies CheckWorkerRequest);
     } else {
       if (options.evict === false && !this.#pool.hasFreeRoom) throw new Error("no room for a worker");
       await this.#pool.room();
       if (this.#started) return this.#started;
-      worker = startCheckWorker(entry, data, this.#limits.memoryLimitBytes);
+      worker = startCheckWorker(entry, this.#startData(), this.#limits.memoryLimitBytes);
     }
     const started: Started = { worker, ready: Promise.resolve("ready") };
     started.ready = new Promise<"ready" | Diagnostic>((resolve) => {
@@ -382,6 +393,15 @@ class SharedChecker {
     this.#started = started;
     if (this.#pending === 0) this.#armIdleTimer();
     return started;
+  }
+
+  /** What a new worker starts with: the module and every session's accepted definitions (none left to send). */
+  #startData(): CheckWorkerData {
+    this.#undelivered.clear();
+    return {
+      options: this.#options,
+      accepted: [...this.#owners].map(([owner, snippets]) => [owner, [...snippets]]),
+    };
   }
 
   #armIdleTimer(): void {

@@ -7,7 +7,7 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { MOSS_DIAGNOSTIC_CODES } from "../check/diagnostic-codes.ts";
 import { typeScriptFile } from "../enable-code-cache.ts";
-import { privateTempFolder, writePrivateFile } from "../private-temp-folder.ts";
+import { privateTempFolder, touchPrivateFile, writePrivateFile } from "../private-temp-folder.ts";
 import type { Diagnostic } from "../types.ts";
 import { MOSS_CODE_ROOT, mossPackageFile } from "./moss-package.ts";
 
@@ -73,7 +73,9 @@ export async function readCachedCheck(key: CheckCacheKey): Promise<Diagnostic[] 
   if (entry.format !== FORMAT || !Array.isArray(entry.files) || !Array.isArray(entry.diagnostics))
     return undefined;
   const current = await Promise.all(entry.files.map(([file]) => contentHash(file)));
-  return entry.files.every(([, hash], index) => current[index] === hash) ? entry.diagnostics : undefined;
+  if (!entry.files.every(([, hash], index) => current[index] === hash)) return undefined;
+  touchPrivateFile(key.file);
+  return entry.diagnostics;
 }
 
 /**

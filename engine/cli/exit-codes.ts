@@ -62,6 +62,7 @@ const INPUT_ERROR_CODES: ReadonlySet<string> = new Set([
   "context-wrong-module",
   "context-locked",
   "module-type-error",
+  "moss-member-reserved",
   "credential-missing",
   "schema-too-large",
   "config-invalid",

@@ -12,8 +12,14 @@ import {
   ts,
 } from "ts-morph";
 import { locatedMessage, MossError } from "../errors.ts";
-import { isReachableMember } from "../membrane/index.ts";
+import {
+  isMossOwnMember,
+  isReachableMember,
+  isReachableMossMember,
+  MOSS_OWN_MEMBERS,
+} from "../membrane/index.ts";
 import { findHiddenRegions, type HiddenRegion, isLineHidden } from "./hidden-regions.ts";
+import { MODULE_SURFACE_PATH } from "./module-project.ts";
 
 /** The lifecycle hooks a context module may export. */
 export const HOOK_NAMES = [
@@ -49,6 +55,17 @@ export interface MossField {
   members?: string[];
 }
 
+/** A method or accessor of the module's `Moss` class that model code cannot reach (see `isReachableMossMember`). */
+export interface UnreachableMossMember {
+  name: string;
+  kind: "method" | "accessor";
+  line: number;
+  column: number;
+  /** Offsets in the module's source of the declaration, its JSDoc included: what the prompt leaves out. */
+  start: number;
+  end: number;
+}
+
 /** A top-level name of the module. */
 export interface TopLevelName {
   name: string;
@@ -73,7 +90,15 @@ export interface ModuleAnalysis {
   markerLines: Set<number>;
   names: TopLevelName[];
   hooks: Map<HookName, { line: number; column: number }>;
-  mossClass?: { line: number; fields: MossField[] };
+  mossClass?: {
+    line: number;
+    fields: MossField[];
+    /**
+     * Visible public methods and accessors of the class: `isReachableMossMember` keeps them from model code, so the
+     * prompt leaves them out, the checker refuses them and the compile warns the author.
+     */
+    unreachable: UnreachableMossMember[];
+  };
   /**
    * Declared types (compile-time checker types) of the visible value names and of the `Moss` fields: the membrane
    * exposes a handle only as far as its declared type goes (see `DeclaredTypes`).
@@ -173,9 +198,11 @@ export function analyzeModule(project: Project, modulePath: string, code: string
     declaredTypes,
   };
   if (mossDeclaration) {
+    checkOwnMemberNames(project, mossDeclaration, modulePath, code);
     analysis.mossClass = {
       line: mossDeclaration.getStartLineNumber(),
       fields: classifyFields(project, mossDeclaration),
+      unreachable: unreachableMossMembers(mossDeclaration, hiddenAt),
     };
     for (const field of analysis.mossClass.fields) {
       const property = mossDeclaration.getProperty(field.name);
@@ -286,19 +313,96 @@ function hasValue(symbol: TsSymbol | undefined): boolean {
   return (target.getFlags() & ts.SymbolFlags.Value) !== 0;
 }
 
+/**
+ * Refuses a member of the module's `Moss` named like one of moss-ts's own members of `moss` (`MOSS_OWN_MEMBERS`),
+ * unless it re-declares that member: in the sandbox `moss.show` is moss-ts's, so a data field `show` would be shadowed
+ * (its value never reaches model code, each run warns it was not persisted), a service `ask` would shadow moss-ts's
+ * `ask`, and a method would have the type-check refuse `moss.show()`; the prompt and the checker would promise what
+ * the run does not do. Throws MossError `moss-member-reserved` naming the member's place.
+ */
+function checkOwnMemberNames(
+  project: Project,
+  mossClass: ClassDeclaration,
+  modulePath: string,
+  code: string,
+): void {
+  for (const member of mossClass.getMembers()) {
+    const isAccessor = Node.isGetAccessorDeclaration(member) || Node.isSetAccessorDeclaration(member);
+    if (!(Node.isPropertyDeclaration(member) || Node.isMethodDeclaration(member) || isAccessor)) continue;
+    const name = member.getName();
+    if (member.isStatic() || !isMossOwnMember(name)) continue;
+    const clash = Node.isPropertyDeclaration(member)
+      ? ownMemberFieldClash(project, mossClass, member, name)
+      : `this ${isAccessor ? "accessor" : "method"} would take its place in the prompt and the type-check (which refuse a method of Moss), while model code's moss.${name} is moss-ts's`;
+    if (clash === undefined) continue;
+    const position = member.getSourceFile().getLineAndColumnAtPos(member.getNameNode().getStart());
+    throw new MossError(
+      "moss-member-reserved",
+      locatedMessage(
+        modulePath,
+        code,
+        position.line,
+        position.column,
+        `${name} is moss-ts's own member of moss (${MOSS_OWN_MEMBERS.map((own) => `moss.${own}`).join(", ")}): ${clash}; ` +
+          `rename it (a Moss that extends moss-ts's Moss may re-declare it only as moss-ts does: declare ${name} with its type)`,
+      ),
+      { file: modulePath, member: name, line: position.line, column: position.column },
+    );
+  }
+}
+
+/** Why a field named like moss-ts's own member clashes with it, or undefined for a re-declaration of that member. */
+function ownMemberFieldClash(
+  project: Project,
+  mossClass: ClassDeclaration,
+  property: PropertyDeclaration,
+  name: string,
+): string | undefined {
+  if (property.hasDeclareKeyword()) {
+    const own = mossTsMoss(project)?.getProperty(name);
+    if (!own || !extendsClass(mossClass, own.getParentOrThrow())) {
+      return "this declare field is not moss-ts's member, since Moss does not extend moss-ts's Moss";
+    }
+    if (own.getType().isAssignableTo(property.getType())) return undefined;
+    return `this declare field's type is not one moss-ts's ${name} satisfies`;
+  }
+  const isService =
+    tokenTag(property) !== undefined ||
+    (!property.hasInitializer() && serviceToken(project.getProgram().compilerObject, property) !== undefined);
+  return isService
+    ? `this service field would shadow moss-ts's moss.${name} in the sandbox`
+    : `this data field would be shadowed by moss-ts's moss.${name} in the sandbox: its value would never reach model code nor be saved, while the prompt and the type-check show the field`;
+}
+
+/** moss-ts's `Moss` class as context modules see it (`import { Moss } from "moss-ts"`), if the project has read it. */
+function mossTsMoss(project: Project): ClassDeclaration | undefined {
+  const declaration = project.getSourceFile(MODULE_SURFACE_PATH)?.getExportedDeclarations().get("Moss")?.[0];
+  return declaration && Node.isClassDeclaration(declaration) ? declaration : undefined;
+}
+
+/** Whether `derived` extends `base`, directly or through other classes. */
+function extendsClass(derived: ClassDeclaration, base: Node): boolean {
+  for (let current = derived.getBaseClass(); current; current = current.getBaseClass()) {
+    if (current.compilerNode === base.compilerNode) return true;
+  }
+  return false;
+}
+
 function classifyFields(project: Project, mossClass: ClassDeclaration): MossField[] {
   const program = project.getProgram().compilerObject;
   const fields: MossField[] = [];
   for (const property of mossClass.getProperties()) {
-    if (property.isStatic()) continue;
     const name = property.getName();
-    const reachable = isReachableMember({
+    // Only a re-declaration of moss-ts's own member is left by checkOwnMemberNames: moss-ts's, not a field.
+    if (!property.isStatic() && isMossOwnMember(name)) continue;
+    const reachable = isReachableMossMember({
       name,
+      kind: "field",
+      static: property.isStatic(),
       private: property.hasModifier(ts.SyntaxKind.PrivateKeyword),
       protected: property.hasModifier(ts.SyntaxKind.ProtectedKeyword),
     });
     if (!reachable) continue;
-    if (property.hasModifier(ts.SyntaxKind.DeclareKeyword)) continue;
     const position = property.getSourceFile().getLineAndColumnAtPos(property.getNameNode().getStart());
     const typeNode = property.getTypeNode();
     const typeText = typeNode?.getText() ?? property.getType().getText(property);
@@ -324,6 +428,50 @@ function classifyFields(project: Project, mossClass: ClassDeclaration): MossFiel
     );
   }
   return fields;
+}
+
+/**
+ * The visible methods and accessors of the `Moss` class that look reachable (a public instance member whose name
+ * `isReachableMember` allows) but are not: model code reaches only `moss`'s fields.
+ */
+function unreachableMossMembers(
+  mossClass: ClassDeclaration,
+  hiddenAt: (node: Node) => boolean,
+): UnreachableMossMember[] {
+  const members: UnreachableMossMember[] = [];
+  for (const member of mossClass.getMembers()) {
+    const isAccessor = Node.isGetAccessorDeclaration(member) || Node.isSetAccessorDeclaration(member);
+    if (!(Node.isMethodDeclaration(member) || isAccessor)) continue;
+    const kind = isAccessor ? "accessor" : "method";
+    if (hiddenAt(member) || member.isStatic()) continue;
+    const name = member.getName();
+    const looksReachable = isReachableMember({
+      name,
+      private: member.hasModifier(ts.SyntaxKind.PrivateKeyword),
+      protected: member.hasModifier(ts.SyntaxKind.ProtectedKeyword),
+    });
+    if (!looksReachable || isReachableMossMember({ name, kind })) continue;
+    const position = member.getSourceFile().getLineAndColumnAtPos(member.getNameNode().getStart());
+    members.push({
+      name,
+      kind,
+      line: position.line,
+      column: position.column,
+      start: leadingCommentsStart(member),
+      end: member.getEnd(),
+    });
+  }
+  return members;
+}
+
+/** Where a member's own comments start (JSDoc or `//` lines above it, after any hide marker), else the member. */
+function leadingCommentsStart(member: Node): number {
+  let start = member.getStart(true);
+  for (const comment of [...member.getLeadingCommentRanges()].reverse()) {
+    if (findHiddenRegions(comment.getText()).markerLines.size > 0) break;
+    start = Math.min(start, comment.getPos());
+  }
+  return start;
 }
 
 function tokenTag(property: PropertyDeclaration): string | undefined {

@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { Container, type Provider, type Token, tokenName } from "../../container/index.ts";
 import { locatedMessage, MossError } from "../errors.ts";
+import { isReachableGlobalName, MOSS_NAME_PREFIX } from "../membrane/index.ts";
 import { Moss as MossBase } from "../moss.ts";
 import { continuationKey, MossRuntime, type MossRuntimeOptions } from "../runtime/index.ts";
 import {
@@ -167,6 +168,16 @@ export class MossCompiler {
   /** Adds names the model's code can use as if the module declared them (host values reach it through the membrane). */
   withLocals(locals: Record<string, unknown>): this {
     this.#assertOpen("withLocals");
+    for (const name of Object.keys(locals)) {
+      if (isReachableGlobalName(name)) continue;
+      throw new MossError(
+        "invalid-argument",
+        `withLocals(): "${name}" starts with ${MOSS_NAME_PREFIX}, the prefix moss-ts reserves for its own names (a context ` +
+          "module's hooks): model code can never use such a name (the type-check refuses it), so no local " +
+          "was added; choose a name without that prefix",
+        { name },
+      );
+    }
     Object.assign(this.#locals, locals);
     return this;
   }
@@ -218,6 +229,10 @@ export class MossCompiler {
     for (const warning of restored?.warnings ?? []) {
       this.#warnings.push(warning);
       process.emitWarning(warning, { code: "MOSS_CONTEXT_UNDECLARED" });
+    }
+    for (const warning of unreachableMossMemberWarnings(analysis, modulePath)) {
+      this.#warnings.push(warning);
+      process.emitWarning(warning, { code: "MOSS_UNREACHABLE_MEMBER" });
     }
     if (this.#options.testSetup === true) {
       this.#bindingTestFakes = true;
@@ -493,4 +508,20 @@ function missingBinding(module: CompiledModule, field: MossField, token: Token):
       column: field.column,
     },
   );
+}
+
+/** One warning per visible method or accessor of the `Moss` class: model code cannot reach it (`isReachableMossMember`). */
+function unreachableMossMemberWarnings(analysis: ModuleAnalysis, displayPath: string): string[] {
+  const warned = new Set<string>();
+  const warnings: string[] = [];
+  for (const member of analysis.mossClass?.unreachable ?? []) {
+    if (warned.has(member.name)) continue;
+    warned.add(member.name);
+    warnings.push(
+      `${displayPath}:${member.line}:${member.column} - ${member.name} is a${member.kind === "method" ? " method" : "n accessor"} of Moss: ` +
+        "model code cannot reach it (the sandbox's moss holds only the data fields and services), so the prompt leaves it out " +
+        "and the type-check refuses it; move it into a bound service, or into a // <moss-hide> region",
+    );
+  }
+  return warnings;
 }

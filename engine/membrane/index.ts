@@ -62,11 +62,16 @@ export {
   stdoutTruncationMarker,
 } from "./protocol.ts";
 export {
+  isMossOwnMember,
   isReachableGlobalName,
   isReachableMember,
+  isReachableMossMember,
   isReachableName,
   type MemberDeclaration,
   MOSS_NAME_PREFIX,
+  MOSS_OWN_MEMBERS,
+  type MossMemberDeclaration,
+  type MossOwnMember,
   NEVER_REACHED_NAMES,
 } from "./visibility.ts";
 export {

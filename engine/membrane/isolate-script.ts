@@ -3,7 +3,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { privateTempFolder, writePrivateFile } from "../private-temp-folder.ts";
+import { privateTempFolder, touchPrivateFile, writePrivateFile } from "../private-temp-folder.ts";
 
 /*
  * The isolate half of the membrane (membrane/isolate/) as one self-contained classic script. `npm run build` writes
@@ -55,7 +55,9 @@ function loadIsolateScript(): string {
   const cache = FROM_SOURCE ? path.join(privateTempFolder(), `isolate-script-${sourceHash()}.js`) : undefined;
   if (cache !== undefined) {
     try {
-      return readFileSync(cache, "utf8");
+      const text = readFileSync(cache, "utf8");
+      touchPrivateFile(cache);
+      return text;
     } catch {}
   }
   // Loaded here, not at import: only a process that runs isolates from source needs esbuild.

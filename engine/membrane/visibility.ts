@@ -74,3 +74,39 @@ export function isReachableGlobalName(name: string): boolean {
   }
   return false;
 }
+
+/**
+ * moss-ts's own members of `moss`, declared by moss-ts's `Moss` class and set by the sandbox whatever the module
+ * declares. A module's `Moss` may re-declare one as moss-ts does (`declare pprint: …`, a type moss-ts's member
+ * satisfies): that is still moss-ts's member, not a field. Any other member of these names is a compile error.
+ */
+export const MOSS_OWN_MEMBERS = ["pprint", "ask", "show"] as const;
+
+/** The name of one of moss-ts's own members of `moss`. */
+export type MossOwnMember = (typeof MOSS_OWN_MEMBERS)[number];
+
+/** Whether `name` is one of moss-ts's own members of `moss` (`MOSS_OWN_MEMBERS`). */
+export function isMossOwnMember(name: string): name is MossOwnMember {
+  for (let index = 0; index < MOSS_OWN_MEMBERS.length; index++) {
+    if (MOSS_OWN_MEMBERS[index] === name) return true;
+  }
+  return false;
+}
+
+/** How a member of a context module's `Moss` class is declared, as far as reaching it goes. */
+export interface MossMemberDeclaration extends MemberDeclaration {
+  /** A field (`name: T` or `name = value`), a method, or a `get`/`set` accessor. */
+  kind: "field" | "method" | "accessor";
+  /** Declared `static`. */
+  static?: boolean;
+}
+
+/**
+ * Whether model code may reach a member of a context module's `Moss` class on `moss`: only its instance fields (data
+ * fields and services) that `isReachableMember` allows, `declare` fields included (TypeScript emits no initializer for
+ * them, MOSS sets them like `name!: T`). The sandbox's `moss` is built from those fields and `MOSS_OWN_MEMBERS`: a
+ * method or accessor of the class is host code that never reaches the isolate.
+ */
+export function isReachableMossMember(member: MossMemberDeclaration): boolean {
+  return member.kind === "field" && member.static !== true && isReachableMember(member);
+}

@@ -1,7 +1,7 @@
 import path from "node:path";
 import { type ImportDeclaration, Node, type SourceFile, ts } from "ts-morph";
 import type { CompiledModule } from "../compiler/compiled-module.ts";
-import { isLineHidden, visibleSource } from "../compiler/hidden-regions.ts";
+import { findHiddenRegions, isLineHidden, visibleSource } from "../compiler/hidden-regions.ts";
 import { MossError } from "../errors.ts";
 import { isNonPublicMember, renderDeclaration } from "./render-declaration.ts";
 
@@ -46,10 +46,14 @@ export class MossPrompter {
     this.#reflected ??= this.#reflection();
   }
 
-  /** The module source; by default without hidden regions and marker lines. */
+  /**
+   * The module source; by default without hidden regions and marker lines, and without the `Moss` class's methods and
+   * accessors, which model code cannot reach (`isReachableMossMember`).
+   */
   async sourceCode(options: { excludeHidden?: boolean } = {}): Promise<string> {
-    const source = this.#module.analysis.source;
-    return options.excludeHidden === false ? source : visibleSource(source);
+    const { source, mossClass } = this.#module.analysis;
+    if (options.excludeHidden === false) return source;
+    return visibleSource(withoutDeclarations(source, mossClass?.unreachable ?? []));
   }
 
   /** The attribute entries as `[name, prompt]` pairs, overrides first. */
@@ -254,6 +258,37 @@ function withoutOverloadDuplicates(declarations: Node[]): Node[] {
 }
 
 /** Identifiers used by visible code outside import declarations. */
+/**
+ * The source without the given declarations: a declaration alone on its lines takes those lines with it, and the
+ * blank line above it, one that shares a line leaves the rest of the line. A declaration that holds a hide marker is kept:
+ * removing half a region would change what the rest of the file hides.
+ */
+function withoutDeclarations(
+  source: string,
+  declarations: ReadonlyArray<{ start: number; end: number }>,
+): string {
+  let text = source;
+  for (const { start, end } of [...declarations].sort((left, right) => right.start - left.start)) {
+    if (findHiddenRegions(text.slice(start, end)).markerLines.size > 0) continue;
+    let from = start;
+    let to = end;
+    const lineStart = text.lastIndexOf("\n", start - 1) + 1;
+    const newline = text.indexOf("\n", end);
+    const lineEnd = newline === -1 ? text.length : newline;
+    if (text.slice(lineStart, start).trim() === "" && text.slice(end, lineEnd).trim() === "") {
+      // The blank line that set the declaration apart goes with it.
+      const previousLineStart = text.lastIndexOf("\n", lineStart - 2) + 1;
+      from =
+        lineStart > 0 && text.slice(previousLineStart, lineStart).trim() === ""
+          ? previousLineStart
+          : lineStart;
+      to = newline === -1 ? lineEnd : newline + 1;
+    }
+    text = text.slice(0, from) + text.slice(to);
+  }
+  return text;
+}
+
 function usedIdentifiers(sourceFile: SourceFile, hidden: (line: number) => boolean): Set<string> {
   const used = new Set<string>();
   for (const identifier of sourceFile.getDescendantsOfKind(ts.SyntaxKind.Identifier)) {

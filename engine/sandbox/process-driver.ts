@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import type { Duplex } from "node:stream";
 import { fileURLToPath } from "node:url";
@@ -123,11 +123,14 @@ const MEMORY_SLACK_BYTES = 256 * MEBIBYTE;
 /** How often the supervisor reads a running sandbox process's resident size. */
 const MEMORY_POLL_MS = 100;
 
-/** A process's resident set size in bytes (Linux `/proc`); undefined where it cannot be read (other systems). */
-function residentBytes(pid: number | undefined): number | undefined {
+/**
+ * A process's resident set size in bytes (Linux `/proc`), read without blocking the host's thread; undefined where it
+ * cannot be read (other systems, a process that ended).
+ */
+async function readResidentBytes(pid: number | undefined): Promise<number | undefined> {
   if (pid === undefined) return undefined;
   try {
-    const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    const match = /^VmRSS:\s+(\d+) kB$/m.exec(await readFile(`/proc/${pid}/status`, "utf8"));
     return match === null ? undefined : Number(match[1]) * 1024;
   } catch {
     return undefined;
@@ -183,6 +186,13 @@ class SandboxChild {
   #stderrTail = "";
   /** The resident size that made the memory watch kill the process. */
   #killedAtBytes = 0;
+  /**
+   * The process's resident size as last read (`refreshResidentBytes`: when it became ready and after each open and
+   * run, off the host's thread); undefined until read, or where `/proc` is missing.
+   */
+  residentBytes: number | undefined;
+  #readingResident: Promise<void> | undefined;
+  #rereadResident = false;
   #nextPromiseId = 1;
   #onReady!: () => void;
   #onStartFailed!: (error: Error) => void;
@@ -415,7 +425,7 @@ class SandboxChild {
       this.#stderrTail += `\n(no answer ${limits.wallTimeMs + this.#graceMs} ms into a run)`;
       this.kill("timeout");
     }, limits.wallTimeMs + this.#graceMs);
-    run.memoryWatch = this.#watchMemory(limits.memoryLimitBytes);
+    run.memoryWatch = this.#watchMemory(limits.memoryLimitBytes, run);
     run.startedAt = performance.now();
     run.longTimer = setTimeout(() => {
       if (this.#run === run && this.#queue.length > 0) this.#onRebalance(this);
@@ -427,19 +437,47 @@ class SandboxChild {
 
   /**
    * Supervises the run's memory from outside, as the timer does its time: a process grown past its isolate's limit
-   * by more than isolated-vm lets a live isolate hold is killed (kind `memory`). Not where `/proc` is missing.
+   * by more than isolated-vm lets a live isolate hold is killed (kind `memory`). Reads `/proc` asynchronously every
+   * `MEMORY_POLL_MS`; not on systems without it.
    */
-  #watchMemory(memoryLimitBytes: number): NodeJS.Timeout | undefined {
-    const pid = this.process.pid;
-    const start = residentBytes(pid);
-    if (start === undefined) return undefined;
-    const ceiling = start + 2 * memoryLimitBytes + MEMORY_SLACK_BYTES;
+  #watchMemory(memoryLimitBytes: number, run: ChildRun): NodeJS.Timeout | undefined {
+    if (process.platform !== "linux") return undefined;
+    // From the size as last read (after the last open or run here), or the first read if none is known yet.
+    const headroom = 2 * memoryLimitBytes + MEMORY_SLACK_BYTES;
+    let ceiling = this.residentBytes === undefined ? undefined : this.residentBytes + headroom;
     return setInterval(() => {
-      const resident = residentBytes(pid);
-      if (resident === undefined || resident <= ceiling) return;
-      this.#killedAtBytes = resident;
-      this.kill("memory");
+      void this.refreshResidentBytes().then(() => {
+        const resident = this.residentBytes;
+        if (this.#run !== run || resident === undefined) return;
+        ceiling ??= resident + headroom;
+        if (resident <= ceiling) return;
+        this.#killedAtBytes = resident;
+        this.kill("memory");
+      });
     }, MEMORY_POLL_MS);
+  }
+
+  /**
+   * Reads the process's resident size into `residentBytes`, asynchronously (a read asked for while one is under way
+   * reads again after it, so the value is never older than the request). Resolves once it is read.
+   */
+  refreshResidentBytes(): Promise<void> {
+    if (this.#exited) return Promise.resolve();
+    if (this.#readingResident !== undefined) {
+      this.#rereadResident = true;
+      return this.#readingResident;
+    }
+    const read = async (): Promise<void> => {
+      do {
+        this.#rereadResident = false;
+        const bytes = await readResidentBytes(this.process.pid);
+        if (bytes !== undefined) this.residentBytes = bytes;
+      } while (this.#rereadResident && !this.#exited);
+    };
+    this.#readingResident = read().finally(() => {
+      this.#readingResident = undefined;
+    });
+    return this.#readingResident;
   }
 
   #send(message: ParentMessage): void {
@@ -476,6 +514,7 @@ class SandboxChild {
           run.session.lost();
         }
         run.resolve(message.result);
+        void this.refreshResidentBytes();
         this.#next();
         if (this.sessions.size === 0) this.#onEmpty(this);
         else if (!this.busy) this.#onRebalance(this);
@@ -483,6 +522,7 @@ class SandboxChild {
       }
       case "opened":
         this.#opening.get(message.session)?.resolve();
+        void this.refreshResidentBytes();
         return;
       case "open-failed":
         this.#opening
@@ -491,6 +531,7 @@ class SandboxChild {
         return;
       case "ready":
         this.#isReady = true;
+        void this.refreshResidentBytes();
         this.#onReady();
         this.#onRebalance(this);
         return;
@@ -785,7 +826,8 @@ export class ProcessDriver implements SandboxDriver {
     for (const child of idle) {
       // Opens placed at the same moment may have filled it past the bound: evict down to one free slot.
       while (child.sessions.size >= this.#sessionsPerProcess && this.#evict(child));
-      if ((residentBytes(child.process.pid) ?? 0) > this.#processMemoryBytes) this.#evict(child);
+      // The size as last read (after this process's last open or run; placing reads no file).
+      if ((child.residentBytes ?? 0) > this.#processMemoryBytes) this.#evict(child);
       if (child.sessions.size < this.#sessionsPerProcess) return child;
     }
     return undefined;

@@ -61,14 +61,7 @@ export function registerAguiRoute(
     let after: number;
     let skipThrough: [number, number] = [-1, -1];
     if (resumeFrom !== undefined) {
-      const run = await store.getRun(tenant, input.threadId, resumeFrom.runId);
-      if (run === undefined) {
-        throw new ServerError(
-          404,
-          "run-not-found",
-          `No run "${resumeFrom.runId}" in thread "${input.threadId}".`,
-        );
-      }
+      const run = await store.requireRun(tenant, input.threadId, resumeFrom.runId);
       serverRunId = run.id;
       after = resumeFrom.after;
       skipThrough = resumeFrom.cursor;

@@ -8,7 +8,7 @@ import { MossError } from "../errors.ts";
 import { type Database, type DatabaseLocation, openDatabase } from "./database.ts";
 import { DatabaseContextStore, DatabaseConversationStore } from "./database-stores.ts";
 import { EventHub } from "./event-hub.ts";
-import { type HttpTimeouts, httpServerOptions } from "./http-timeouts.ts";
+import { answerClientErrors, type HttpTimeouts, httpServerOptions } from "./http-timeouts.ts";
 import { type CreateThreadAgent, RunWorker, type RunWorkerOptions } from "./run-worker.ts";
 import { createServerApp, type TenantLimits } from "./server-app.ts";
 import { ServerStore } from "./server-store.ts";
@@ -141,6 +141,7 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
         ) as import("node:http").Server;
         server.once("error", (error) => reject(listenError(error, host, requestedPort)));
       });
+      answerClientErrors(http, options.http);
       const { port } = http.address() as AddressInfo;
       url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
     }

@@ -158,8 +158,7 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
 
   app.get("/v1/threads/:threadId/runs/:runId", async (c) => {
     const id = threadId(c.req.param("threadId"));
-    const run = await store.getRun(c.get("tenant"), id, c.req.param("runId"));
-    if (run === undefined) throw new ServerError(404, "run-not-found", `No run "${c.req.param("runId")}".`);
+    const run = await store.requireRun(c.get("tenant"), id, c.req.param("runId"));
     return c.json({ run });
   });
 

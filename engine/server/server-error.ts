@@ -1,7 +1,7 @@
 /** A request the server refuses: an HTTP status, a stable code and a sentence (the API's error body). */
 export class ServerError extends Error {
   override readonly name = "ServerError";
-  readonly status: 400 | 401 | 404 | 409 | 413 | 429 | 500 | 503;
+  readonly status: 400 | 401 | 404 | 408 | 409 | 413 | 429 | 431 | 500 | 503;
   readonly code: string;
 
   constructor(status: ServerError["status"], code: string, message: string) {

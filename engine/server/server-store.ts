@@ -259,6 +259,30 @@ export class ServerStore {
     return run;
   }
 
+  /**
+   * The tenant's run, or the 404 that says what is missing: `thread-not-found` when the thread is gone (deleted, or
+   * never the tenant's), so a client knows to stop asking about it, else `run-not-found`.
+   */
+  async requireRun(tenant: string, threadId: string, runId: string): Promise<Run> {
+    const run = await this.getRun(tenant, threadId, runId);
+    if (run === undefined) throw await this.#missingRun(this.database, tenant, threadId, runId);
+    return run;
+  }
+
+  /** Why a run of the tenant's is not found: its thread is not there, or the thread has no such run. */
+  async #missingRun(
+    executor: SqlExecutor,
+    tenant: string,
+    threadId: string,
+    runId: string,
+  ): Promise<ServerError> {
+    const thread = await executor.query("SELECT 1 FROM moss_threads WHERE tenant = $1 AND id = $2", [
+      tenant,
+      threadId,
+    ]);
+    return thread.length === 0 ? threadNotFound(threadId) : runNotFound(runId);
+  }
+
   async getRun(tenant: string, threadId: string, runId: string): Promise<Run | undefined> {
     const rows = await this.database.query<RunRow>(
       "SELECT * FROM moss_runs WHERE tenant = $1 AND thread_id = $2 AND id = $3",
@@ -497,7 +521,7 @@ export class ServerStore {
         "SELECT * FROM moss_runs WHERE tenant = $1 AND thread_id = $2 AND id = $3 FOR UPDATE",
         [tenant, threadId, runId],
       );
-      if (current === undefined) throw runNotFound(runId);
+      if (current === undefined) throw await this.#missingRun(executor, tenant, threadId, runId);
       if (current.status === "queued" || current.status === "pending") {
         const [row] = await executor.query<RunRow>(
           `UPDATE moss_runs SET status = 'cancelled', stop_reason = 'aborted', lease_owner = NULL,

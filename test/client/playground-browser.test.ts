@@ -148,4 +148,49 @@ describe.runIf(BROWSER_TESTS)("the playground in headless Chromium", () => {
     expect(await page.isDisabled("#cancel")).toBe(true);
     expect((await transfers()).length).toBe(before);
   });
+
+  it("Cancel of a run whose thread was deleted says the thread is gone (nothing to cancel), once, and turns Cancel off", async () => {
+    replies.push(code(TRANSFER));
+    const before = (await transfers()).length;
+    await sendTask(`Send bob 5 euros, ${randomUUID()}.`);
+    await page.locator(".clarification").waitFor();
+    await page.locator("#cancel:not([disabled])").waitFor();
+    const threadId = new URLSearchParams(new URL(page.url()).hash.slice(1)).get("thread")!;
+    const errorsBefore = await page.locator("#log .error").count();
+    // The page's event stream reconnects once the deletion ends it: hold that reconnection until Cancel is clicked,
+    // so the click (not the stream) is what meets the gone thread first.
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const events = `**/v1/threads/${encodeURIComponent(threadId)}/events`;
+    const routed: Array<Promise<void>> = [];
+    await page.route(events, (route) => {
+      const continued = held.then(() => route.continue());
+      routed.push(continued);
+      return continued;
+    });
+    try {
+      // A paused run goes with its thread (the server refuses to delete one with a running run).
+      expect((await call(server, "DELETE", `/v1/threads/${threadId}`)).status).toBe(204);
+      await page.click("#cancel");
+      const gone = page.locator(".status", { hasText: "this thread was deleted" });
+      await gone.waitFor();
+      expect(await gone.textContent()).toContain("nothing to cancel");
+      expect(await page.isDisabled("#cancel")).toBe(true);
+      expect(await page.locator("#log .error").count()).toBe(errorsBefore);
+      await page.locator(`#threads button[data-thread-id="${threadId}"]`).waitFor({ state: "detached" });
+      await page.locator("#connection", { hasText: "reconnecting" }).waitFor();
+      // The stream then meets the same 404, stops, and says nothing more.
+      release();
+      await page.locator("#connection", { hasText: "disconnected" }).waitFor();
+      expect(await page.locator(".status", { hasText: "this thread was deleted" }).count()).toBe(1);
+      expect(await page.locator("#log .error").count()).toBe(errorsBefore);
+    } finally {
+      release();
+      await Promise.all(routed);
+      await page.unroute(events);
+    }
+    expect((await transfers()).length).toBe(before);
+  });
 });

@@ -125,6 +125,22 @@ describe("moss-ts/client against moss serve (PGlite)", () => {
     expect(await state.json()).toMatchObject({ status: "idle" });
   });
 
+  it("cancel() of a run whose thread was deleted leaves it be (404 thread-not-found: the run went with its thread)", async () => {
+    replies.push(code(TRANSFER));
+    const before = (await transfers()).length;
+    const threadId = `crew-${randomUUID()}`;
+    const request = handler({ threadId });
+    const port = await send(request, "Send bob 5 euros.");
+    expect(port.messages.some((message) => message.type === "clarification")).toBe(true);
+    const headers = { authorization: `Bearer ${TOKENS.alice}` };
+    // The server refuses to delete a thread while a run of it is running (409 thread-busy): a paused one goes with it.
+    const deleted = await fetch(`${vault.server.url}/v1/threads/${threadId}`, { method: "DELETE", headers });
+    expect(deleted.status).toBe(204);
+    await expect(request.cancel()).resolves.toBeUndefined();
+    expect((await fetch(`${vault.server.url}/v1/threads/${threadId}`, { headers })).status).toBe(404);
+    expect((await transfers()).length).toBe(before);
+  });
+
   it("an approval is a clarification with Approve/Deny and the call; answering it (Clarification request) resumes the run once", async () => {
     replies.push(code(TRANSFER), { content: "Sent 5 euros to bob." });
     const before = (await transfers()).length;

@@ -333,6 +333,35 @@ describe("MossCompiler: bad input", () => {
     expect(error.message).toContain("count");
   });
 
+  test("withLocals() refuses a name starting with __moss_ (moss-ts's reserved prefix), from the host and the hook", async () => {
+    const compiler = new MossCompiler({ sandbox: "in-process" });
+    let thrown: unknown;
+    try {
+      compiler.withLocals({ fine: 1, __moss_helper: 2 });
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toMatchObject({ code: "invalid-argument", details: { name: "__moss_helper" } });
+    expect((thrown as Error).message).toContain('"__moss_helper"');
+    expect((thrown as Error).message).toContain("__moss_");
+    // Nothing of a refused call is kept: `fine` came with it, so the model does not see it either.
+    const file = await writeModule(`export const x = 1;`);
+    written.push(file);
+    const runtime = track(await compiler.compile(file));
+    const seen = await runtime.execute({ code: "function main() { return typeof fine; }", typeCheck: "off" });
+    expect(seen.returns).toBe("undefined");
+    // A module's own __moss_compile__ gets the same refusal, located by the compile's error.
+    const error = await rejection(
+      compileFromText(
+        `import type { MossCompiler } from "moss-ts";\nexport function __moss_compile__(compiler: MossCompiler) { compiler.withLocals({ __moss_state: {} }); }`,
+      ),
+    );
+    expect(error.code).toBe("invalid-argument");
+    expect(error.message).toContain('"__moss_state"');
+    // A name merely containing moss is the user's.
+    expect(() => new MossCompiler().withLocals({ my__moss_: 1, mossy: 2 })).not.toThrow();
+  });
+
   test("nothing is half-compiled: a failed compile leaves no temporary files behind", async () => {
     const { readdir } = await import("node:fs/promises");
     const before = (await readdir(path.join(FIXTURES, ".tmp"))).filter((name) => name.includes(".moss-"));

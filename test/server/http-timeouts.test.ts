@@ -31,6 +31,22 @@ function rawExchange(url: string, text: string): Promise<string> {
   });
 }
 
+/** The status line and the JSON body of a raw answer, checked to be the API's error shape with a matching length. */
+function errorAnswer(answer: string): {
+  status: number;
+  headers: string;
+  error: { code: string; message: string };
+} {
+  const [head = "", body = ""] = answer.split("\r\n\r\n");
+  const status = Number(/^HTTP\/1\.1 (\d{3}) /.exec(head)?.[1]);
+  expect(head).toMatch(/\r\ncontent-type: application\/json; charset=utf-8\r\n/i);
+  expect(head).toMatch(/\r\nconnection: close(\r\n|$)/i);
+  expect(head).toContain(`\r\nContent-Length: ${Buffer.byteLength(body)}`);
+  const parsed = JSON.parse(body) as { error: { code: string; message: string } };
+  expect(Object.keys(parsed)).toEqual(["error"]);
+  return { status, headers: head, error: parsed.error };
+}
+
 describe("moss serve's request timeouts", () => {
   const vault = useVaultServer("moss-timeouts-", {
     http: {
@@ -60,6 +76,9 @@ describe("moss serve's request timeouts", () => {
       ].join("\r\n"),
     );
     expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+    const { error } = errorAnswer(answer);
+    expect(error.code).toBe("request-timeout");
+    expect(error.message).toContain(`${HEADERS_TIMEOUT_MS} ms for its headers and ${REQUEST_TIMEOUT_MS} ms`);
     expect((await call(vault.server, "GET", `/v1/threads/${id}`)).status).toBe(404);
     process.off("warning", onWarning);
     // The cut body is the client's fault (400 body-incomplete to nobody), not a server failure to log.
@@ -69,6 +88,19 @@ describe("moss serve's request timeouts", () => {
   it("answers headers that do not finish arriving with 408 and closes the connection", async () => {
     const answer = await rawExchange(vault.server.url!, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n");
     expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+    expect(errorAnswer(answer).error.code).toBe("request-timeout");
+  });
+
+  it("answers what Node cannot parse in the API's error shape too: 400 bad-request, 431 headers-too-large", async () => {
+    const garbled = await rawExchange(vault.server.url!, "GET /health HTTP/1.1\r\nHost 127.0.0.1\r\n\r\n");
+    expect(garbled).toMatch(/^HTTP\/1\.1 400 /);
+    expect(errorAnswer(garbled).error.code).toBe("bad-request");
+    const huge = await rawExchange(
+      vault.server.url!,
+      `GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: ${"a".repeat(20_000)}\r\n\r\n`,
+    );
+    expect(huge).toMatch(/^HTTP\/1\.1 431 /);
+    expect(errorAnswer(huge).error.code).toBe("headers-too-large");
   });
 
   it("keeps an event stream open past both timeouts: its request was complete", async () => {

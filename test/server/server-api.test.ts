@@ -375,16 +375,33 @@ function suite(name: string, locate: () => Promise<{ location: DatabaseLocation;
       expect(await call(server, "DELETE", `/v1/threads/${thread}`)).toEqual({ status: 204, body: undefined });
       expect(await streamEnded).toBe(false);
       expect(await rows()).toEqual({ contexts: 0, conversations: 0, runs: 0, events: 0, pending: 0 });
+      // Everything about the thread, its runs included, says the thread is gone (not that a run is): a client
+      // holding a run id learns to stop asking, on the native API as on AG-UI.
       for (const [method, path, payload] of [
         ["GET", `/v1/threads/${thread}`, undefined],
         ["GET", `/v1/threads/${thread}/events`, undefined],
         ["GET", `/v1/threads/${thread}/runs/${body.run.id}`, undefined],
+        ["POST", `/v1/threads/${thread}/runs/${body.run.id}/cancel`, undefined],
         ["POST", `/v1/threads/${thread}/answers`, { answers: { r1: { approved: true } } }],
         ["DELETE", `/v1/threads/${thread}`, undefined],
       ] as const) {
         const answer = await call(server, method, path, payload === undefined ? {} : { body: payload });
         expect(answer.status, `${method} ${path}`).toBe(404);
+        expect(answer.body?.error?.code, `${method} ${path}`).toBe("thread-not-found");
       }
+      const aguiResume = await fetch(`${server.url}/v1/agui`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${TOKENS.alice}`,
+          "content-type": "application/json",
+          "last-event-id": `${body.run.id}:1:0:0`,
+        },
+        body: JSON.stringify({ threadId: thread, runId: "r", messages: [] }),
+      });
+      expect({ status: aguiResume.status, body: await aguiResume.json() }).toMatchObject({
+        status: 404,
+        body: { error: { code: "thread-not-found" } },
+      });
       const listed = await call(server, "GET", "/v1/threads?limit=500");
       expect(listed.body.threads.map((item: { id: string }) => item.id)).not.toContain(thread);
       expect((await transfers()).length).toBe(before);
@@ -394,6 +411,17 @@ function suite(name: string, locate: () => Promise<{ location: DatabaseLocation;
         status: "idle",
         lastEventId: 0,
       });
+      // The thread is there again, the old run is not: now it is the run that is not found.
+      for (const [method, path] of [
+        ["GET", `/v1/threads/${thread}/runs/${body.run.id}`],
+        ["POST", `/v1/threads/${thread}/runs/${body.run.id}/cancel`],
+      ] as const) {
+        const answer = await call(server, method, path);
+        expect(answer, `${method} ${path}`).toMatchObject({
+          status: 404,
+          body: { error: { code: "run-not-found" } },
+        });
+      }
     });
 
     it("forgets a deleted thread's Idempotency-Keys: the same key on a new thread of that id applies its answer", async () => {

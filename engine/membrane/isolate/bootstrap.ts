@@ -5,7 +5,7 @@ import {
   type SandboxEnvelope,
   stdoutTruncationMarker,
 } from "../protocol.ts";
-import { isReachableName } from "../visibility.ts";
+import { isReachableName, MOSS_OWN_MEMBERS, type MossOwnMember } from "../visibility.ts";
 import type { WireCodec } from "../wire/codec.ts";
 import {
   ArrayIsArray,
@@ -644,29 +644,20 @@ export function sandboxBootstrap(
       const name = serviceKeys[i]!;
       ReflectDefineProperty(moss, name, data(services[name], false));
     }
-    ReflectDefineProperty(moss, "pprint", data(logger(true), false, false));
-    ReflectDefineProperty(
-      moss,
-      "ask",
-      data(
-        async function ask(question: unknown, options?: unknown) {
-          return callHost("ask", 0, "ask", [question, options]);
-        },
-        false,
-        false,
-      ),
-    );
-    ReflectDefineProperty(
-      moss,
-      "show",
-      data(
-        function show(image: unknown) {
-          callHost("show", 0, "show", [image]);
-        },
-        false,
-        false,
-      ),
-    );
+    // Typed by the names, so a name added to MOSS_OWN_MEMBERS fails the build until it is set here.
+    const own: Record<MossOwnMember, unknown> = {
+      pprint: logger(true),
+      ask: async function ask(question: unknown, options?: unknown) {
+        return callHost("ask", 0, "ask", [question, options]);
+      },
+      show: function show(image: unknown) {
+        callHost("show", 0, "show", [image]);
+      },
+    };
+    for (let i = 0; i < MOSS_OWN_MEMBERS.length; i++) {
+      const name = MOSS_OWN_MEMBERS[i]!;
+      ReflectDefineProperty(moss, name, data(own[name], false, false));
+    }
     ReflectDefineProperty(global, "moss", data(moss, false));
     const parsed = JSONParse(fields);
     dataFields = ArrayIsArray(parsed) ? parsed : [];

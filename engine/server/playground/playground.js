@@ -111,7 +111,9 @@ async function follow(threadId) {
       });
       if (!response.ok) {
         const body = await response.json().catch(() => ({}));
-        showError(body.error?.message ?? `The event stream answered ${response.status}.`);
+        $("connection").textContent = "disconnected";
+        if (body.error?.code === "thread-not-found") threadGone(threadId);
+        else showError(body.error?.message ?? `The event stream answered ${response.status}.`);
         return;
       }
       $("connection").textContent = "connected";
@@ -135,6 +137,21 @@ async function follow(threadId) {
     $("connection").textContent = "reconnecting…";
     await new Promise((resolve) => setTimeout(resolve, 1000));
   }
+}
+
+/**
+ * The open thread was deleted (the server's 404 `thread-not-found`, to the stream or to Cancel): its runs went with it,
+ * so there is nothing to cancel or answer. Said once per thread, in the log, and the thread leaves the list.
+ */
+function threadGone(threadId) {
+  if (threadId !== state.threadId || state.gone === threadId) return;
+  state.gone = threadId;
+  setRun(undefined);
+  for (const button of [...state.runs.values()].flat()) button.disabled = true;
+  append(
+    element("div", "status", "this thread was deleted: its runs went with it, there is nothing to cancel"),
+  );
+  listThreads().catch(() => {});
 }
 
 function setRun(run) {
@@ -320,7 +337,8 @@ $("cancel").addEventListener("click", async () => {
   } catch (error) {
     // The run ended while the click was on its way: its own run-status event already says how.
     if (error.code === "run-finished") return;
-    showError(error.message);
+    if (error.code === "thread-not-found") threadGone(state.threadId);
+    else showError(error.message);
   }
 });
 
