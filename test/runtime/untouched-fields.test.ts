@@ -179,6 +179,16 @@ describe.each(["in-process", "process"] as const)("untouched data fields (%s san
     for (const fields of await stored(sandbox, runtime)) expect(fields).toEqual([[1, 2, 3], "kept"]);
   });
 
+  test("a long field of multi-byte text crosses whole: sent, stored, installed again and returned", async () => {
+    // Longer than FRAME_MIN_CHARS: in a sandbox process it crosses the control pipe as raw frames both ways.
+    const runtime = await compile(sandbox);
+    const made = `Array.from({ length: 3000 }, (_, i) => ({ i, text: "é \\"q\\" \\\\ 😀 " + i }))`;
+    const first = await run(runtime, `moss.memo = ${made}; return moss.memo;`);
+    const expected = Array.from({ length: 3000 }, (_, i) => ({ i, text: `é "q" \\ 😀 ${i}` }));
+    expect(first.returns).toEqual(expected);
+    for (const fields of await stored(sandbox, runtime)) expect(fields).toEqual([expected, null]);
+  });
+
   test("a field read and left unchanged keeps its stored value", async () => {
     const runtime = await untouchedSession(sandbox);
     const seen = await run(runtime, "return moss.memo.length;");
