@@ -101,6 +101,26 @@ export function createMeasurer(table: unknown[], refuseHandles = false) {
 
   // Sizes a child and folds what it reached and its height into the node being sized.
   function sizeChild(child: unknown, depth: number): number {
+    // A string, number, boolean or null: sized here, without the bookkeeping of a node with children (most nodes).
+    if (typeof child === "number" && child >= 0 && child < table.length && NumberIsInteger(child)) {
+      const node = table[child];
+      const leaf =
+        typeof node === "string"
+          ? node.length + 2
+          : typeof node === "number"
+            ? 12
+            : typeof node === "boolean"
+              ? 5
+              : node === null
+                ? 4
+                : -1;
+      if (leaf !== -1) {
+        if (depth > MAX_DEPTH) throw tooDeep();
+        if (leaf > budget) throw tooLarge();
+        if (height < 1) height = 1;
+        return leaf;
+      }
+    }
     const result = size(child, depth);
     if (reached < low) low = reached;
     if (lastHeight + 1 > height) height = lastHeight + 1;
