@@ -133,9 +133,8 @@ export class LineChannel<Incoming, Outgoing> {
           return;
         }
         const total = lengths.reduce((sum, length) => sum + length, 0);
-        this.#pending = { header: line, lengths, total, parts: [], received: 0 };
-        if (total === 0) this.#pending = undefined;
-        if (total === 0 && !this.#deliver(() => framedMessage(line, lengths, ""))) return;
+        if (total > 0) this.#pending = { header: line, lengths, total, parts: [], received: 0 };
+        else if (!this.#deliver(() => framedMessage(line, lengths, ""))) return;
         continue;
       }
       if (!this.#deliver(() => JSON.parse(line) as Incoming)) return;

@@ -80,6 +80,13 @@ describe("LineChannel frames", () => {
     expect(lines.join("").startsWith("{")).toBe(true);
   });
 
+  test("a framed line announcing no frames is its message; the next line follows at once", async () => {
+    const { stream, received, refused } = loopback({ frames: true });
+    await writeInPieces(stream, '#{"message":{"a":1},"frames":[]}\n{"b":2}\n', 5);
+    expect(refused).toEqual([]);
+    expect(received).toEqual([{ a: 1 }, { b: 2 }]);
+  });
+
   test("without frames every message is one JSON line", async () => {
     const { stream, channel, received } = loopback();
     const lines: string[] = [];
