@@ -56,7 +56,8 @@ export function createMeasurer(table: unknown[], refuseHandles = false) {
 
   function grow(): void {
     if (table.length <= capacity) return;
-    capacity = table.length * 2;
+    // Exactly the table at first (a parsed table never grows); doubled when the encoder's table has grown.
+    capacity = capacity === 0 ? table.length : table.length * 2;
     const grownState = new Uint8ArrayCtor(capacity);
     const grownSizes = new Float64ArrayCtor(capacity);
     const grownHeights = new Uint16ArrayCtor(capacity);
