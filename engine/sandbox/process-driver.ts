@@ -106,7 +106,7 @@ const OPEN_ATTEMPTS = 2;
 const REFILL_DELAY_MS = 500;
 
 /** Why a run's sandbox process was killed by its supervisor (absent: it died by itself). */
-type KillReason = "timeout" | "memory" | "disposed" | "stopped";
+type KillReason = "timeout" | "memory" | "disposed" | "stopped" | "invalid-message";
 
 const MEBIBYTE = 1024 * 1024;
 
@@ -183,6 +183,8 @@ class SandboxChild {
   #referenced = true;
   #exited = false;
   #killReason: KillReason | undefined;
+  /** Why a message of the process was refused (with kill reason "invalid-message"). */
+  #invalidMessage = "";
   #stderrTail = "";
   /** The resident size that made the memory watch kill the process. */
   #killedAtBytes = 0;
@@ -250,9 +252,26 @@ class SandboxChild {
     });
     const control = this.process.stdio[3] as Duplex;
     const calls = this.process.stdio[4] as Duplex;
-    this.#channel = new LineChannel<ChildMessage, ParentMessage>(control, (message) => this.#handle(message));
-    this.#calls = new LineChannel<HostCall | HostCallBatch, CallReply | CallReply[]>(calls, (call) =>
-      "batch" in call ? this.#answerBatch(call) : this.#answer(call),
+    this.#channel = new LineChannel<ChildMessage, ParentMessage>(
+      control,
+      (message) => this.#handle(message),
+      {
+        frames: true,
+        onInvalid: (error) => {
+          this.#invalidMessage = error.message;
+          this.kill("invalid-message");
+        },
+      },
+    );
+    this.#calls = new LineChannel<HostCall | HostCallBatch, CallReply | CallReply[]>(
+      calls,
+      (call) => ("batch" in call ? this.#answerBatch(call) : this.#answer(call)),
+      {
+        onInvalid: (error) => {
+          this.#invalidMessage = error.message;
+          this.kill("invalid-message");
+        },
+      },
     );
     control.on("error", () => {});
     calls.on("error", () => {});
@@ -623,6 +642,12 @@ class SandboxChild {
     }
     if (this.#killReason === "disposed")
       return crashResult("the sandbox session was disposed during the run");
+    if (this.#killReason === "invalid-message") {
+      return crashResult(
+        `the sandbox process sent a message the host refuses (${this.#invalidMessage}); it was killed`,
+        "SandboxCrash",
+      );
+    }
     return crashResult(message, "SandboxCrash");
   }
 

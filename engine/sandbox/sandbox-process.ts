@@ -28,7 +28,7 @@ const promises = new Map<number, (settled: SettledOutcome) => void>();
 const replyBuffer = Buffer.allocUnsafe(64 * 1024);
 
 const socket = new Socket({ fd: 3, readable: true, writable: true });
-const channel = new LineChannel<ParentMessage, ChildMessage>(socket, handle);
+const channel = new LineChannel<ParentMessage, ChildMessage>(socket, handle, { frames: true });
 
 function handle(message: ParentMessage): void {
   switch (message.type) {

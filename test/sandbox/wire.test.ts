@@ -7,6 +7,7 @@ import {
   encodeWire,
   joinWireRecord,
   measureWire,
+  splitWireRecord,
   WIRE_MAX_BIGINT_DIGITS,
 } from "../../engine/membrane/index.ts";
 import { isolateScript } from "../../engine/membrane/isolate-script.ts";
@@ -151,6 +152,53 @@ describe("wire codec", () => {
     expect(() => decodeWire("[]")).toThrow(/invalid wire text/);
     expect(() => decodeWire('[["A", 5]]')).toThrow(/bad node index 5/);
     expect(() => decodeWire('[["Q"]]')).toThrow(/bad node 0/);
+  });
+
+  // One source per rule (issue 17): the measurer, which every decode and every split of a snapshot runs, checks each
+  // leaf as the decoder builds it, so a text it measured decodes, and a stored field is one the decoder accepts.
+  test.each([
+    ["a special number it does not name", '["N","nan"]'],
+    ["a bigint of something other than digits", '["B","0x10"]'],
+    ["a bigint of no digits", '["B","-"]'],
+    ["a RegExp whose source does not compile", '["R","(","g"]'],
+    ["a RegExp with unknown flags", '["R","a","zz"]'],
+    ["binary data with a character outside base64", '["T","Uint8Array","AB@D"]'],
+    ["binary data with padding inside", '["T","Uint8Array","A=AA"]'],
+    ["a Date of text", '["D","x"]'],
+  ])("%s is refused alike by measureWire, decodeWire and splitWireRecord", (_name, node) => {
+    const invalid = expect.objectContaining({
+      code: "wire-invalid",
+      message: expect.stringMatching(/bad node 1/),
+    });
+    const single = `[["O","field",1],${node}]`;
+    expect(() => measureWire(single)).toThrow(invalid);
+    expect(() => decodeWire(single)).toThrow(invalid);
+    const kept: string[] = [];
+    const split = (text: string) =>
+      splitWireRecord(text, { onRefused: () => {}, onField: (field) => kept.push(field) });
+    expect(() => split(single)).toThrow(invalid);
+    // Several fields: the field holding it is copied out node by node, and refused the same way.
+    expect(() => split(`[["O","field",1,"other",2],${node},3]`)).toThrow(invalid);
+    expect(kept).toEqual([]);
+  });
+
+  test("splitWireRecord refuses a handle in a data field; a record of plain data is kept as it came", () => {
+    const handle = '["H",{"id":1,"kind":"object","methods":[],"properties":[]}]';
+    const fields: Array<[string, string]> = [];
+    const split = (text: string) =>
+      splitWireRecord(text, { onRefused: () => {}, onField: (field, wire) => fields.push([field, wire]) });
+    expect(() => split(`[["O","field",1],${handle}]`)).toThrow(/a handle where none is accepted/);
+    expect(() => split(`[["O","field",1,"other",2],["A",2],${handle}]`)).toThrow(
+      /a handle where none is accepted/,
+    );
+    const text = encodeWire({
+      field: [1, -0, 2n, /a/g, new Date(3), new Uint8Array([1, 2]), new Set(["s"])],
+    });
+    split(text);
+    expect(fields).toEqual([["field", text]]);
+    expect(decodeWire(text)).toEqual({
+      field: [1, -0, 2n, /a/g, new Date(3), new Uint8Array([1, 2]), new Set(["s"])],
+    });
   });
 
   test("a Date crosses as its time or as null when invalid; a Date node holding anything else is refused", () => {

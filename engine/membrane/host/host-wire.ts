@@ -192,7 +192,8 @@ export function splitWireRecord(text: string, options: SplitWireRecordOptions): 
     const table = parse(text);
     const root = table[0];
     if (!Array.isArray(root) || root[0] !== "O") throw new TypeError("invalid wire text: expected a record");
-    const measurer = createMeasurer(table);
+    // The measurer checks every node it sizes as the decoder would, handles refused: a data field is plain data.
+    const measurer = createMeasurer(table, true);
     const single = root.length === 3;
     let remaining = maxExpanded;
     for (let i = 1; i + 1 < root.length; i += 2) {
@@ -209,9 +210,7 @@ export function splitWireRecord(text: string, options: SplitWireRecordOptions): 
       }
       remaining -= size;
       // The text itself when it is already this one-field record (checked, never copied), else a renumbered copy.
-      let wire = text;
-      if (single) checkNodes(table, index);
-      else wire = JSON.stringify(extractRecord(table, field, index));
+      const wire = single ? text : JSON.stringify(extractRecord(table, field, index));
       options.onField(field, wire, size);
     }
   });
@@ -244,41 +243,11 @@ function movedNode(node: unknown, offset: number): unknown {
   return node;
 }
 
-const SPECIAL_NUMBERS = new Set(["NaN", "Infinity", "-Infinity", "-0"]);
-const BASE64_TEXT = /^[A-Za-z0-9+/]*={0,2}$/;
-
-/** Checks every node reachable from `start` as the decoder checks it (a handle is refused), copying nothing. */
-function checkNodes(table: unknown[], start: number): void {
-  const seen = new Uint8Array(table.length);
-  const pending: number[] = [start];
-  seen[start] = 1;
-  while (pending.length > 0) {
-    const index = pending.pop()!;
-    const node = table[index];
-    if (!Array.isArray(node)) continue;
-    const parts = node as unknown[];
-    const tag = parts[0];
-    if (tag === "A" || tag === "S" || tag === "O" || tag === "M") {
-      const keyed = tag === "O";
-      for (let i = 1; i < parts.length; i++) {
-        if (keyed && i % 2 === 1) continue;
-        const child = parts[i] as number;
-        if (seen[child] === 0) {
-          seen[child] = 1;
-          pending.push(child);
-        }
-      }
-    } else {
-      checkedLeaf(parts, index);
-    }
-  }
-}
-
 /**
  * The one-field record `{ [field]: value }` of the value at `start`, as a wire table: the nodes reachable from
- * `start`, renumbered from 1 (shared and circular references kept), each checked as the decoder checks it. The table
- * was measured (indices, depth and bigint digits are within the bounds). No closure per node: this runs for every
- * node of a large field.
+ * `start`, renumbered from 1 (shared and circular references kept). The measurer has checked every node it reaches
+ * (indices, bounds, each leaf as the decoder builds it). No closure per node: this runs for every node of a large
+ * field.
  */
 function extractRecord(table: unknown[], field: string, start: number): unknown[] {
   const renumbered = new Int32Array(table.length).fill(-1);
@@ -316,44 +285,8 @@ function extractRecord(table: unknown[], field: string, start: number): unknown[
       }
       out.push(copy);
     } else {
-      out.push(checkedLeaf(parts, index));
+      out.push(parts);
     }
   }
   return out;
-}
-
-/** A copy of a wire node without children, checked as the decoder checks it (a handle is refused). */
-function checkedLeaf(parts: unknown[], index: number): unknown[] {
-  switch (parts[0]) {
-    case "U":
-      return ["U"];
-    case "N":
-      if (!SPECIAL_NUMBERS.has(parts[1] as string)) throw badNode(index);
-      return ["N", parts[1]];
-    case "B":
-      if (typeof parts[1] !== "string" || !/^-?\d+$/.test(parts[1])) throw badNode(index);
-      return ["B", parts[1]];
-    case "D":
-      return ["D", typeof parts[1] === "number" ? parts[1] : null];
-    case "R":
-      try {
-        new RegExp(String(parts[1]), String(parts[2]));
-      } catch {
-        throw badNode(index);
-      }
-      return ["R", parts[1], parts[2]];
-    case "E":
-      return parts.length > 3 ? ["E", parts[1], parts[2], parts[3]] : ["E", parts[1], parts[2]];
-    case "T":
-      if (typeof parts[2] !== "string" || !BASE64_TEXT.test(parts[2])) throw badNode(index);
-      return ["T", parts[1], parts[2]];
-    case "H":
-      throw new TypeError("invalid wire text: a handle where none is accepted");
-    default:
-      throw badNode(index);
-  }
-}
-
-function badNode(index: number): TypeError {
-  return new TypeError(`invalid wire text: bad node ${index}`);
 }

@@ -39,7 +39,9 @@ import {
   ReflectDefineProperty,
   ReflectDeleteProperty,
   ReflectGet,
+  ReflectGetOwnPropertyDescriptor,
   ReflectHas,
+  ReflectSet,
   ReflectSetPrototypeOf,
   StringCharCodeAt,
   StringCtor,
@@ -606,7 +608,39 @@ export function sandboxBootstrap(
   } as PropertyDescriptor);
 
   // ---- install: globals and moss -------------------------------------------------------------------------
+  // `moss` as model code sees it is a forwarding proxy of this object: every trap that can hand out or change a
+  // property's value (get, set, defineProperty, deleteProperty, getOwnPropertyDescriptor) marks that name touched,
+  // for good (a value handed out may be kept anywhere and changed in a later run). A data field never touched still
+  // holds the value its last snapshot encoded, so the snapshot skips comparing it. Bootstrap code reads this object
+  // directly, so the snapshot itself marks nothing.
   let moss: any;
+  const touched = new MapCtor<string | symbol, true>();
+  const touch = (key: string | symbol) => {
+    ReflectApply(MapSet, touched, [key, true]);
+  };
+  const mossTraps: ProxyHandler<object> = {
+    __proto__: null,
+    get(target, key, receiver) {
+      touch(key);
+      return ReflectGet(target, key, receiver);
+    },
+    set(target, key, value, receiver) {
+      touch(key);
+      return ReflectSet(target, key, value, receiver);
+    },
+    defineProperty(target, key, descriptor) {
+      touch(key);
+      return ReflectDefineProperty(target, key, descriptor);
+    },
+    deleteProperty(target, key) {
+      touch(key);
+      return ReflectDeleteProperty(target, key);
+    },
+    getOwnPropertyDescriptor(target, key) {
+      touch(key);
+      return ReflectGetOwnPropertyDescriptor(target, key);
+    },
+  } as ProxyHandler<object>;
   let dataFields: string[] = [];
   let installed = false;
 
@@ -658,7 +692,7 @@ export function sandboxBootstrap(
       const name = MOSS_OWN_MEMBERS[i]!;
       ReflectDefineProperty(moss, name, data(own[name], false, false));
     }
-    ReflectDefineProperty(global, "moss", data(moss, false));
+    ReflectDefineProperty(global, "moss", data(new ProxyCtor(moss, mossTraps), false));
     const parsed = JSONParse(fields);
     dataFields = ArrayIsArray(parsed) ? parsed : [];
     for (let i = 0; i < valueKeys.length; i++) {
@@ -729,15 +763,18 @@ export function sandboxBootstrap(
       const entry = ReflectApply(MapGet, saved, [field]) as SavedField | undefined;
       let same = false;
       if (entry?.hasCopy && (entry.expanded as number) <= remaining) {
-        try {
-          same = codec.sameWireValue(
-            moss[field],
-            entry.nodes as unknown[],
-            entry.index as number,
-            isHostObject,
-            entry.shares === true,
-          );
-        } catch {}
+        if (ReflectApply(MapGet, touched, [field]) !== true) same = true;
+        else {
+          try {
+            same = codec.sameWireValue(
+              moss[field],
+              entry.nodes as unknown[],
+              entry.index as number,
+              isHostObject,
+              entry.shares === true,
+            );
+          } catch {}
+        }
       }
       if (same) {
         remaining -= entry!.expanded as number;

@@ -34,6 +34,7 @@ import {
   limitError,
   messageOf,
   nullArray,
+  specialNumber,
 } from "./values.ts";
 
 export function decode(text: string, options: WireDecodeOptions = {}): unknown {
@@ -78,18 +79,8 @@ export function decode(text: string, options: WireDecodeOptions = {}): unknown {
       case "U":
         return remember(index, undefined);
       case "N": {
-        const special = parts[1];
-        const value =
-          special === "-0"
-            ? -0
-            : special === "NaN"
-              ? NaN
-              : special === "Infinity"
-                ? Infinity
-                : special === "-Infinity"
-                  ? -Infinity
-                  : fail(index);
-        return remember(index, value);
+        const value = specialNumber(parts[1]);
+        return remember(index, value === undefined ? fail(index) : value);
       }
       case "B":
         if (!isDecimal(parts[1])) fail(index);
@@ -171,7 +162,7 @@ export function decode(text: string, options: WireDecodeOptions = {}): unknown {
     throw new TypeErrorCtor(`invalid wire text: bad node ${index}`);
   }
 
-  const measurer = createMeasurer(table);
+  const measurer = createMeasurer(table, onHandle === undefined);
   if (onRefused === undefined) {
     // Without a budget (values the host sent into the isolate) there is nothing to bound.
     if (maxExpanded === Infinity) return child(0);

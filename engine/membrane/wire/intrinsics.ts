@@ -85,6 +85,8 @@ export const binaryConstructors: Record<string, BinaryConstructor> = {
 } as unknown as Record<string, BinaryConstructor>;
 export const ReflectGet = Reflect.get;
 export const ReflectHas = Reflect.has;
+export const ReflectSet = Reflect.set;
+export const ReflectGetOwnPropertyDescriptor = Reflect.getOwnPropertyDescriptor;
 export const ReflectDeleteProperty = Reflect.deleteProperty;
 export const ObjectFreeze = Object.freeze;
 export const ObjectHasOwn = Object.hasOwn;

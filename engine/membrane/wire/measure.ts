@@ -7,6 +7,7 @@ import {
   MapSet,
   NumberIsInteger,
   ReflectApply,
+  RegExpCtor,
   StringCharCodeAt,
   StringCtor,
   TypeErrorCtor,
@@ -16,12 +17,15 @@ import {
 import {
   base64Length,
   elementSize,
+  isBase64,
+  isDecimal,
   isLimit,
   limitError,
   MAX_BIGINT_DIGITS,
   MAX_DEPTH,
   messageOf,
   nullArray,
+  specialNumber,
 } from "./values.ts";
 
 /** The largest distance of a valid Date's time from the epoch, in milliseconds (ECMAScript's time range). */
@@ -35,8 +39,10 @@ const MAX_DATE_TIME_MS = 8.64e15;
  * again at each use (its expansion depends on the path), which stays bounded: every node sized adds at least 4 to
  * a total that stops at the budget. `measure` throws a `WireLimitError` at the first node past the budget or past
  * MAX_DEPTH, and a TypeError for a malformed node; nodes that were being sized when it threw are refused for good.
+ * Every node it sizes is checked as the decoder will build it (the one place of these rules: special numbers,
+ * bigint digits, Dates, RegExps, binary data; with `refuseHandles`, any handle), so text it measured decodes.
  */
-export function createMeasurer(table: unknown[]) {
+export function createMeasurer(table: unknown[], refuseHandles = false) {
   // Per node, grown with the table (the encoder's table grows while it is measured field by field).
   let capacity = 0;
   let state = new Uint8ArrayCtor(0); // 0: new · 1: being sized · 2: sized · 3: refused
@@ -50,7 +56,8 @@ export function createMeasurer(table: unknown[]) {
 
   function grow(): void {
     if (table.length <= capacity) return;
-    capacity = table.length * 2;
+    // Exactly the table at first (a parsed table never grows); doubled when the encoder's table has grown.
+    capacity = capacity === 0 ? table.length : table.length * 2;
     const grownState = new Uint8ArrayCtor(capacity);
     const grownSizes = new Float64ArrayCtor(capacity);
     const grownHeights = new Uint16ArrayCtor(capacity);
@@ -95,6 +102,26 @@ export function createMeasurer(table: unknown[]) {
 
   // Sizes a child and folds what it reached and its height into the node being sized.
   function sizeChild(child: unknown, depth: number): number {
+    // A string, number, boolean or null: sized here, without the bookkeeping of a node with children (most nodes).
+    if (typeof child === "number" && child >= 0 && child < table.length && NumberIsInteger(child)) {
+      const node = table[child];
+      const leaf =
+        typeof node === "string"
+          ? node.length + 2
+          : typeof node === "number"
+            ? 12
+            : typeof node === "boolean"
+              ? 5
+              : node === null
+                ? 4
+                : -1;
+      if (leaf !== -1) {
+        if (depth > MAX_DEPTH) throw tooDeep();
+        if (leaf > budget) throw tooLarge();
+        if (height < 1) height = 1;
+        return leaf;
+      }
+    }
     const result = size(child, depth);
     if (reached < low) low = reached;
     if (lastHeight + 1 > height) height = lastHeight + 1;
@@ -148,9 +175,11 @@ export function createMeasurer(table: unknown[]) {
           total = 9;
           break;
         case "N":
+          if (specialNumber(parts[1]) === undefined) throw bad(index);
           total = 12;
           break;
         case "B": {
+          if (!isDecimal(parts[1])) throw bad(index);
           const digits = text(parts[1], index);
           const sign = digits > 0 && ReflectApply(StringCharCodeAt, parts[1], [0]) === 45 ? 1 : 0;
           if (digits - sign > MAX_BIGINT_DIGITS) {
@@ -166,17 +195,25 @@ export function createMeasurer(table: unknown[]) {
           break;
         case "R":
           total = text(parts[1], index) + text(parts[2], index) + 4;
+          try {
+            new RegExpCtor(parts[1] as string, parts[2] as string);
+          } catch {
+            throw bad(index);
+          }
           break;
         case "E":
           total = text(parts[1], index) + text(parts[2], index) + 24;
           break;
         case "H":
+          if (refuseHandles) throw new TypeErrorCtor("invalid wire text: a handle where none is accepted");
           total = 16;
           break;
         case "T": {
           const bytes = base64Length(parts[2]);
           const unit = elementSize(parts[1]);
-          if (bytes < 0 || unit === 0 || bytes % unit !== 0) throw bad(index);
+          if (bytes < 0 || unit === 0 || bytes % unit !== 0 || !isBase64(parts[2] as string, bytes)) {
+            throw bad(index);
+          }
           total = bytes + 16;
           break;
         }

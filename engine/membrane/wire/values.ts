@@ -195,6 +195,22 @@ export function base64Length(text: unknown): number {
   return (text.length / 4) * 3 - padding;
 }
 
+/** The 6-bit value of the base64 character at `position` of text holding `length` bytes (padding 0), or 255. */
+function base64Digit(text: string, position: number, length: number): number {
+  const code = ReflectApply(StringCharCodeAt, text, [position]) as number;
+  if (code === 61 && position + 4 - (position % 4) === text.length) {
+    const place = position % 4;
+    return place === 3 || (place === 2 && length % 3 === 1) ? 0 : 255;
+  }
+  return code < 128 ? base64Values[code]! : 255;
+}
+
+/** Whether text of `length` bytes (as `base64Length` gives it) holds only base64 characters, padding at its end. */
+export function isBase64(text: string, length: number): boolean {
+  for (let i = 0; i < text.length; i++) if (base64Digit(text, i, length) === 255) return false;
+  return true;
+}
+
 export function fromBase64(text: string, length: number): ArrayBuffer {
   const buffer = new ArrayBufferCtor(length);
   const bytes = new Uint8ArrayCtor(buffer);
@@ -202,9 +218,7 @@ export function fromBase64(text: string, length: number): ArrayBuffer {
   for (let i = 0; i < text.length; i += 4) {
     let group = 0;
     for (let j = 0; j < 4; j++) {
-      const code = ReflectApply(StringCharCodeAt, text, [i + j]) as number;
-      let value = code < 128 ? base64Values[code]! : 255;
-      if (code === 61 && i + 4 === text.length && (j === 3 || (j === 2 && length % 3 === 1))) value = 0;
+      const value = base64Digit(text, i + j, length);
       if (value === 255) throw new TypeErrorCtor("invalid wire text: bad base64 data");
       group = (group << 6) | value;
     }
@@ -221,6 +235,15 @@ export function elementSize(kind: unknown): number {
   if (typeof kind !== "string") return 0;
   const ctor = binaryConstructors[kind] as unknown as { BYTES_PER_ELEMENT?: number } | undefined;
   return ctor === undefined ? 0 : (ctor.BYTES_PER_ELEMENT ?? 0);
+}
+
+/** The number a wire `["N", text]` node stands for (-0, NaN, ±Infinity), or undefined for any other text. */
+export function specialNumber(text: unknown): number | undefined {
+  if (text === "-0") return -0;
+  if (text === "NaN") return NaN;
+  if (text === "Infinity") return Infinity;
+  if (text === "-Infinity") return -Infinity;
+  return undefined;
 }
 
 export function isDecimal(text: unknown): text is string {
