@@ -1,47 +1,12 @@
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
-import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
+import { describe, expect, test } from "vitest";
 import { decodeProperties } from "../../engine/context/index.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
-import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
-import { writeModule } from "../helpers/compile-from-text.ts";
+import { useMemoSessions } from "../helpers/memo-session.ts";
 
 // A snapshot carries only the data fields that changed since the sandbox last sent them (issue 17, persist only
 // changed fields). A field wrongly taken as unchanged would silently keep its old value: every case below changes a
 // value in a way a JSON text of it would not see, and checks both the stored context and a runtime rebuilt from it.
-const MODULE = `import { Moss as Parent } from "moss-ts";
-
-export class Moss extends Parent {
-  memo: unknown = null;
-  other: unknown = null;
-}
-`;
-
-let modulePath: string;
-const open: MossRuntime[] = [];
-
-beforeAll(async () => {
-  modulePath = await writeModule(MODULE, "changed-fields");
-});
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((runtime) => runtime.close()));
-});
-afterAll(async () => {
-  await closeSharedSandboxes();
-});
-
-async function compile(sandbox: "in-process" | "process", context?: unknown): Promise<MossRuntime> {
-  const compiler = new MossCompiler({ sandbox, typeCheck: "off" });
-  if (context !== undefined) compiler.joinContext(context as never);
-  const runtime = await compiler.compile(modulePath);
-  open.push(runtime);
-  return runtime;
-}
-
-async function run(runtime: MossRuntime, body: string) {
-  const execution = await runtime.execute({ code: `function main(moss: any) { ${body} }` });
-  expect(execution.error).toBeUndefined();
-  return execution;
-}
+const { compile, run } = useMemoSessions("changed-fields");
 
 /** The stored memo, and the memo a new runtime built from the stored context sees. */
 async function storedMemo(sandbox: "in-process" | "process", runtime: MossRuntime): Promise<unknown[]> {

@@ -1,50 +1,13 @@
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
-import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
+import { describe, expect, test } from "vitest";
 import { decodeProperties } from "../../engine/context/index.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
-import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
-import { writeModule } from "../helpers/compile-from-text.ts";
+import { type MemoSandbox as Sandbox, useMemoSessions } from "../helpers/memo-session.ts";
 
 // Issue 17, persist only changed fields: the isolate skips comparing a data field model code has never reached in
 // this session (dirty tracking on `moss`). Each case starts from a session rebuilt from a stored context, whose
 // fields no code of that session has touched yet, so a field wrongly taken as untouched would silently keep its old
 // value. `moss` must behave as the plain object it was in everything model code can do with it.
-const MODULE = `import { Moss as Parent } from "moss-ts";
-
-export class Moss extends Parent {
-  memo: unknown = null;
-  other: unknown = null;
-}
-`;
-
-let modulePath: string;
-const open: MossRuntime[] = [];
-
-beforeAll(async () => {
-  modulePath = await writeModule(MODULE, "untouched-fields");
-});
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((runtime) => runtime.close()));
-});
-afterAll(async () => {
-  await closeSharedSandboxes();
-});
-
-type Sandbox = "in-process" | "process";
-
-async function compile(sandbox: Sandbox, context?: unknown): Promise<MossRuntime> {
-  const compiler = new MossCompiler({ sandbox, typeCheck: "off" });
-  if (context !== undefined) compiler.joinContext(context as never);
-  const runtime = await compiler.compile(modulePath);
-  open.push(runtime);
-  return runtime;
-}
-
-async function run(runtime: MossRuntime, body: string) {
-  const execution = await runtime.execute({ code: `function main(moss: any) { ${body} }` });
-  expect(execution.error).toBeUndefined();
-  return execution;
-}
+const { compile, run } = useMemoSessions("untouched-fields");
 
 /** A session rebuilt from a context holding memo = [1, 2, 3] and other = "kept", after two runs that touch neither. */
 async function untouchedSession(sandbox: Sandbox): Promise<MossRuntime> {
