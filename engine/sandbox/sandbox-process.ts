@@ -8,6 +8,7 @@ import type {
   SettledOutcome,
 } from "../membrane/index.ts";
 import { crashResult } from "./crash-result.ts";
+import { eventLoopAwake, spinPays } from "./event-loop-awake.ts";
 import { type IsolateSession, memoryLimitMebibytes } from "./isolate-session.ts";
 import { type ChildMessage, LineChannel, type ParentMessage } from "./line-channel.ts";
 import { WarmIsolates } from "./warm-isolates.ts";
@@ -22,6 +23,28 @@ import { WarmIsolates } from "./warm-isolates.ts";
 
 const CALL_FD = 4;
 
+/** How long this process polls for a reply (on the call pipe, and its event loop for settlements): the driver's. */
+const spinMicroseconds = Number(process.argv[2] ?? 0) || 0;
+
+/**
+ * The call pipe as a libuv handle that never reads (the replies are read here, synchronously), used only to switch
+ * the descriptor between non-blocking (polled while a reply is expected soon) and blocking (a sleep until it comes).
+ * Node offers no other way to set O_NONBLOCK; where the handle lacks `setBlocking`, the pipe stays blocking.
+ */
+const callPipe = spinMicroseconds > 0 ? callPipeSwitch() : undefined;
+
+function callPipeSwitch(): ((blocking: boolean) => void) | undefined {
+  const pipe = new Socket({ fd: CALL_FD, readable: false, writable: false });
+  const handle = (pipe as unknown as { _handle?: { setBlocking?(blocking: boolean): number } })._handle;
+  if (typeof handle?.setBlocking !== "function") return undefined;
+  let blocking = false;
+  return (wanted) => {
+    if (wanted === blocking) return;
+    handle.setBlocking!(wanted);
+    blocking = wanted;
+  };
+}
+
 const warm = new WarmIsolates("caller-thread");
 const sessions = new Map<number, IsolateSession>();
 const promises = new Map<number, (settled: SettledOutcome) => void>();
@@ -31,6 +54,8 @@ const socket = new Socket({ fd: 3, readable: true, writable: true });
 const channel = new LineChannel<ParentMessage, ChildMessage>(socket, handle);
 
 function handle(message: ParentMessage): void {
+  // A message often comes with others close behind (settlements of one turn, a run after a result).
+  eventLoopAwake.awake(spinMicroseconds);
   switch (message.type) {
     case "settle": {
       const resolve = promises.get(message.promiseId);
@@ -81,17 +106,25 @@ function callParentBatch(session: number, batch: BatchedCall[]): HostOutcome[] {
   return Array.isArray(replies) ? replies.map((reply: CallReply) => outcomeOf(reply)) : [];
 }
 
-/** Writes one line on the call pipe and reads the parent's reply line. */
+/**
+ * Writes one line on the call pipe and reads the parent's reply line: polled for `spinMicroseconds` (a reply
+ * usually comes within them, and a sleeping thread takes tens of µs to wake), then waited for blocking.
+ */
 function exchange(message: object): unknown {
   writeAll(`${JSON.stringify(message)}\n`);
+  eventLoopAwake.awake(spinMicroseconds);
+  const spin = callPipe !== undefined && spinPays();
+  callPipe?.(!spin);
+  const spinUntil = spin ? performance.now() + spinMicroseconds / 1000 : 0;
   const chunks: Buffer[] = [];
   for (;;) {
     let count: number;
     try {
       count = readSync(CALL_FD, replyBuffer, 0, replyBuffer.length, null);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "EAGAIN") continue;
-      throw error;
+      if ((error as NodeJS.ErrnoException).code !== "EAGAIN") throw error;
+      if (performance.now() >= spinUntil) callPipe?.(true);
+      continue;
     }
     if (count === 0) process.exit(1);
     chunks.push(Buffer.from(replyBuffer.subarray(0, count)));
@@ -115,6 +148,8 @@ function writeAll(text: string): void {
       offset += writeSync(CALL_FD, bytes, offset);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EAGAIN") throw error;
+      // The parent has not read the line so far yet: wait for room instead of polling.
+      callPipe?.(true);
     }
   }
 }
@@ -153,6 +188,7 @@ async function run(id: number, request: Extract<ParentMessage, { type: "run" }>[
   const result = await session.run(request);
   if (!session.alive) sessions.delete(id);
   channel.send({ type: "result", session: id, result, alive: session.alive });
+  eventLoopAwake.awake(spinMicroseconds);
 }
 
 function shutdown(): void {
