@@ -479,7 +479,6 @@ class SandboxChild {
   }
 
   #handle(message: ChildMessage): void {
-    eventLoopAwake.awake(this.#spinMicroseconds);
     switch (message.type) {
       case "result": {
         const run = this.#run;

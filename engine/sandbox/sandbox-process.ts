@@ -27,16 +27,22 @@ const CALL_FD = 4;
 const spinMicroseconds = Number(process.argv[2] ?? 0) || 0;
 
 /**
- * The call pipe as a libuv handle that never reads (the replies are read here, synchronously), used only to switch
- * the descriptor between non-blocking (polled while a reply is expected soon) and blocking (a sleep until it comes).
- * Node offers no other way to set O_NONBLOCK; where the handle lacks `setBlocking`, the pipe stays blocking.
+ * Switches the call pipe between non-blocking (polled while a reply is expected soon) and blocking (a sleep until
+ * it comes). Node offers no fcntl: a libuv handle of the pipe that never reads (the replies are read here,
+ * synchronously) makes the descriptor non-blocking when it opens, and its `setBlocking` switches it.
  */
 const callPipe = spinMicroseconds > 0 ? callPipeSwitch() : undefined;
 
-function callPipeSwitch(): ((blocking: boolean) => void) | undefined {
+function callPipeSwitch(): (blocking: boolean) => void {
   const pipe = new Socket({ fd: CALL_FD, readable: false, writable: false });
   const handle = (pipe as unknown as { _handle?: { setBlocking?(blocking: boolean): number } })._handle;
-  if (typeof handle?.setBlocking !== "function") return undefined;
+  if (typeof handle?.setBlocking !== "function") {
+    // The pipe stays non-blocking: past the spin, each read that finds nothing sleeps 50 µs instead of polling.
+    const cell = new Int32Array(new SharedArrayBuffer(4));
+    return (blocking) => {
+      if (blocking) Atomics.wait(cell, 0, 0, 0.05);
+    };
+  }
   let blocking = false;
   return (wanted) => {
     if (wanted === blocking) return;
@@ -54,10 +60,10 @@ const socket = new Socket({ fd: 3, readable: true, writable: true });
 const channel = new LineChannel<ParentMessage, ChildMessage>(socket, handle);
 
 function handle(message: ParentMessage): void {
-  // A message often comes with others close behind (settlements of one turn, a run after a result).
-  eventLoopAwake.awake(spinMicroseconds);
   switch (message.type) {
     case "settle": {
+      // The run goes on from here: the settlement of its next host promise is likely close behind.
+      eventLoopAwake.awake(spinMicroseconds);
       const resolve = promises.get(message.promiseId);
       promises.delete(message.promiseId);
       resolve?.(
@@ -188,7 +194,6 @@ async function run(id: number, request: Extract<ParentMessage, { type: "run" }>[
   const result = await session.run(request);
   if (!session.alive) sessions.delete(id);
   channel.send({ type: "result", session: id, result, alive: session.alive });
-  eventLoopAwake.awake(spinMicroseconds);
 }
 
 function shutdown(): void {
