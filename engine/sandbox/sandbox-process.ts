@@ -8,6 +8,7 @@ import type {
   SettledOutcome,
 } from "../membrane/index.ts";
 import { crashResult } from "./crash-result.ts";
+import { eventLoopAwake, spinPays } from "./event-loop-awake.ts";
 import { type IsolateSession, memoryLimitMebibytes } from "./isolate-session.ts";
 import { type ChildMessage, LineChannel, type ParentMessage } from "./line-channel.ts";
 import { WarmIsolates } from "./warm-isolates.ts";
@@ -22,6 +23,34 @@ import { WarmIsolates } from "./warm-isolates.ts";
 
 const CALL_FD = 4;
 
+/** How long this process polls for a reply (on the call pipe, and its event loop for settlements): the driver's. */
+const spinMicroseconds = Number(process.argv[2] ?? 0) || 0;
+
+/**
+ * Switches the call pipe between non-blocking (polled while a reply is expected soon) and blocking (a sleep until
+ * it comes). Node offers no fcntl: a libuv handle of the pipe that never reads (the replies are read here,
+ * synchronously) makes the descriptor non-blocking when it opens, and its `setBlocking` switches it.
+ */
+const callPipe = spinMicroseconds > 0 ? callPipeSwitch() : undefined;
+
+function callPipeSwitch(): (blocking: boolean) => void {
+  const pipe = new Socket({ fd: CALL_FD, readable: false, writable: false });
+  const handle = (pipe as unknown as { _handle?: { setBlocking?(blocking: boolean): number } })._handle;
+  if (typeof handle?.setBlocking !== "function") {
+    // The pipe stays non-blocking: past the spin, each read that finds nothing sleeps 50 µs instead of polling.
+    const cell = new Int32Array(new SharedArrayBuffer(4));
+    return (blocking) => {
+      if (blocking) Atomics.wait(cell, 0, 0, 0.05);
+    };
+  }
+  let blocking = false;
+  return (wanted) => {
+    if (wanted === blocking) return;
+    handle.setBlocking!(wanted);
+    blocking = wanted;
+  };
+}
+
 const warm = new WarmIsolates("caller-thread");
 const sessions = new Map<number, IsolateSession>();
 const promises = new Map<number, (settled: SettledOutcome) => void>();
@@ -33,6 +62,8 @@ const channel = new LineChannel<ParentMessage, ChildMessage>(socket, handle, { f
 function handle(message: ParentMessage): void {
   switch (message.type) {
     case "settle": {
+      // The run goes on from here: the settlement of its next host promise is likely close behind.
+      eventLoopAwake.awake(spinMicroseconds);
       const resolve = promises.get(message.promiseId);
       promises.delete(message.promiseId);
       resolve?.(
@@ -81,17 +112,25 @@ function callParentBatch(session: number, batch: BatchedCall[]): HostOutcome[] {
   return Array.isArray(replies) ? replies.map((reply: CallReply) => outcomeOf(reply)) : [];
 }
 
-/** Writes one line on the call pipe and reads the parent's reply line. */
+/**
+ * Writes one line on the call pipe and reads the parent's reply line: polled for `spinMicroseconds` (a reply
+ * usually comes within them, and a sleeping thread takes tens of µs to wake), then waited for blocking.
+ */
 function exchange(message: object): unknown {
   writeAll(`${JSON.stringify(message)}\n`);
+  eventLoopAwake.awake(spinMicroseconds);
+  const spin = callPipe !== undefined && spinPays();
+  callPipe?.(!spin);
+  const spinUntil = spin ? performance.now() + spinMicroseconds / 1000 : 0;
   const chunks: Buffer[] = [];
   for (;;) {
     let count: number;
     try {
       count = readSync(CALL_FD, replyBuffer, 0, replyBuffer.length, null);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "EAGAIN") continue;
-      throw error;
+      if ((error as NodeJS.ErrnoException).code !== "EAGAIN") throw error;
+      if (performance.now() >= spinUntil) callPipe?.(true);
+      continue;
     }
     if (count === 0) process.exit(1);
     chunks.push(Buffer.from(replyBuffer.subarray(0, count)));
@@ -115,6 +154,8 @@ function writeAll(text: string): void {
       offset += writeSync(CALL_FD, bytes, offset);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EAGAIN") throw error;
+      // The parent has not read the line so far yet: wait for room instead of polling.
+      callPipe?.(true);
     }
   }
 }

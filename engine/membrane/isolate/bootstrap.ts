@@ -27,6 +27,7 @@ import {
   NumberCtor,
   ObjectCreate,
   ObjectFreeze,
+  ObjectGetOwnPropertyDescriptor,
   ObjectHasOwn,
   ObjectKeys,
   ObjectPrototype,
@@ -394,6 +395,30 @@ export function sandboxBootstrap(
     return line * 65536 + (column > 65535 ? 0 : column);
   }
 
+  /**
+   * The frames of a sync call's site: captureSite, callHost, the handle's function, the caller. Capturing and formatting a stack
+   * is most of a host call's cost in the isolate (about 10 of 12.5 µs of CPU measured), and both grow with the
+   * frames taken; a call made through a built-in (`forEach`) has its caller deeper and captures the whole stack.
+   */
+  const SITE_FRAMES = 4;
+
+  /**
+   * The stack at a host call (`frames` of them, 0: as many as `Error.stackTraceLimit` says). Model code may have
+   * made that limit an accessor or read-only: then nothing of it is run or changed, and the whole stack is taken.
+   */
+  function captureSite(frames: number): string | undefined {
+    const site: { stack?: string } = ObjectCreate(null);
+    const limit = frames === 0 ? undefined : ObjectGetOwnPropertyDescriptor(ErrorCtor, "stackTraceLimit");
+    if (limit === undefined || !ObjectHasOwn(limit, "value") || limit.writable !== true) {
+      ErrorCaptureStackTrace(site);
+      return site.stack;
+    }
+    (ErrorCtor as any).stackTraceLimit = frames;
+    ErrorCaptureStackTrace(site);
+    (ErrorCtor as any).stackTraceLimit = limit.value;
+    return site.stack;
+  }
+
   interface Settlers {
     resolve: (value: unknown) => void;
     reject: (error: unknown) => void;
@@ -430,12 +455,16 @@ export function sandboxBootstrap(
       rootPath: `arguments of ${label}`,
       knownHandle,
     } as any);
-    // The rejection of a host promise arrives later from bootstrap code: the caller's frames are kept for its stack.
-    const site: { stack?: string } = ObjectCreate(null);
-    ErrorCaptureStackTrace(site);
-    const stack = site.stack;
+    // The rejection of a host promise arrives later from bootstrap code: the caller's frames are kept for its stack
+    // (all of them for a call declared to return a promise; for another call, its own frame).
+    let stack = captureSite(batched ? 0 : SITE_FRAMES);
+    let at = siteIn(stack);
+    if (at === 0 && !batched) {
+      stack = captureSite(0);
+      at = siteIn(stack);
+    }
     if (batched) {
-      const call = nullArray(operation, id, member, encoded, siteIn(stack), unreported());
+      const call = nullArray(operation, id, member, encoded, at, unreported());
       const promise = new PromiseCtor((resolve, reject) => {
         append(queued, { __proto__: null, call, resolve, reject, site: stack });
       });
@@ -450,7 +479,7 @@ export function sandboxBootstrap(
     }
     flush();
     if (limitHit !== null && limitHit.kind !== "output-limit") throw new ErrorCtor(limitHit.message);
-    return receive(hostCall(operation, id, member, encoded, siteIn(stack), unreported()), stack, undefined);
+    return receive(hostCall(operation, id, member, encoded, at, unreported()), stack, undefined);
   }
 
   // `await` of a plain value queues one microtask and looks up nothing model code could have patched.
