@@ -7,6 +7,12 @@ import {
 import { ts } from "ts-morph";
 import { callSiteOf } from "../membrane/index.ts";
 
+/**
+ * esbuild, loaded with the first snippet that runs (`moss check` and a prompt never need it), then kept: an
+ * `import()` per snippet goes through the module hooks each time (on Node 20, a round trip to their loader thread).
+ */
+let esbuild: Promise<typeof import("esbuild")> | undefined;
+
 /** The file names model code is known by: in diagnostics, stacks and code frames. */
 export const SNIPPET_FILE = "snippet.ts";
 export const SNIPPET_SCRIPT = "snippet.js";
@@ -119,8 +125,7 @@ async function rewriteAndTransform(code: string): Promise<PreparedSnippet | Snip
   for (const edit of edits.sort((a, b) => b.start - a.start)) {
     rewritten = rewritten.slice(0, edit.start) + edit.text + rewritten.slice(edit.end);
   }
-  // esbuild loads with the first snippet that runs: `moss check` and a prompt never need it.
-  const { transform } = await import("esbuild");
+  const { transform } = await (esbuild ??= import("esbuild"));
   try {
     const result = await transform(rewritten, {
       loader: "ts",
