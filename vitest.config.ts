@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { defineConfig } from "vitest/config";
 import { mossVitePlugin } from "./engine/compiler/vite-plugin.ts";
 
@@ -18,5 +19,11 @@ export default defineConfig({
     execArgv: ["--no-node-snapshot"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    // vitest's default is one worker fewer than the cores: one file at a time on a 2-core CI machine, where most
+    // files also wait on child processes, pipes and sockets. Two at least keep both cores busy.
+    maxWorkers: Math.max(2, availableParallelism() - 1),
+    // From the sources, moss-ts emits the public API's declarations on first use (engine/module-surface.ts): once
+    // here. One PostgreSQL for the run (MOSS_TEST_POSTGRES=1), a database of its own per file.
+    globalSetup: ["test/helpers/module-surface-setup.ts", "test/helpers/postgres-global-setup.ts"],
   },
 });

@@ -4,7 +4,7 @@ import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { countTokens } from "../engine/cli/prompt-command.ts";
+import { countTokens } from "../engine/agent/index.ts";
 import { MossCompiler } from "../engine/compiler/moss-compiler.ts";
 import { MossError } from "../engine/errors.ts";
 import { type ApiModel, bindOpenApi, loadOpenApi } from "../moss-modules/openapi/index.ts";

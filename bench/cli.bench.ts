@@ -6,6 +6,11 @@
 //   moss check / moss run of a trivial snippet  vs  a bare `node -e 0`  (target ≤ 10×, issue 17); moss check
 //                    repeats a check the unmeasured round made, so it answers from its kept result: the same check
 //                    with --no-cache is shown beside it (TypeScript loaded from its code cache, the check done again)
+//   first moss prompt / check / run of a module, with and without a host setup file, against `node -e 0` (target
+//                    ≤ 10×, issue 27): each round copies the module to a new folder, so no kept result applies (V8's
+//                    code cache of moss-ts and TypeScript is warm, as on any machine that ran moss once); the same
+//                    command repeated on that copy is shown beside it (kept results apply)
+//   moss test of the module's 4 cases against `node -e 0` (target ≤ 15×, issue 27)
 // The CLI is measured as installed users run it: built JavaScript (tsc -p tsconfig.build.json into bench/.tmp),
 // started by bin/moss.js with plain `node` (bin/moss.js adds --no-node-snapshot itself, by starting again, where a
 // command runs isolates in its own process). The source checkout's start (tsx registered first) is shown for comparison.
@@ -25,6 +30,27 @@ const CODE =
   "async function main(moss: Moss) {\n  await moss.body.spin(90, 1);\n  return moss.body.history().length;\n}\n";
 const START_RUNS = 9;
 const CHECK_RUNS = 5;
+/** The host setup file of the README's layout (`context.host.ts` beside `context.ts`): binds the ball itself. */
+const HOST_SETUP = [
+  'import type { MossCompiler } from "moss-ts";',
+  'import { Ball } from "./bolt.ts";',
+  'import { SimulatedBall } from "./simulated-bolt.ts";',
+  "",
+  "export function setup(compiler: MossCompiler): void {",
+  "  compiler.bind(Ball, new SimulatedBall());",
+  "}",
+  "",
+].join("\n");
+let copies = 0;
+
+/** A new copy of the sphero module (with the host setup file when `host`), where no kept result applies. */
+async function freshModule(host: boolean): Promise<string> {
+  const folder = path.join(BUILD, "examples", `sphero-${host ? "host" : "plain"}-${++copies}`);
+  await mkdir(folder, { recursive: true });
+  for (const file of SPHERO_FILES) await copyFile(path.join(SPHERO, file), path.join(folder, file));
+  if (host) await writeFile(path.join(folder, "context.host.ts"), HOST_SETUP);
+  return path.join(folder, "context.ts");
+}
 
 /** Wall time of one child process, which must exit 0. */
 function timeProcess(args: string[]): Promise<number> {
@@ -99,7 +125,18 @@ export async function run(): Promise<void> {
     check: [] as number[],
     checkUncached: [] as number[],
     run: [] as number[],
+    test: [] as number[],
   };
+  /** First and repeated prompt / check / run of a module, plain and with a host setup file. */
+  const commands = {
+    prompt: (module: string) => [bin, "prompt", module],
+    check: (module: string) => [bin, "check", module, "--code", code],
+    run: (module: string) => [bin, "run", module, "--code", code],
+  };
+  const firsts: Record<string, { first: number[]; repeated: number[] }> = {};
+  for (const name of Object.keys(commands)) {
+    for (const host of [false, true]) firsts[`${name}${host ? " host" : ""}`] = { first: [], repeated: [] };
+  }
   // One unmeasured round warms the OS file cache and tsx's transform cache.
   await timeProcess(["-e", "0"]);
   await timeProcess([bin, "--help"]);
@@ -107,6 +144,7 @@ export async function run(): Promise<void> {
   await timeProcess([coldCheck, MODULE, code]);
   await timeProcess([bin, "check", MODULE, "--code", code]);
   await timeProcess([bin, "run", MODULE, "--code", code]);
+  await timeProcess([bin, "test", MODULE]);
   for (let round = 0; round < START_RUNS; round++) {
     figures.node.push(await timeProcess(["-e", "0"]));
     figures.help.push(await timeProcess([bin, "--help"]));
@@ -117,6 +155,15 @@ export async function run(): Promise<void> {
     figures.check.push(await timeProcess([bin, "check", MODULE, "--code", code]));
     figures.checkUncached.push(await timeProcess([bin, "check", MODULE, "--code", code, "--no-cache"]));
     figures.run.push(await timeProcess([bin, "run", MODULE, "--code", code]));
+    figures.test.push(await timeProcess([bin, "test", MODULE]));
+    for (const host of [false, true]) {
+      for (const [name, command] of Object.entries(commands)) {
+        const module = await freshModule(host);
+        const row = firsts[`${name}${host ? " host" : ""}`]!;
+        row.first.push(await timeProcess(command(module)));
+        row.repeated.push(await timeProcess(command(module)));
+      }
+    }
   }
   await rm(BUILD, { recursive: true, force: true });
 
@@ -126,6 +173,22 @@ export async function run(): Promise<void> {
   const check = median(figures.check);
   const checkUncached = median(figures.checkUncached);
   const runMs = median(figures.run);
+  const row = (figure: string, values: number[], target?: number): string[] => [
+    figure,
+    formatMs(median(values)),
+    formatMs(percentile(values, 0.9)),
+    String(values.length),
+    formatRatio(median(values), node),
+    target === undefined ? "" : `≤ ${target}×`,
+    target === undefined ? "" : verdict(median(values) / node, target),
+  ];
+  const firstRows: string[][] = [];
+  for (const [name, { first, repeated }] of Object.entries(firsts)) {
+    const [command, host] = name.split(" ");
+    const what = `moss ${command} (sphero${host ? ", host setup file" : ""})`;
+    firstRows.push(row(`first ${what}`, first, 10));
+    firstRows.push(row(`repeated ${what} (comparison)`, repeated));
+  }
   printTable(
     "cli: start-up and check, wall time of a fresh process (built JavaScript, as installed)",
     ["figure", "median", "p90", "samples", "ratio to baseline", "target", "verdict"],
@@ -202,12 +265,16 @@ export async function run(): Promise<void> {
         "≤ 10×",
         verdict(runMs / node, 10),
       ],
+      ...firstRows,
+      row("moss test (sphero, 4 cases, in-process sandbox), against node -e 0", figures.test, 15),
     ],
     [
       "Rounds interleave each figure with its baseline. The cold type-check baseline is node start + importing the",
       "checker (ts-morph) + one ModuleChecker check of the same module and code; moss check also loads the module",
       "on the host (tsx, its hooks, its imports), runs its hooks and resolves its services. moss check repeats the",
       "unmeasured round's check: it answers from its kept result (see --no-cache for the check done again).",
+      "A first command runs on a new copy of the module (no kept result applies; code caches warm); its repeat runs",
+      "on the same copy. Ratios of the first/repeated/test rows are against node -e 0.",
     ],
   );
 }

@@ -3,6 +3,7 @@
 // `npm run bench -- --only runtime`), it leaves out the waits for the host and moves little with the machine's load,
 // so it shows what the isolate half of a call costs (encode, call site, decode). Spinning is off (spinMicroseconds 0).
 // Run: node --no-node-snapshot --import tsx bench/host-call-cpu.bench.ts
+import { CALL_SITE_PROBE } from "../engine/membrane/index.ts";
 import { InProcessDriver, ProcessDriver } from "../engine/sandbox/index.ts";
 import { DEFAULT_LIMITS } from "../engine/types.ts";
 import { Ball, TestMembrane } from "../test/sandbox/test-membrane.ts";
@@ -23,7 +24,8 @@ for (const kind of ["in-process", "process"] as const) {
     const times: number[] = [];
     for (let run = 0; run < RUNS; run++) {
       const result = await session.run({
-        script: `function main() { let sum = 0; for (let i = 0; i < ${CALLS}; i++) sum += ${term}; return sum; }`,
+        // The probe a compiled snippet starts with (CALL_SITE_PROBE): call sites are then found in the run's script.
+        script: `${CALL_SITE_PROBE}(); function main() { let sum = 0; for (let i = 0; i < ${CALLS}; i++) sum += ${term}; return sum; }`,
         filename: "snippet.js",
         target: "main",
         args: [],

@@ -15,6 +15,8 @@ const BENCHMARKS: Record<string, () => Promise<Benchmark>> = {
   durable: async () => (await import("./durable.bench.ts")).run,
   "module-check": async () => (await import("./module-check.bench.ts")).run,
   serve: async () => (await import("./serve.bench.ts")).run,
+  "serve-memory": async () => (await import("./serve-memory.bench.ts")).run,
+  "serve-fair": async () => (await import("./serve-fair.bench.ts")).run,
   redaction: async () => (await import("./redaction.bench.ts")).run,
   scale: async () => (await import("./scale.bench.ts")).run,
 };
@@ -23,6 +25,7 @@ const CHILD_TASKS: Record<string, (args: string[]) => Promise<void>> = {
   prompt: async ([modulePath]) => (await import("./prompt.bench.ts")).measurePromptInChild(modulePath!),
   "runtime-memory": async (args) => (await import("./runtime.bench.ts")).measureIdleMemoryInChild(args),
   "scale-memory": async (args) => (await import("./scale.bench.ts")).measureScaleMemoryInChild(args),
+  "serve-stages": async (args) => (await import("./serve-memory.bench.ts")).measureServeStagesInChild(args),
 };
 
 /** Runs the selected benchmarks (all by default); returns the exit code. */

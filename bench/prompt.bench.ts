@@ -4,7 +4,7 @@ import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { getEncoding } from "js-tiktoken";
-import { countTokens } from "../engine/cli/prompt-command.ts";
+import { countTokens } from "../engine/agent/index.ts";
 import { MossCompiler } from "../engine/compiler/moss-compiler.ts";
 import { reportToParent, runChild } from "./child-process.ts";
 import { promptFixture } from "./prompt-fixture.ts";

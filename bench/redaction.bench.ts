@@ -1,5 +1,6 @@
 // What the bindings' secret redaction costs per answer: SecretRedactor over typical and large upstream answers.
-import { SecretRedactor } from "../moss-modules/redact-secrets.ts";
+import { SecretRedactor } from "../engine/membrane/index.ts";
+import { TenantView } from "../engine/server/tenant-view.ts";
 import { formatMs, printTable, sample } from "./stats.ts";
 
 const SECRETS = ["sk_live_51HxYzAbCdEf0123456789", "robot-user:pa ss/w0rd+<&>", "ghp_0123456789abcdefABCDEF"];
@@ -45,5 +46,35 @@ export async function run(): Promise<void> {
   }
   printTable("SecretRedactor (3 secrets) over one upstream answer", ["answer", "median", "p90"], rows, [
     "every OpenAPI response and MCP result passes through it once before model code sees it",
+  ]);
+
+  // moss serve: every event a tenant reads passes TenantView once, when the worker stores it.
+  const view = new TenantView([
+    ...SECRETS,
+    "postgres://moss:db-pass-w0rd@db.internal:5432/moss",
+    "alice-secret-1",
+  ]);
+  const stdout = "line of output with some words 12345 abcdef\n".repeat(2_400);
+  const events: Array<[string, number, () => unknown]> = [
+    ["text-delta, 7 characters", 2_000, () => view.event({ type: "text-delta", step: 1, delta: "Hello, " })],
+    [
+      `execution, ${Math.round(stdout.length / 1024)} KB stdout and observation`,
+      20,
+      () =>
+        view.event({
+          type: "execution",
+          step: 1,
+          observation: stdout,
+          execution: { ok: true, stdout, returns: null, warnings: [], context: {}, durationMs: 1, calls: [] },
+        }),
+    ],
+  ];
+  const eventRows: string[][] = [];
+  for (const [name, runs, action] of events) {
+    const summary = await sample(runs, action, 2);
+    eventRows.push([name, formatMs(summary.median), formatMs(summary.p90)]);
+  }
+  printTable("TenantView (5 secrets) over one stored event", ["event", "median", "p90"], eventRows, [
+    "moss serve stores every event through it (the worker's thread)",
   ]);
 }

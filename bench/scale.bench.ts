@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url";
 import { MossCompiler } from "../engine/compiler/moss-compiler.ts";
 import type { MossRuntime } from "../engine/runtime/moss-runtime.ts";
 import type { Execution, ExecutionLimits } from "../engine/types.ts";
+import { treeProcesses } from "./bench-fixtures.ts";
 import { reportToParent, runChild } from "./child-process.ts";
 import { formatBytes, formatMs, printTable, summarize } from "./stats.ts";
 
@@ -48,21 +49,8 @@ function expectOk(execution: Execution): Execution {
 
 /** Resident size of a process and every descendant process, in bytes (Linux `/proc`). */
 function treeRss(pid = process.pid): { bytes: number; processes: number } {
-  let bytes = 0;
-  let processes = 0;
-  const visit = (current: number): void => {
-    try {
-      const status = readFileSync(`/proc/${current}/status`, "utf8");
-      bytes += Number(/VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1] ?? 0) * 1024;
-      processes++;
-      for (const thread of readdirSync(`/proc/${current}/task`)) {
-        const children = readFileSync(`/proc/${current}/task/${thread}/children`, "utf8").trim();
-        for (const child of children === "" ? [] : children.split(" ")) visit(Number(child));
-      }
-    } catch {}
-  };
-  visit(pid);
-  return { bytes, processes };
+  const processes = treeProcesses(pid);
+  return { bytes: processes.reduce((sum, each) => sum + each.rss, 0), processes: processes.length };
 }
 
 /**

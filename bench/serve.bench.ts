@@ -5,10 +5,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
-import { OpenAILanguageModel } from "../engine/agent/openai-language-model.ts";
-import { startMossServer } from "../engine/server/moss-server.ts";
-import { TenantTokens } from "../engine/server/tenant-tokens.ts";
-import { type FakeReply, startFakeOpenAIServer } from "../test/agent/fake-openai-server.ts";
+import { startLedgerServer } from "./bench-server.ts";
 
 const THREADS = Number(process.env.MOSS_BENCH_THREADS ?? 200);
 const DROPPERS = Math.ceil(THREADS / 10);
@@ -73,22 +70,7 @@ function percentile(values: number[], p: number): number {
 
 export async function run(): Promise<void> {
   const directory = await mkdtemp(join(tmpdir(), "moss-serve-bench-"));
-  const answer: FakeReply = { content: "Done." };
-  const replies = new Proxy([] as FakeReply[], {
-    get: (target, key) => (typeof key === "string" && /^\d+$/.test(key) ? answer : Reflect.get(target, key)),
-  });
-  const model = await startFakeOpenAIServer(replies);
-  process.env.MOSS_LEDGER_LOG = join(directory, "ledger.log");
-  const server = await startMossServer({
-    modulePath: "test/server/fixtures/ledger/context.ts",
-    model: new OpenAILanguageModel({
-      baseUrl: model.baseUrl,
-      apiKey: "bench",
-      model: "fake-model",
-      maxRetries: 0,
-    }),
-    database: { dataDirectory: join(directory, "pglite") },
-    http: { port: 0, tokens: TenantTokens.parse([`bench:${TOKEN}`], "bench") },
+  const { server, model } = await startLedgerServer(directory, [`bench:${TOKEN}`], {
     worker: { concurrency: 8 },
     limits: { maxActiveRuns: THREADS },
   });

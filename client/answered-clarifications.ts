@@ -1,9 +1,12 @@
-/** The answer to an approval: `{ requestId, approved: true }` or `{ requestId, approved: false, reason? }`. */
-export type ApprovalPayload =
-  | { requestId: string; approved: true }
-  | { requestId: string; approved: false; reason?: string };
-/** The answer to a question the agent's code asked: `{ requestId, answer }`. */
-export type QuestionPayload = { requestId: string; answer: string };
+/**
+ * The request an answer was given for: the run (the clarification message's `runId`) and the request's id. An
+ * answer recorded without `runId` is bound to the run of the clarification the handler published with that id.
+ */
+export type AnsweredRequest = { runId?: string; requestId: string };
+/** The answer to an approval: `{ runId, requestId, approved: true }` or `{ runId, requestId, approved: false, reason? }`. */
+export type ApprovalPayload = AnsweredRequest & ({ approved: true } | { approved: false; reason?: string });
+/** The answer to a question the agent's code asked: `{ runId, requestId, answer }`. */
+export type QuestionPayload = AnsweredRequest & { answer: string };
 /** What the app answered to one clarification. */
 export type ClarificationPayload = ApprovalPayload | QuestionPayload;
 
@@ -19,6 +22,11 @@ export class AnsweredClarifications {
     if (typeof payload?.requestId !== "string" || payload.requestId === "") {
       throw new TypeError(
         `The payload of "${key}" needs "requestId": the id of the clarification it answers.`,
+      );
+    }
+    if (payload.runId !== undefined && (typeof payload.runId !== "string" || payload.runId === "")) {
+      throw new TypeError(
+        `The payload of "${key}" has "runId" but not as a non-empty string: the run of the clarification it answers.`,
       );
     }
     const approval = "approved" in payload && typeof payload.approved === "boolean";
@@ -50,6 +58,15 @@ export class AnsweredClarifications {
   get size(): number {
     return this.#entries.size;
   }
+}
+
+/**
+ * Whether a recorded answer was given for `request` (a request of run `runId` with id `id`): the one rule of which
+ * answer goes with which request. An answer belongs to the request, run and id, it was given for, and is never sent
+ * for another: not for a request of a later run that happens to share its id, not without knowing its run.
+ */
+export function answersRequest(given: AnsweredRequest, request: { runId: string; id: string }): boolean {
+  return given.runId !== undefined && given.runId === request.runId && given.requestId === request.id;
 }
 
 /** The native API's answer (without the request id) for a payload. */

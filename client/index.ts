@@ -1,7 +1,9 @@
 // moss-ts/client: the Crewmaster protocol over `moss serve`'s native API, for Node and browsers (fetch only).
 export {
   AnsweredClarifications,
+  type AnsweredRequest,
   type ApprovalPayload,
+  answersRequest,
   type ClarificationPayload,
   type QuestionPayload,
 } from "./answered-clarifications.ts";

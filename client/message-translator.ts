@@ -104,6 +104,7 @@ export class MessageTranslator {
               {
                 id: String(event.id),
                 type: "clarification",
+                runId: this.#runId,
                 requestId: String(request.id),
                 kind: "approval",
                 // The engine's words for the call (its one describer, stored with the event).
@@ -122,6 +123,7 @@ export class MessageTranslator {
               {
                 id: String(event.id),
                 type: "clarification",
+                runId: this.#runId,
                 requestId: String(request.id),
                 kind: "question",
                 question: String(request.question ?? ""),
@@ -135,7 +137,18 @@ export class MessageTranslator {
       }
       case "error":
         this.#errorPublished = true;
-        emit(this.#verbose({ id: String(event.id), type: "error", message: String(data.message) }, event));
+        emit(
+          this.#verbose(
+            {
+              id: String(event.id),
+              type: "error",
+              // The server's stable code for the failure (`model-unavailable`, `server-error`), when it sent one.
+              ...(typeof data.error?.code === "string" ? { code: data.error.code } : {}),
+              message: String(data.message),
+            },
+            event,
+          ),
+        );
         break;
       case "run-end": {
         const answer = typeof data.answer === "string" ? data.answer : undefined;

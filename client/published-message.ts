@@ -31,6 +31,9 @@ export interface ExecutionMessage extends MessageBase {
 /** A question the run waits on: an approval of a host call, or the code's `moss.ask`. */
 export interface ClarificationMessage extends MessageBase {
   type: "clarification";
+  /** The run that waits: an answer to this request is recorded with it (`{ runId, requestId, … }`). */
+  runId: string;
+  /** The request's id (`r<call>-<tag>`): one request of one run. */
   requestId: string;
   kind: "approval" | "question";
   question: string;

@@ -2,6 +2,7 @@ import { createParser } from "eventsource-parser";
 import {
   type AnsweredClarifications,
   answerOf,
+  answersRequest,
   type ClarificationPayload,
 } from "./answered-clarifications.ts";
 import { type EventConfig, type ResolvedEventConfig, resolveEventConfig } from "./event-config.ts";
@@ -59,6 +60,8 @@ export class RequestHandler {
   readonly #reconnectDelayMs: number;
   #runId: string | undefined;
   #abort: AbortController | undefined;
+  /** The run of each clarification this handler published, by request id: binds an answer recorded without one. */
+  readonly #requestRuns = new Map<string, string>();
 
   constructor(options: RequestHandlerOptions) {
     for (const name of ["bearerToken", "serverUrl", "threadId"] as const) {
@@ -118,13 +121,7 @@ export class RequestHandler {
       const run =
         payload === undefined
           ? await this.#fresh(last.content, abort.signal)
-          : await this.#clarification(
-              payload,
-              state.pending ?? [],
-              answeredClarifications!,
-              after,
-              abort.signal,
-            );
+          : await this.#clarification(payload, state, answeredClarifications!, after, abort.signal);
       this.#runId = String(run.id);
       responseStreamHandler.started();
       if (payload !== undefined && run.status === "pending") {
@@ -180,30 +177,49 @@ export class RequestHandler {
     return response.run;
   }
 
+  /** The request an answer was given for: its own `runId`, else the run of the clarification published with its id. */
+  #bound(payload: ClarificationPayload): ClarificationPayload {
+    const runId = payload.runId ?? this.#requestRuns.get(payload.requestId);
+    return runId === undefined ? payload : { ...payload, runId };
+  }
+
   async #clarification(
-    payload: ClarificationPayload,
-    pending: Array<{ id: string }>,
+    given: ClarificationPayload,
+    state: Record<string, any>,
     answered: AnsweredClarifications,
     lastEventId: number,
     signal: AbortSignal,
   ): Promise<Record<string, any>> {
+    const payload = this.#bound(given);
+    const waitingRun = typeof state.runId === "string" ? state.runId : undefined;
+    const pending: Array<{ id: string }> = state.status === "pending" ? (state.pending ?? []) : [];
+    if (payload.runId !== undefined && payload.runId !== waitingRun) {
+      // Given for a run that no longer waits: it answers nothing now, whatever the id of what waits.
+      throw new RequestFailure(
+        `The answer "${payload.requestId}" was given for run "${payload.runId}", which waits for no answer now${waitingRun === undefined ? "" : ` (run "${waitingRun}" does)`}; nothing was sent.`,
+        "request-unknown",
+        404,
+      );
+    }
     const answers: Record<string, unknown> = { [payload.requestId]: answerOf(payload) };
-    // A run that waits on several requests resumes once all are answered: send every one the app has.
-    const waiting = new Set(pending.map((request) => request.id));
-    for (const [, other] of answered.entries()) {
-      if (waiting.has(other.requestId) && answers[other.requestId] === undefined) {
+    // A run that waits on several requests resumes once all are answered: send every other answer recorded for
+    // one of them (that run, that id), and none given for anything else.
+    for (const [, recorded] of answered.entries()) {
+      const other = this.#bound(recorded);
+      if (answers[other.requestId] !== undefined || waitingRun === undefined) continue;
+      if (pending.some((request) => answersRequest(other, { runId: waitingRun, id: request.id }))) {
         answers[other.requestId] = answerOf(other);
       }
     }
     // The same answers at the same point of the thread: a retried request, applied once.
-    const key = `crewmaster:${this.#threadId}:${lastEventId}:${Object.entries(answers)
+    const key = `crewmaster:${this.#threadId}:${lastEventId}:${payload.runId ?? ""}:${Object.entries(answers)
       .map(([id, answer]) => `${id}=${JSON.stringify(answer)}`)
       .sort()
       .join("&")}`;
     const response = await this.#send(
       "POST",
       `/v1/threads/${encodeURIComponent(this.#threadId)}/answers`,
-      { answers },
+      { answers, ...(payload.runId === undefined ? {} : { runId: payload.runId }) },
       signal,
       { "idempotency-key": await digest(key) },
     );
@@ -247,7 +263,10 @@ export class RequestHandler {
             for (const event of received.splice(0)) {
               if (event.id <= cursor) continue;
               cursor = event.id;
-              for (const message of translator.translate(event)) handler.publish(message);
+              for (const message of translator.translate(event)) {
+                if (message.type === "clarification") this.#requestRuns.set(message.requestId, message.runId);
+                handler.publish(message);
+              }
               if (translator.settled !== undefined) break;
             }
           }

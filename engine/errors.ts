@@ -13,6 +13,7 @@ export type MossErrorCode =
   | "already-compiled"
   | "runtime-closed"
   | "concurrent-execute"
+  | "run-stopped"
   | "context-corrupt"
   | "context-locked"
   | "context-invalid"

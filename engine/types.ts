@@ -9,7 +9,12 @@ export type ExecutionErrorKind =
   | "call-limit"
   | "crash"
   /** A resumed run took another path than its log (another call, other arguments): nothing after it ran. */
-  | "replay-diverged";
+  | "replay-diverged"
+  /**
+   * The run was stopped from outside before it ended (its `ExecuteRequest.signal` aborted: a cancel, or a server
+   * worker that lost the run): the sandbox ended it at once.
+   */
+  | "aborted";
 
 /** A fault of the model's code, with line/column relative to the model's snippet (1-based). */
 export interface ExecutionError {
@@ -90,6 +95,11 @@ export interface ExecuteRequest {
   typeCheck?: TypeCheckMode;
   /** Set on the request `__moss_exec__` sees for a `resume()`: its code, target and arguments cannot change. */
   resumed?: boolean;
+  /**
+   * Stops the run when it aborts: no host call starts after (each fails with MossError `run-stopped`), and the
+   * calls in flight see `currentRunSignal()` abort.
+   */
+  signal?: AbortSignal;
 }
 
 /** The outcome of one execution: faults of the model's code come back here, never as exceptions. */
@@ -145,12 +155,17 @@ export interface PendingRun {
 export type PendingRequest = ApprovalRequest | ClarificationRequest;
 
 interface RequestSite {
-  /** Unique within the run (stable across its pauses); the key of its answer. */
+  /**
+   * `r<call>-<tag>`: the call's number in its run and the run's random tag, so it names this one request of this one
+   * run (stable across its pauses and takeovers, never reused by another run); the key of its answer.
+   */
   id: string;
   /** 1-based line of the model's code that made the call, when known. */
   line?: number;
   /** The lines of the model's code around `line` (a code frame), when known. */
   code?: string;
+  /** Why `line` is absent: the sandbox could not tell which line made the call (it never guesses one). */
+  lineUnknown?: string;
 }
 
 /** A host call that needs a person's yes: `@approval` on its declaration, or the policy said "ask". */
@@ -217,6 +232,8 @@ export interface HostCallRecord {
   member: string;
   /** 1-based line of the model's code that made the call, when known. */
   line?: number;
+  /** Why `line` is absent, as `ApprovalRequest.lineUnknown` says it. */
+  lineUnknown?: string;
   /** `value`/`error`: ran on the host; `replayed`: answered from the run's log; `denied`; `pending`: waits. */
   outcome: "value" | "error" | "replayed" | "denied" | "pending";
   /** Time on the host until the result was known (0 for replayed and pending calls). */
@@ -246,4 +263,9 @@ export interface MossContext {
   executeCode?: string;
   /** Whether `executeCode` has been executed. */
   executed: boolean;
+  /**
+   * The session's kept definitions (TypeScript source of the top-level functions, classes, literal constants and
+   * types its snippets defined): a runtime made from this context has them in its checker and its sandbox alike.
+   */
+  definitions?: string;
 }

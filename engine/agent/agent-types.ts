@@ -25,7 +25,7 @@ export interface AgentRuntime {
   resume?(
     continuation: string,
     answers: Answers,
-    options?: { limits?: Partial<ExecutionLimits> },
+    options?: { limits?: Partial<ExecutionLimits>; signal?: AbortSignal },
   ): Promise<Execution>;
   prompter(): { dumpModulePrompt(): Promise<string> };
   dumpContext(): MossContext;

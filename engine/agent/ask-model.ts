@@ -1,7 +1,8 @@
 import { MossError } from "../errors.ts";
 import { MOSS_TOOL } from "./agent-prompt.ts";
 import type { AgentEvent } from "./agent-types.ts";
-import { describeTrim, fitContext, requestTokens, type WindowEntry } from "./context-window.ts";
+import { describeTrim, type WindowEntry } from "./context-window.ts";
+import { type FittedContext, fitContextOffThread } from "./fit-context-thread.ts";
 import type { LanguageModel, LanguageModelResponse, PartialResponse } from "./language-model.ts";
 import { type RunWindow, sizeRunWindow } from "./run-window.ts";
 
@@ -37,9 +38,14 @@ export async function askModel(options: AskModelOptions): Promise<LanguageModelR
   let budget = window.budgetTokens;
   let overflow: unknown;
   for (let attempt = 0; ; attempt++) {
-    let fitted: ReturnType<typeof fitContext>;
+    let fitted: FittedContext;
     try {
-      fitted = fitContext({ role: "system", content: options.system }, options.entries, budget);
+      // Counted on a thread of its own: a long message must not hold the thread that serves HTTP and other runs.
+      fitted = await fitContextOffThread(
+        { role: "system", content: options.system },
+        options.entries,
+        budget,
+      );
     } catch (error) {
       // Shortening after the server's overflow cannot help: its own words are the clearer error.
       throw overflow ?? error;
@@ -72,7 +78,7 @@ export async function askModel(options: AskModelOptions): Promise<LanguageModelR
       // The server counts more tokens than we do, or its context is smaller than we were told: adopt what it
       // says for the rest of the run, shorten harder than what failed, and ask once more.
       overflow = error;
-      const sent = requestTokens(messages);
+      const sent = fitted.tokens;
       const theirs = error.details.promptTokens;
       const theirContext = error.details.contextTokens;
       Object.assign(

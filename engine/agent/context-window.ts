@@ -36,19 +36,85 @@ export interface ContextTrim {
 
 const require = createRequire(import.meta.url);
 
-let encoder: Tiktoken | undefined;
-const counted = new Map<string, number>();
+/**
+ * A word (one piece of the tokenizer's split) longer than this is counted as its pieces of this many characters:
+ * byte-pair encoding is quadratic in the length of a word (a 14 KB run of one letter took seconds, 1 MB hours), so
+ * bounding the word bounds the work per character and the count is linear in the text.
+ */
+export const MAX_COUNTED_WORD_CHARS = 16;
 
-/** Tokens of a text in o200k_base (an estimate for other models' tokenizers); cached by text. */
+/** Cuts two texts apart inside one `encode` call: the tokenizer encodes the text between special tokens alone. */
+const SEPARATOR = "<|endoftext|>";
+
+let tokenizer: { encoder: Tiktoken; words: RegExp; separator: number } | undefined;
+const counted = new Map<string, number>();
+/** Characters of the texts `counted` holds: bounded, so the cache cannot hold a server's memory. */
+let countedChars = 0;
+const countedWords = new Map<string, number>();
+
+/** Builds the tokenizer (a second or more: run it where a pause does no harm, e.g. before a server listens). */
+export function loadTokenizer(): void {
+  if (tokenizer !== undefined) return;
+  // The ranks (2.3 MB of JavaScript; js-tiktoken's main entry holds every encoding's, 5.6 MB) load with the first
+  // count: importing moss-ts, as every context module does, must not parse them.
+  const ranks = require("js-tiktoken/ranks/o200k_base") as TiktokenBPE;
+  tokenizer = {
+    encoder: new Tiktoken(ranks),
+    words: new RegExp(ranks.pat_str, "gu"),
+    separator: ranks.special_tokens[SEPARATOR]!,
+  };
+}
+
+/**
+ * Tokens of a text in o200k_base (an estimate for other models' tokenizers); cached by text. Linear in the text: a
+ * word longer than {@link MAX_COUNTED_WORD_CHARS} counts as the sum of its pieces of that size (a few tokens more
+ * than the model's tokenizer may count for it), and a special token's text (`<|endoftext|>`) counts as one token.
+ */
 export function countTokens(text: string): number {
   const cached = counted.get(text);
   if (cached !== undefined) return cached;
-  // The ranks (2.3 MB of JavaScript; js-tiktoken's main entry holds every encoding's, 5.6 MB) load with the first
-  // count: importing moss-ts, as every context module does, must not parse them.
-  encoder ??= new Tiktoken(require("js-tiktoken/ranks/o200k_base") as TiktokenBPE);
-  const count = encoder.encode(text).length;
-  if (counted.size > 5_000) counted.clear();
+  loadTokenizer();
+  const { encoder, words, separator } = tokenizer!;
+  // Long words are cut out (a separator keeps their neighbours apart) and counted by their pieces, each distinct
+  // piece once.
+  const rest: string[] = [];
+  const pieces = new Map<string, number>();
+  let separators = 0;
+  let from = 0;
+  for (const match of text.matchAll(words)) {
+    const word = match[0];
+    if (word.length <= MAX_COUNTED_WORD_CHARS) continue;
+    rest.push(text.slice(from, match.index), SEPARATOR);
+    separators += 1;
+    from = match.index + word.length;
+    for (let start = 0; start < word.length; start += MAX_COUNTED_WORD_CHARS) {
+      const piece = word.slice(start, start + MAX_COUNTED_WORD_CHARS);
+      pieces.set(piece, (pieces.get(piece) ?? 0) + 1);
+    }
+  }
+  rest.push(text.slice(from));
+  let count = encoder.encode(rest.join(""), "all").length - separators;
+  const unknown = [...pieces.keys()].filter((piece) => !countedWords.has(piece));
+  if (unknown.length > 0) {
+    if (countedWords.size + unknown.length > 50_000) countedWords.clear();
+    let index = 0;
+    let tokens = 0;
+    for (const token of encoder.encode(unknown.join(SEPARATOR), "all")) {
+      if (token !== separator) tokens += 1;
+      else {
+        countedWords.set(unknown[index++]!, tokens);
+        tokens = 0;
+      }
+    }
+    countedWords.set(unknown[index]!, tokens);
+  }
+  for (const [piece, times] of pieces) count += times * countedWords.get(piece)!;
+  if (counted.size >= 5_000 || countedChars + text.length > 32 * 1024 * 1024) {
+    counted.clear();
+    countedChars = 0;
+  }
   counted.set(text, count);
+  countedChars += text.length;
   return count;
 }
 

@@ -50,6 +50,7 @@ export {
   type TextToolCall,
   type TextToolCalls,
 } from "./extract-code.ts";
+export { type FittedContext, fitContextOffThread, startTokenCounter } from "./fit-context-thread.ts";
 export {
   type ChatMessage,
   computeCost,

@@ -56,6 +56,13 @@ export interface LanguageModel {
   stream(request: LanguageModelRequest, onTextDelta: (delta: string) => void): Promise<LanguageModelResponse>;
   /** The context size (tokens) the server reports for this model, when it says so cheaply; else undefined. */
   contextWindow?(): Promise<number | undefined>;
+  /**
+   * Asks the model server whether it answers (e.g. its model list): resolves undefined when it does, a sentence
+   * saying what is wrong when it answers with a refusal (the key, the model name); rejects when it cannot be reached.
+   */
+  probe?(): Promise<string | undefined>;
+  /** The credentials it sends (its API key) and where (its base URL): `moss serve` shows a tenant neither. */
+  operatorSecrets?(): string[];
 }
 
 /** What a model server sent of an answer before the stream was cut (on a MossError's `details.partial`). */

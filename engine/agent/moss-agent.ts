@@ -70,6 +70,8 @@ export class MossAgent {
   #loaded = false;
   #runtime: AgentRuntime | undefined;
   #running = false;
+  /** The stop signal of the run in progress (see `AgentRunOptions.signal`): its code stops with it. */
+  #signal: AbortSignal | undefined;
 
   constructor(options: MossAgentOptions) {
     this.#options = checkAgentOptions(options);
@@ -213,6 +215,8 @@ export class MossAgent {
   }
 
   async #loop(start: LoopStart, options: AgentRunOptions): Promise<AgentRunResult> {
+    // The run's code stops with the run: its host calls see the signal, and none starts after it aborted.
+    this.#signal = options.signal;
     const { model, sessionId } = this.#options;
     const { maxSteps, maxConsecutiveErrors: maxErrors, maxContinuations, tools } = this.#options;
     const usage: AgentUsage = { modelCalls: 0, inputTokens: 0, outputTokens: 0, cost: 0 };
@@ -474,7 +478,10 @@ export class MossAgent {
     for (let index = at.from; index < actions.length; index++) {
       const action = actions[index]!;
       const outcome = await runAction(runtime, action, at.step, at.emit, {
-        execute: this.#options.execute,
+        execute:
+          this.#signal === undefined
+            ? this.#options.execute
+            : { ...this.#options.execute, signal: this.#signal },
         observation: this.#options.observation,
         cutOffAt: at.cutOffAt,
       });
@@ -522,11 +529,10 @@ export class MossAgent {
     const resumeLimits = { ...limits, ...(timeoutMs === undefined ? {} : { wallTimeMs: timeoutMs }) };
     let execution: Execution;
     try {
-      execution = await runtime.resume(
-        pending.continuation,
-        answers,
-        Object.keys(resumeLimits).length === 0 ? {} : { limits: resumeLimits },
-      );
+      execution = await runtime.resume(pending.continuation, answers, {
+        ...(Object.keys(resumeLimits).length === 0 ? {} : { limits: resumeLimits }),
+        ...(this.#signal === undefined ? {} : { signal: this.#signal }),
+      });
     } catch (error) {
       if (MossError.is(error) && error.code === "continuation-invalid") {
         this.#closePending(emit, runtime, `could not be resumed (${error.message})`);

@@ -378,6 +378,7 @@ const ERROR_KINDS: Record<ExecutionErrorKind, true> = {
   "output-limit": true,
   "call-limit": true,
   crash: true,
+  aborted: true,
 };
 
 /** Reads `expectError: "kind"` or `expectError: { kind: "kind", message: "text" | /pattern/ }`. */

@@ -76,6 +76,35 @@ export class OpenAILanguageModel implements LanguageModel {
     };
   }
 
+  async probe(timeoutMs = 5_000): Promise<string | undefined> {
+    const client = await this.#openai();
+    const OpenAI = this.#sdk!;
+    try {
+      const page = await client.models.list({ maxRetries: 0, timeout: timeoutMs });
+      const names = page.data.map((entry) => entry.id);
+      if (names.length > 0 && !names.includes(this.model)) {
+        return `the model server at ${this.baseUrl} does not list the model "${this.model}" (it lists ${names.slice(0, 5).join(", ")}${names.length > 5 ? ", …" : ""})`;
+      }
+      return undefined;
+    } catch (error) {
+      if (error instanceof OpenAI.AuthenticationError || error instanceof OpenAI.PermissionDeniedError) {
+        return `the model server at ${this.baseUrl} refused the API key (${error.status}); check OPENAI_API_KEY`;
+      }
+      if (error instanceof OpenAI.APIError && typeof error.status === "number") {
+        // A server without a model list still answers; one that fails answers no run either.
+        return error.status >= 500
+          ? `the model server at ${this.baseUrl} answered ${error.status} to GET /models`
+          : undefined;
+      }
+      throw this.#mapError(error);
+    }
+  }
+
+  operatorSecrets(): string[] {
+    const apiKey = String(this.#clientOptions?.apiKey ?? "");
+    return [...(apiKey === "no-key" ? [] : [apiKey]), this.baseUrl];
+  }
+
   #openai(): Promise<OpenAI> {
     this.#client ??= import("openai").then(({ default: sdk }) => {
       this.#sdk = sdk;

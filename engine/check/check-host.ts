@@ -1,4 +1,5 @@
 import { type Project, ts } from "ts-morph";
+import { isSurfacePackageImport } from "../module-surface.ts";
 
 /** Parsed real files, shared by every checker of the process with the same compiler options. */
 const SHARED_FILES = new Map<string, Map<string, ts.SourceFile>>();
@@ -173,10 +174,13 @@ export class CheckHost {
     this.#files.delete(fileName);
   }
 
-  /** Whether a module name is resolved: always in host files; in a model file only in the prelude's imports. */
+  /**
+   * Whether a module name is resolved: in host files always, but for the packages moss-ts's own declarations import
+   * (`isSurfacePackageImport`); in a model file only in the prelude's imports.
+   */
   #resolves(literal: ts.StringLiteralLike, containingFile: string, sourceFile: ts.SourceFile): boolean {
     const preludeEnd = this.#modelFiles.get(containingFile);
-    if (preludeEnd === undefined) return true;
+    if (preludeEnd === undefined) return !isSurfacePackageImport(literal.text, containingFile);
     const statement = literal.parent;
     return (
       ts.isImportDeclaration(statement) &&

@@ -23,6 +23,7 @@ export type CheckWorkerRequest =
   | { type: "start"; data: CheckWorkerData }
   | { type: "check"; id: number; owner: string; snippet: string }
   | { type: "accept"; owner: string; snippet: string }
+  | { type: "define"; owner: string; definitions: string }
   | { type: "forget"; owner: string }
   | { type: "updateSource"; source: string }
   | { type: "dispose" };
@@ -78,6 +79,8 @@ if (port) {
         send({ type: "checked", id: request.id, diagnostics: checker.check(request.snippet, request.owner) });
       } else if (request.type === "accept") {
         checker.accept(request.snippet, request.owner);
+      } else if (request.type === "define") {
+        checker.define(request.definitions, request.owner);
       } else if (request.type === "forget") {
         checker.forget(request.owner);
       } else if (request.type === "updateSource") {

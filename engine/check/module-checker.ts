@@ -12,6 +12,7 @@ import {
   isReachableMossMember,
   MOSS_NAME_PREFIX,
 } from "../membrane/index.ts";
+import { ensureModuleSurface } from "../module-surface.ts";
 import type { Diagnostic } from "../types.ts";
 import { CheckHost } from "./check-host.ts";
 import { MOSS_DIAGNOSTIC_CODES } from "./diagnostic-codes.ts";
@@ -140,14 +141,15 @@ interface PreviousDefinition {
 }
 
 /**
- * Parses and binds TypeScript's lib, the sandbox's globals and moss-ts's own `Moss` into this thread's shared file
- * cache, and runs the checker's code once, by checking a snippet against an empty module: a spare checker worker
- * does this before it is given a module, so that module's first check builds only the module's own files.
+ * Parses and binds TypeScript's lib, the sandbox's globals and moss-ts's declarations (the surface every context
+ * module imports `Moss` from) into this thread's shared file cache, and runs the checker's code once, by checking a
+ * snippet against a minimal module: a spare checker worker does this before it is given a module, so that module's
+ * first check builds only the module's own files.
  */
 export function warmCheckLibrary(): void {
   const checker = new ModuleChecker({
     modulePath: path.join(tmpdir(), "moss-check-warm-up.ts"),
-    source: "",
+    source: 'import { Moss as Parent } from "moss-ts";\nexport class Moss extends Parent {}\n',
     hiddenNames: [],
   });
   checker.check(
@@ -196,6 +198,7 @@ export class ModuleChecker {
         },
       );
     }
+    ensureModuleSurface();
     this.#host = new CheckHost(
       options.project ??
         new Project({
@@ -258,16 +261,28 @@ export class ModuleChecker {
   accept(snippet: string, owner = ""): void {
     const analysis = analyzeSnippet(snippet, SNIPPET_FILE_NAME, MOSS_NAME);
     const edited = applySnippetEdits(snippet, analysis);
-    let previous = this.#previousByOwner.get(owner) ?? [];
+    // Earlier definitions of a name this snippet declares go; the snippet's own (overloads, merged ones) all stay.
+    const declared = new Set(analysis.declarations.flatMap((item) => item.names.map((name) => name.name)));
+    const previous = (this.#previousByOwner.get(owner) ?? []).filter(
+      (entry) => !entry.names.some((name) => declared.has(name)),
+    );
     for (const declaration of analysis.declarations) {
       const names = declaration.names.map((item) => item.name);
       const start = editedOffset(declaration.textStart, analysis);
       const end = editedOffset(declaration.statement.end, analysis);
-      previous = previous.filter((entry) => !entry.names.some((name) => names.includes(name)));
       previous.push({ names, text: edited.slice(start, end) });
     }
     this.#previousByOwner.set(owner, previous);
     if (owner === this.#owner) this.#writePrevious();
+  }
+
+  /**
+   * Sets the definitions of `owner` to those of `definitions` alone (the session's kept definitions, as its sandbox
+   * has them): what an earlier `accept` or `define` gave is forgotten.
+   */
+  define(definitions: string, owner = ""): void {
+    this.#previousByOwner.delete(owner);
+    this.accept(definitions, owner);
   }
 
   /** Forgets the accepted definitions of an owner (its session ended). */

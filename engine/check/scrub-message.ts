@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { moduleSurfaceFolders } from "../module-surface.ts";
 
 /** What a diagnostic message may show the model, and what it must not. */
 export interface ScrubOptions {
@@ -38,6 +39,10 @@ export function scrubMessage(message: string, options: ScrubOptions): string {
     text = text.replaceAll(virtualPath, shownAs).replaceAll(virtualPath.replace(/\.ts$/, ""), shownAs);
   }
   text = text.replace(CONFIGURATION_HINT, "");
+  // moss-ts's own declarations (in the temp folder when moss-ts runs from its sources) are "moss-ts" to the model.
+  for (const folder of moduleSurfaceFolders()) {
+    text = replaceRoot(text, folder.slice(0, -1), () => "moss-ts");
+  }
   // Known roots first, literally, so folder names with spaces or accents go too.
   for (const root of hostRoots(options.moduleDirectory)) {
     text = replaceRoot(text, root, (rest) => shownPath(path.join(root, rest), options.moduleDirectory));

@@ -39,6 +39,8 @@ const DEFAULT_START_TIMEOUT_MS = 60_000;
 const MEBIBYTE = 1024 * 1024;
 /** Most snippets replayed into a fresh worker (the newest; older definitions are usually redefined by then). */
 const MAX_ACCEPTED = 256;
+/** How often a queued check past its deadline looks again while a worker loads (the load moves the deadline on). */
+const LOADING_RECHECK_MS = 50;
 /** Longest text of a worker failure shown in a diagnostic. */
 const MAX_FAILURE_LENGTH = 500;
 
@@ -48,6 +50,23 @@ interface Started {
 }
 
 type Ending = { kind: "memory" } | { kind: "failed"; message: string };
+
+/** A check asked of a module's worker, waiting for it or running. */
+interface QueuedCheck {
+  owner: string;
+  snippet: string;
+  /** Its result's key (accepted definitions and snippet). */
+  key: string;
+  /** Time the check itself may take once its worker is ready. */
+  timeoutMs: number;
+  /** When its execute must have the answer (`performance.now()` clock; infinite: no deadline), and that time limit. */
+  deadline: number;
+  deadlineMs: number;
+  /** The module's loading time when it was asked: time a worker loads after that moves its deadline on. */
+  loadedAtAsk: number;
+  resolve: (diagnostics: Diagnostic[]) => void;
+  timer?: NodeJS.Timeout;
+}
 
 /** Bounds of the type-check workers shared by every checker of this process. */
 export interface CheckerPoolOptions {
@@ -65,6 +84,8 @@ class CheckerPool {
   maxQueuedChecks = DEFAULT_MAX_QUEUED_CHECKS;
   readonly #byKey = new Map<string, SharedChecker>();
   #waiting: Array<() => void> = [];
+  /** The deadlines of the checks waiting for room (room goes to the earliest). */
+  readonly #asking = new Set<{ deadline: () => number }>();
 
   /** The shared checker of a module (same path, source, hidden names, locals' types and memory limit). */
   attach(options: Omit<ModuleCheckerOptions, "project">, limits: SharedCheckerLimits): SharedChecker {
@@ -92,21 +113,47 @@ class CheckerPool {
     if (this.#byKey.get(shared.key) === shared) this.#byKey.delete(shared.key);
   }
 
-  /** Waits until a new worker may start: below the bound, or once the spare or the least recently used idle worker ended. */
-  async room(): Promise<void> {
-    for (;;) {
-      const running = [...this.#byKey.values()].filter((shared) => shared.hasWorker);
-      if (running.length + spareCheckWorkers() < this.maxWorkers) return;
-      if (spareCheckWorkers() > 0) {
-        endSpareCheckWorker();
-        continue;
+  /**
+   * Waits until a new worker may start: below the bound, or once the spare or the least recently used idle worker
+   * ended. Waiters take room in the order of their deadlines (earliest first); one whose deadline passes first gives
+   * up: resolves false.
+   */
+  async room(deadline: () => number = () => Number.POSITIVE_INFINITY): Promise<boolean> {
+    const asking = { deadline };
+    this.#asking.add(asking);
+    try {
+      for (;;) {
+        const mine = deadline();
+        const left = mine - performance.now();
+        if (left <= 0) return false;
+        // Room goes to the waiter whose execute ends first; the others wait for the next release.
+        const first = [...this.#asking].every((other) => other === asking || other.deadline() >= mine);
+        if (first) {
+          const running = [...this.#byKey.values()].filter((shared) => shared.hasWorker);
+          if (running.length + spareCheckWorkers() < this.maxWorkers) return true;
+          if (spareCheckWorkers() > 0) {
+            endSpareCheckWorker();
+            continue;
+          }
+          const idle = running
+            .filter((shared) => !shared.checking)
+            .sort((a, b) => a.lastUsed - b.lastUsed)[0];
+          if (idle !== undefined) {
+            await idle.endWorker();
+            continue;
+          }
+        }
+        let timer: NodeJS.Timeout | undefined;
+        await new Promise<void>((resolve) => {
+          this.#waiting.push(resolve);
+          if (Number.isFinite(left)) timer = setTimeout(resolve, left);
+        });
+        clearTimeout(timer);
       }
-      const idle = running.filter((shared) => !shared.checking).sort((a, b) => a.lastUsed - b.lastUsed)[0];
-      if (idle !== undefined) {
-        await idle.endWorker();
-        continue;
-      }
-      await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    } finally {
+      this.#asking.delete(asking);
+      // The next waiter in deadline order may go on (once this one's worker counts, if it got room).
+      setImmediate(() => this.released());
     }
   }
 
@@ -179,10 +226,18 @@ class SharedChecker {
    * next check, so executes that are not checked never message the worker.
    */
   readonly #undelivered = new Map<string, string[]>();
+  /** Definitions an owner set (`define`) since the running worker started, not yet sent: they go first, replacing. */
+  readonly #defined = new Map<string, string>();
   /** Diagnostics of completed checks by digest of (accepted definitions, snippet), least recently used first. */
   readonly #results = new Map<string, Diagnostic[]>();
   #started: Started | undefined;
-  #queue: Promise<unknown> = Promise.resolve();
+  /** Checks waiting for this module's worker, earliest deadline first. */
+  readonly #queued: QueuedCheck[] = [];
+  #running = false;
+  /** Time this module's workers spent loading (TypeScript, the module's program): a check's deadline does not run meanwhile. */
+  #loadedMs = 0;
+  #loadingSince: number | undefined;
+  #loadingDepth = 0;
   #pending = 0;
   #idleTimer: NodeJS.Timeout | undefined;
   #nextId = 1;
@@ -218,6 +273,7 @@ class SharedChecker {
     if (!this.#owners.delete(owner)) return;
     this.#acceptedDigests.delete(owner);
     this.#undelivered.delete(owner);
+    this.#defined.delete(owner);
     this.#post({ type: "forget", owner });
     if (this.#owners.size === 0) {
       this.#pool.detached(this);
@@ -245,7 +301,21 @@ class SharedChecker {
     this.#undelivered.set(owner, undelivered);
   }
 
-  check(owner: string, snippet: string, timeoutMs: number): Promise<Diagnostic[]> {
+  /** Sets an owner's definitions to `definitions` alone (replayed into a fresh worker; sent with its next check). */
+  define(owner: string, definitions: string): void {
+    if (!this.#owners.has(owner)) return;
+    this.#owners.set(owner, [definitions]);
+    this.#acceptedDigests.set(owner, nextDigest("", definitions));
+    this.#undelivered.delete(owner);
+    if (this.#started !== undefined) this.#defined.set(owner, definitions);
+  }
+
+  check(
+    owner: string,
+    snippet: string,
+    timeoutMs: number,
+    deadline?: { at: number; ms: number },
+  ): Promise<Diagnostic[]> {
     // The same snippet against the same definitions has the same diagnostics (sessions of one module often send
     // the same code): answered without the worker.
     const key = nextDigest(this.#acceptedDigests.get(owner) ?? "", snippet);
@@ -268,16 +338,101 @@ class SharedChecker {
     clearTimeout(this.#idleTimer);
     this.#pending++;
     this.lastUsed = performance.now();
-    const result = this.#queue.then(() => this.#checkNow(owner, snippet, timeoutMs, key));
-    this.#queue = result.catch(() => {});
-    void this.#queue.then(() => {
-      this.lastUsed = performance.now();
-      if (--this.#pending === 0) {
-        this.#armIdleTimer();
-        this.#pool.released();
-      }
+    return new Promise<Diagnostic[]>((resolve) => {
+      const entry: QueuedCheck = {
+        owner,
+        snippet,
+        key,
+        timeoutMs,
+        deadline: deadline?.at ?? Number.POSITIVE_INFINITY,
+        deadlineMs: deadline?.ms ?? Number.POSITIVE_INFINITY,
+        loadedAtAsk: this.#loaded(),
+        resolve,
+      };
+      // Earliest deadline first (equal deadlines in the order asked).
+      const index = this.#queued.findIndex((queued) => queued.deadline > entry.deadline);
+      this.#queued.splice(index === -1 ? this.#queued.length : index, 0, entry);
+      this.#watch(entry);
+      this.#pump();
     });
-    return result;
+  }
+
+  /** Time this module's workers spent loading so far (a load under way counts up to now). */
+  #loaded(): number {
+    return this.#loadedMs + (this.#loadingSince === undefined ? 0 : performance.now() - this.#loadingSince);
+  }
+
+  /** When a check must have its answer: its execute's deadline, moved by the time a worker loaded since it was asked. */
+  #deadlineOf(entry: QueuedCheck): number {
+    return entry.deadline + this.#loaded() - entry.loadedAtAsk;
+  }
+
+  /** Counts the time a worker takes to load (not against any check's deadline; bounded by `startTimeoutMs`). */
+  async #loading<T>(work: Promise<T>): Promise<T> {
+    if (this.#loadingDepth++ === 0) this.#loadingSince = performance.now();
+    try {
+      return await work;
+    } finally {
+      if (--this.#loadingDepth === 0 && this.#loadingSince !== undefined) {
+        this.#loadedMs += performance.now() - this.#loadingSince;
+        this.#loadingSince = undefined;
+      }
+    }
+  }
+
+  /** A queued check whose deadline passes before it reaches the worker fails then, never later. */
+  #watch(entry: QueuedCheck): void {
+    const left = this.#deadlineOf(entry) - performance.now();
+    if (!Number.isFinite(left)) return;
+    entry.timer = setTimeout(
+      () => {
+        const index = this.#queued.indexOf(entry);
+        if (index === -1) return;
+        // A worker loaded meanwhile: the deadline moved on.
+        if (this.#deadlineOf(entry) > performance.now()) return this.#watch(entry);
+        this.#queued.splice(index, 1);
+        entry.resolve([
+          this.#lateDiagnostic(entry, "waiting for the module's type checker, busy with other checks"),
+        ]);
+        this.#checked();
+      },
+      // While a worker loads the deadline moves on as fast as the clock: look again a little later, not at once.
+      Math.max(this.#loadingSince === undefined ? 0 : LOADING_RECHECK_MS, left),
+    );
+  }
+
+  /** Runs the earliest-deadline check when the worker is free. */
+  #pump(): void {
+    if (this.#running) return;
+    const entry = this.#queued.shift();
+    if (entry === undefined) return;
+    clearTimeout(entry.timer);
+    this.#running = true;
+    void this.#checkNow(entry)
+      .catch((error: unknown) => [this.failure(error instanceof Error ? error.message : String(error))])
+      .then((diagnostics) => {
+        this.#running = false;
+        entry.resolve(diagnostics);
+        this.#checked();
+        this.#pump();
+      });
+  }
+
+  /** A check was answered (or gave up): an idle worker may be ended to make room. */
+  #checked(): void {
+    this.lastUsed = performance.now();
+    if (--this.#pending === 0) {
+      this.#armIdleTimer();
+      this.#pool.released();
+    }
+  }
+
+  /** The limit error of a check that could not be answered by its execute's deadline. */
+  #lateDiagnostic(entry: QueuedCheck, reason: string): Diagnostic {
+    return {
+      ...checkLimitDiagnostic(entry.snippet, ""),
+      message: `the type-check could not finish within its execute's time limit (${entry.deadlineMs} ms; ${reason}): the code was not checked. Run it again, or with a longer wallTimeMs.`,
+    };
   }
 
   /** Keeps a completed check's diagnostics (never a limit or failure: those depend on the moment). */
@@ -295,19 +450,37 @@ class SharedChecker {
     this.#pool.released();
   }
 
-  async #checkNow(owner: string, snippet: string, timeoutMs: number, key: string): Promise<Diagnostic[]> {
-    let started: Started;
+  async #checkNow(entry: QueuedCheck): Promise<Diagnostic[]> {
+    const { owner, snippet, key } = entry;
+    let started: Started | undefined;
     try {
-      started = await this.#start();
+      started = await this.#start({ deadline: () => this.#deadlineOf(entry) });
     } catch (error) {
       return [this.failure(error instanceof Error ? error.message : String(error))];
     }
-    const ready = await started.ready;
+    if (started === undefined) {
+      return [
+        this.#lateDiagnostic(
+          entry,
+          `waiting for a type-check worker: all ${this.#pool.maxWorkers} (maxWorkers) were busy`,
+        ),
+      ];
+    }
+    // A worker's load is not the check's time (its deadline moves on meanwhile); startTimeoutMs bounds it.
+    const ready = await this.#loading(started.ready);
     if (ready !== "ready") {
       return [ready.code === MOSS_DIAGNOSTIC_CODES.checkLimit ? { ...ready, ...located(snippet) } : ready];
     }
+    // The check runs within its own limit and whatever is left of its execute's time, whichever ends first.
+    const left = this.#deadlineOf(entry) - performance.now();
+    if (left <= 0) return [this.#lateDiagnostic(entry, "waiting for the module's type checker")];
+    const byDeadline = left < entry.timeoutMs;
+    const timeoutMs = byDeadline ? left : entry.timeoutMs;
     const id = this.#nextId++;
     const worker = started.worker;
+    const defined = this.#defined.get(owner);
+    if (defined !== undefined) worker.postMessage({ type: "define", owner, definitions: defined });
+    this.#defined.delete(owner);
     for (const accepted of this.#undelivered.get(owner) ?? []) {
       worker.postMessage({ type: "accept", owner, snippet: accepted } satisfies CheckWorkerRequest);
     }
@@ -336,8 +509,10 @@ class SharedChecker {
       const onExit = (): void => {
         finish([this.#ending(snippet, { kind: "failed", message: "the checker's worker stopped" })], true);
       };
+      // Past it, the worker is ended (a fresh one takes the next check): a bomb never holds the checks behind it.
       const timer = setTimeout(
-        () => finish([checkLimitDiagnostic(snippet, `${timeoutMs} ms`)], true),
+        () =>
+          finish([checkLimitDiagnostic(snippet, `${byDeadline ? entry.deadlineMs : timeoutMs} ms`)], true),
         timeoutMs,
       );
       worker.on("message", onMessage);
@@ -347,16 +522,17 @@ class SharedChecker {
     });
   }
 
-  async #start(options: { evict?: boolean } = {}): Promise<Started> {
+  /** The module's worker, started if need be; undefined when the deadline passed while waiting for room. */
+  async #start(options: { evict?: boolean; deadline?: () => number } = {}): Promise<Started | undefined> {
     if (this.#started) return this.#started;
-    const entry = await checkWorkerEntry();
+    const entry = await this.#loading(checkWorkerEntry());
     if (this.#started) return this.#started;
     let worker = takeSpareCheckWorker(this.#limits.memoryLimitBytes);
     if (worker !== undefined) {
       worker.postMessage({ type: "start", data: this.#startData() } satisfies CheckWorkerRequest);
     } else {
       if (options.evict === false && !this.#pool.hasFreeRoom) throw new Error("no room for a worker");
-      await this.#pool.room();
+      if (!(await this.#pool.room(options.deadline))) return undefined;
       if (this.#started) return this.#started;
       worker = startCheckWorker(entry, this.#startData(), this.#limits.memoryLimitBytes);
     }
@@ -398,6 +574,7 @@ class SharedChecker {
   /** What a new worker starts with: the module and every session's accepted definitions (none left to send). */
   #startData(): CheckWorkerData {
     this.#undelivered.clear();
+    this.#defined.clear();
     return {
       options: this.#options,
       accepted: [...this.#owners].map(([owner, snippets]) => [owner, [...snippets]]),
@@ -508,8 +685,18 @@ export class WorkerModuleChecker {
     if (!this.#disposed) this.#shared.prime();
   }
 
-  /** Type-checks a snippet in the worker; one check at a time, each within the time limit (or `timeoutMs`). */
-  check(snippet: string, options: { timeoutMs?: number } = {}): Promise<Diagnostic[]> {
+  /**
+   * Type-checks a snippet in the worker; one check at a time, each within the time limit (or `timeoutMs`) once its
+   * worker is ready. `deadlineMs` (e.g. the wall time of the execute that asks), counted from `startedAt` (a
+   * `performance.now()` time, e.g. the execute's start; default now), bounds everything else too: waiting for the
+   * module's worker (checks wait in deadline order) and for room in the pool; past it the check fails with a limit
+   * error (a running check ends its worker, which is replaced for the next). The time a new worker takes to load is
+   * not counted against it (`startTimeoutMs` bounds that).
+   */
+  check(
+    snippet: string,
+    options: { timeoutMs?: number; deadlineMs?: number; startedAt?: number } = {},
+  ): Promise<Diagnostic[]> {
     if (typeof snippet !== "string") {
       return Promise.reject(
         new MossError(
@@ -519,7 +706,10 @@ export class WorkerModuleChecker {
       );
     }
     if (this.#disposed) return Promise.reject(new MossError("runtime-closed", "this checker is closed", {}));
-    return this.#shared.check(this.#owner, snippet, positive(options.timeoutMs, this.#timeoutMs));
+    const deadlineMs = positive(options.deadlineMs, Number.POSITIVE_INFINITY);
+    const startedAt = Number.isFinite(options.startedAt) ? options.startedAt! : performance.now();
+    const deadline = Number.isFinite(deadlineMs) ? { at: startedAt + deadlineMs, ms: deadlineMs } : undefined;
+    return this.#shared.check(this.#owner, snippet, positive(options.timeoutMs, this.#timeoutMs), deadline);
   }
 
   /** Remembers a snippet that ran: its top-level definitions are visible to this checker's later checks. */
@@ -527,6 +717,16 @@ export class WorkerModuleChecker {
     this.#accepted.push(snippet);
     if (this.#accepted.length > MAX_ACCEPTED) this.#accepted.shift();
     this.#shared.accept(this.#owner, snippet);
+  }
+
+  /**
+   * Sets this checker's definitions to `definitions` alone: the session's kept definitions, the same record its
+   * sandbox is built from (what earlier `accept`/`define` calls gave is forgotten).
+   */
+  define(definitions: string): void {
+    this.#accepted.length = 0;
+    this.#accepted.push(definitions);
+    this.#shared.define(this.#owner, definitions);
   }
 
   /** The module's code changed: later checks see the new source (with the checkers of that source). */

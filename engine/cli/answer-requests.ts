@@ -8,7 +8,7 @@ import type { Readable, Writable } from "node:stream";
 import { isDeepStrictEqual } from "node:util";
 import { formatReturns } from "../agent/observation.ts";
 import { MossError } from "../errors.ts";
-import { answerShapeProblem } from "../runtime/answers.ts";
+import { answerShapeProblem, callPartOf } from "../runtime/answers.ts";
 import type { Answer, Answers, ApprovalRequest, PendingRequest } from "../types.ts";
 import { escapeControlCharacters } from "./escape-control-characters.ts";
 
@@ -57,7 +57,17 @@ export async function answerRequests(
   const unanswered: PendingRequest[] = [];
   const mismatched: MismatchedAnswer[] = [];
   for (const request of requests) {
-    const named = sources.file?.[request.id];
+    // The file goes with this one run: it may name a request by its full id or by its call alone (`r2`, as before
+    // ids carried the run's tag), and a named call or question still guards what it answers.
+    const file = sources.file;
+    const named =
+      file === undefined
+        ? undefined
+        : Object.hasOwn(file, request.id)
+          ? file[request.id]
+          : Object.hasOwn(file, callPartOf(request.id))
+            ? file[callPartOf(request.id)]
+            : undefined;
     if (named !== undefined) {
       const reason = answerMismatch(request, named);
       if (reason !== undefined) mismatched.push({ request, reason });

@@ -1,13 +1,15 @@
 import { startSpareCheckWorker } from "../check/check-worker-start.ts";
 import { renderDiagnostics } from "../check/render-diagnostics.ts";
+import { ensureModuleSurface } from "../module-surface.ts";
 import type { Diagnostic } from "../types.ts";
-import { checkCacheKey, readCachedCheck, writeCachedCheck } from "./check-result-cache.ts";
+import { checkCacheKey, readCachedCheckResult, writeCachedCheck } from "./check-result-cache.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { EXIT } from "./exit-codes.ts";
 import { hostSetupFile, loadHostSetup } from "./host-setup.ts";
 import { loadCompiler } from "./load-compiler.ts";
 import { parseOptions, requireModulePath } from "./parse-options.ts";
 import { readCode } from "./read-code.ts";
+import { replayWarnings, trackReads } from "./read-tracker.ts";
 import { codeFileName, Terminal } from "./terminal.ts";
 
 const USAGE = `Usage: moss check <module.ts> --code <file|->
@@ -15,10 +17,12 @@ const USAGE = `Usage: moss check <module.ts> --code <file|->
 Type-checks the code (the model's main(moss)) against the context module, like tsc; exits 1 on errors.
   --code <file|->   the code to check; - reads stdin
   --max <n>         show at most n diagnostics (default 20)
-  --no-cache        check again even if these files were checked before (results are kept in a private temp folder)`;
+  --no-cache        check again even if these inputs were checked before (results are kept in a private temp folder)`;
 
 /** `moss check <module.ts> --code <file|->`. */
 export const checkCommand: CliCommand = async (argv, io) => {
+  // From the sources, moss-ts's declarations may be emitted now: before the check's start, so its result is kept.
+  ensureModuleSurface();
   const startedAtMs = Date.now();
   const { values, positionals } = parseOptions(
     argv,
@@ -35,25 +39,31 @@ export const checkCommand: CliCommand = async (argv, io) => {
   const report = (diagnostics: Diagnostic[]): number =>
     reportDiagnostics(diagnostics, terminal, io, values.code as string | undefined, Number(values.max ?? 20));
   const cacheKey = values["no-cache"] === true ? undefined : checkCacheKey(modulePath, code, io.cwd, io.env);
-  const cached = cacheKey === undefined ? undefined : await readCachedCheck(cacheKey);
-  if (cached !== undefined) return report(cached);
+  const cached = cacheKey === undefined ? undefined : await readCachedCheckResult(cacheKey);
+  if (cached !== undefined) {
+    replayWarnings(cached.warnings);
+    return report(cached.result);
+  }
   // TypeScript loads in the checker's worker while this thread loads the module.
   void startSpareCheckWorker().catch(() => {});
-  const { runtime, setupFile, moduleProjectFiles } = await terminal.step(
-    `loading ${modulePath}`,
-    async () => {
-      const { MossCompiler, moduleProjectFiles } = await loadCompiler();
+  const { MossCompiler, moduleProjectFiles } = await loadCompiler();
+  // Everything the host setup file, the module and their imports read is tracked: the kept result holds while
+  // each of those inputs is unchanged (the host setup's code runs again whenever one changed).
+  const { value: runtime, tracked } = await trackReads(() =>
+    terminal.step(`loading ${modulePath}`, async () => {
       const compiler = new MossCompiler({ sandbox: "in-process" });
-      const setupFile = await loadHostSetup(modulePath, compiler);
-      return { runtime: await compiler.compile(modulePath), setupFile, moduleProjectFiles };
-    },
+      await loadHostSetup(modulePath, compiler);
+      return compiler.compile(modulePath);
+    }),
   );
   try {
     const diagnostics = await terminal.step("type-checking", () => runtime.typecheck(code));
-    // A host setup file runs code of its own choosing before the check: its results are not kept.
-    if (cacheKey !== undefined && setupFile === undefined) {
-      const files = [...moduleProjectFiles(), hostSetupFile(modulePath)];
-      await writeCachedCheck(cacheKey, files, startedAtMs, diagnostics);
+    if (cacheKey !== undefined && !tracked.printed) {
+      const reads = new Map(tracked.reads);
+      for (const file of [...moduleProjectFiles(), hostSetupFile(modulePath)]) {
+        if (!reads.has(file)) reads.set(file, "content");
+      }
+      await writeCachedCheck(cacheKey, reads, startedAtMs, diagnostics, tracked.warnings);
     }
     return report(diagnostics);
   } finally {

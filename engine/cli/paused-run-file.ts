@@ -11,6 +11,9 @@ export interface PausedRun {
   module: string;
   /** The code that ran and the function it called: the same command run again resumes this run. */
   code: string;
+  /** The name the code's frames show (its file relative to the working directory, or `<stdin>`), kept so a resumed
+   * run's errors name the same file as the run that paused. */
+  codeFile?: string;
   target: string;
   requests: PendingRequest[];
   /** Signed with `key`, or with `$MOSS_CONTINUATION_KEY` when the run had it. */

@@ -93,6 +93,13 @@ async function run(argv: string[], io: CliIo, releases: Array<() => Promise<void
   }
   const code = resuming ? kept!.code : await readCode(values.code as string | undefined, io.stdin, USAGE);
   const target = resuming ? kept!.target : ((values.target as string | undefined) ?? "main");
+  // The file the code's frames name: on --resume, the one the paused run was started with.
+  const codeName =
+    resuming && typeof kept!.codeFile === "string"
+      ? kept!.codeFile
+      : resuming
+        ? path.relative(io.cwd, pausedFile)
+        : codeFileName(values.code as string | undefined, io.cwd);
   // The same command run again resumes the run it left paused: running it from the top would repeat every call
   // that completed before the pause.
   const resume = kept !== undefined && kept.code === code && kept.target === target ? kept : undefined;
@@ -206,7 +213,7 @@ async function run(argv: string[], io: CliIo, releases: Array<() => Promise<void
     // The run's output and result come first: a context file that cannot be written must not hide them.
     if (execution !== undefined) {
       if (values.json) io.stdout.write(`${JSON.stringify(execution, null, 2)}\n`);
-      else printExecution(execution, io, terminal, codeFileName(values.code as string | undefined, io.cwd));
+      else printExecution(execution, io, terminal, codeName);
       if (contextFile) {
         await writeContextFile(contextFile, execution.context);
         if (!values.json)
@@ -224,6 +231,7 @@ async function run(argv: string[], io: CliIo, releases: Array<() => Promise<void
         version: 1,
         module: path.resolve(io.cwd, modulePath),
         code,
+        codeFile: codeName,
         target,
         requests: pending.requests,
         continuation: pending.continuation,

@@ -2,8 +2,10 @@ import { join, resolve } from "node:path";
 import type { LanguageModel } from "../agent/index.ts";
 import { DEFAULT_HTTP_TIMEOUTS } from "../server/http-timeouts.ts";
 import type { DatabaseLocation } from "../server/index.ts";
+import { LOG_LEVELS } from "../server/log-levels.ts";
 import { loadMossConfig } from "../server/moss-config.ts";
 import { TenantTokens } from "../server/tenant-tokens.ts";
+import { DEFAULT_MAX_TAKEOVERS } from "../server/worker-defaults.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { ConfigSettings, nonEmpty } from "./config-settings.ts";
 import { EXIT, usageError } from "./exit-codes.ts";
@@ -21,6 +23,11 @@ const COMMON = `  --data-dir <dir>        where the embedded database (PGlite) l
   --context-tokens <n>    the model's context size (default $MOSS_CONTEXT_TOKENS)
   --concurrency <n>       runs this process executes at once (default 8)
   --lease-ms <n>          how long a worker holds a run between heartbeats before another may take it over (default 30000)
+  --max-runs-per-tenant <n>  runs one tenant may have running at once over all workers (default: no cap; runs are
+                          claimed fairly among tenants with queued work either way)
+  --max-takeovers <n>     times a run may be taken over from a lost worker before it fails without running again (default 3)
+  --log-level <level>     the operator's log on stderr, JSON lines: fatal, error, warn, info, debug, trace or silent
+                          (default $MOSS_LOG_LEVEL, then info)
   --config <file>         the configuration (default ./moss.config.yaml when it exists): model, agent, limits, store,
                           serve, worker, tokens, modules.<module.ts>.config and .host (its host setup file, relative
                           to the config file); flags and environment variables win over it
@@ -29,7 +36,7 @@ Paused runs are signed with $MOSS_CONTINUATION_KEY, else a key kept in the datab
 
 const SERVE_USAGE = `Usage: moss serve <module.ts> [--port <n>] [--host <addr>] [--data-dir <dir>] [--database-url <url>] [options]
 
-Serves agents of the context module over HTTP (the native API v1, see the README): threads, runs, answers, cancel
+Serves agents of the context module over HTTP (the native API v1, see docs/07-server.md): threads, runs, answers, cancel
 and a stored event stream over SSE. Prints a line with http://<host>:<port> when ready; SIGTERM drains and stops.
   --port <n>              TCP port (default 8787; 0 picks a free one)
   --host <addr>           address to listen on (default 127.0.0.1)
@@ -61,6 +68,9 @@ const COMMON_OPTIONS = {
   "context-tokens": { type: "string" },
   concurrency: { type: "string" },
   "lease-ms": { type: "string" },
+  "max-runs-per-tenant": { type: "string" },
+  "max-takeovers": { type: "string" },
+  "log-level": { type: "string" },
   config: { type: "string" },
   "print-config": { type: "boolean" },
 } as const;
@@ -146,6 +156,26 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
   const tools = setting("agent.tools", "no-tools", undefined, () => false, true)!;
   const concurrency = setting("worker.concurrency", "concurrency", undefined, integer(1), 8)!;
   const leaseMs = setting("worker.leaseMs", "lease-ms", undefined, integer(100), 30_000)!;
+  const maxRunsPerTenant = setting("worker.maxRunsPerTenant", "max-runs-per-tenant", undefined, integer(1));
+  const maxTakeovers = setting(
+    "worker.maxTakeovers",
+    "max-takeovers",
+    undefined,
+    integer(0),
+    DEFAULT_MAX_TAKEOVERS,
+  )!;
+  const logLevel = setting(
+    "log.level",
+    "log-level",
+    "MOSS_LOG_LEVEL",
+    (value, source) => {
+      if (!(LOG_LEVELS as readonly string[]).includes(value)) {
+        throw usageError(`${source} must be one of ${LOG_LEVELS.join(", ")}, got "${value}"`, usage);
+      }
+      return value;
+    },
+    "info",
+  )!;
   const maxActiveRuns = setting("limits.maxActiveRuns", "max-active-runs", undefined, integer(1), 100)!;
   const maxBodyBytes = setting("limits.maxBodyBytes", "max-body-bytes", undefined, integer(1), 1_048_576)!;
   const tenantLimits: Record<string, Record<string, number>> = {};
@@ -216,11 +246,13 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
       usage,
     );
   }
-  const [{ startMossServer }, { OpenAILanguageModel }, { redactUrl }] = await Promise.all([
-    import("../server/moss-server.ts"),
-    import("../agent/openai-language-model.ts"),
-    import("../server/database.ts"),
-  ]);
+  const [{ startMossServer }, { OpenAILanguageModel }, { redactUrl }, { createServerLogger }] =
+    await Promise.all([
+      import("../server/moss-server.ts"),
+      import("../agent/openai-language-model.ts"),
+      import("../server/database.ts"),
+      import("../server/server-log.ts"),
+    ]);
   const model: LanguageModel = new OpenAILanguageModel({
     env: io.env,
     ...(modelName === undefined ? {} : { model: modelName }),
@@ -232,12 +264,21 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
     database,
     env: io.env,
     version: mossPackageVersion(),
+    logger: createServerLogger(logLevel, io.stderr),
     moduleConfig: config.moduleConfig(),
     http:
       kind === "serve"
         ? { port, host, tokens: tokens!, corsOrigins, headersTimeoutMs, requestTimeoutMs }
         : false,
-    worker: values["no-worker"] === true ? false : { leaseMs, concurrency },
+    worker:
+      values["no-worker"] === true
+        ? false
+        : {
+            leaseMs,
+            concurrency,
+            maxTakeovers,
+            ...(maxRunsPerTenant === undefined ? {} : { maxRunsPerTenant }),
+          },
     limits: { maxActiveRuns, maxBodyBytes },
     tenantLimits,
     agent: {

@@ -47,6 +47,35 @@ export function declaredTypeProblem(
   return new TypeFit(checker).problem(value, type, path);
 }
 
+/** A data field whose value does not fit its declared type, and why (`properties.when: expected Date, got null`). */
+export interface DataFieldMisfit {
+  field: string;
+  problem: string;
+}
+
+/**
+ * The one rule of what a context may hold: each data field's value fits the field's declared type. Reading a
+ * context (`restoreContext`) and writing one (the runtime at the end of a run, the compiler for the host's data)
+ * both call it, so a context the engine wrote always loads again. `valueOfField` is called only for a field whose type
+ * says something (not `any`/`unknown`), so a caller holding wire text decodes only the fields the rule looks at.
+ */
+export function dataFieldMisfits(
+  declaredTypes: { program: ts.Program; data: ReadonlyMap<string, ts.Type> },
+  fields: Iterable<string>,
+  valueOfField: (field: string) => unknown,
+): DataFieldMisfit[] {
+  const misfits: DataFieldMisfit[] = [];
+  let fit: TypeFit | undefined;
+  for (const field of fields) {
+    const type = declaredTypes.data.get(field);
+    if (type === undefined || type.flags & (ts.TypeFlags.Any | ts.TypeFlags.Unknown)) continue;
+    fit ??= new TypeFit(declaredTypes.program.getTypeChecker());
+    const problem = fit.problem(valueOfField(field), type, `properties${propertyAccess(field)}`);
+    if (problem !== undefined) misfits.push({ field, problem });
+  }
+  return misfits;
+}
+
 class TypeFit {
   readonly #checker: ts.TypeChecker;
   /** Objects being checked against a type, on the current path: a circular reference ends there. */

@@ -1,12 +1,18 @@
 import nodeModule from "node:module";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { MessageChannel, type MessagePort, receiveMessageOnPort } from "node:worker_threads";
 import { MossError } from "../errors.ts";
 import { esmPackageProblem } from "./esm-package.ts";
 import { compileUrl, LOCALS_EXPORT } from "./module-url.ts";
 
 const TSX_REGISTERED = Symbol.for("moss-ts.tsx-registered");
 const HOOKS_REGISTERED = Symbol.for("moss-ts.module-hooks-registered");
+const LOADED_FILES = Symbol.for("moss-ts.loaded-module-files");
+const TRACKING_FLAG = Symbol.for("moss-ts.module-load-tracking");
+/** 1 while loads are tracked (`trackModuleLoads`), read by the module hooks in this thread or theirs. */
+const trackingFlag = new Int32Array(new SharedArrayBuffer(4));
+(globalThis as Record<symbol, Int32Array | undefined>)[TRACKING_FLAG] ??= trackingFlag;
 let loadCounter = 0;
 /** What a test that compiles a context module under vitest needs. */
 const VITE_PLUGIN_HINT =
@@ -154,6 +160,41 @@ function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
+/** Off-thread hooks (Node 20): the port they post each loaded file URL to. */
+let loadedPort: MessagePort | undefined;
+let loadedReported = 0;
+
+/** Starts (true) or stops recording the files the module hooks load, for `loadedModuleFiles`. */
+export function trackModuleLoads(on: boolean): void {
+  const flag = (globalThis as Record<symbol, Int32Array | undefined>)[TRACKING_FLAG] ?? trackingFlag;
+  Atomics.store(flag, 0, on ? 1 : 0);
+  if (flag !== trackingFlag) Atomics.store(trackingFlag, 0, on ? 1 : 0);
+}
+
+/**
+ * The files (absolute paths) the module hooks loaded while tracked (`trackModuleLoads`) since the last call: every
+ * ES module (and CommonJS module imported from one) a context module, a host setup file or their imports brought
+ * in. Only the URLs the hooks have reported by now (off-thread hooks post them: each load is reported before it
+ * returns).
+ */
+export function loadedModuleFiles(): string[] {
+  const files: string[] = [];
+  if (loadedPort !== undefined) {
+    for (
+      let message = receiveMessageOnPort(loadedPort);
+      message;
+      message = receiveMessageOnPort(loadedPort)
+    ) {
+      files.push(fileURLToPath(message.message as string));
+    }
+    return files;
+  }
+  const shared = (globalThis as Record<symbol, string[] | undefined>)[LOADED_FILES] ?? [];
+  for (const url of shared.slice(loadedReported)) files.push(fileURLToPath(url));
+  loadedReported = shared.length;
+  return files;
+}
+
 /**
  * Outside vitest (whose Vite plugin in vitest.config.ts serves context modules itself), registers tsx's ESM loader
  * (for the TypeScript files a module imports) and then the module hooks, once per process.
@@ -174,7 +215,13 @@ export async function ensureModuleLoaders(): Promise<void> {
       registerHooks(syncHooks);
     } else {
       const extension = path.extname(new URL(import.meta.url).pathname);
-      nodeModule.register(new URL(`./module-hooks${extension}`, import.meta.url));
+      const { port1, port2 } = new MessageChannel();
+      port1.unref();
+      loadedPort = port1;
+      nodeModule.register(new URL(`./module-hooks${extension}`, import.meta.url), {
+        data: { loadedPort: port2, trackingFlag },
+        transferList: [port2],
+      });
     }
     registry[HOOKS_REGISTERED] = true;
   }

@@ -9,6 +9,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import type { MessagePort } from "node:worker_threads";
 import { buildSync } from "esbuild";
 import { parseCompileUrl, withLocalsExport, withoutQuery } from "./module-url.ts";
 
@@ -72,6 +73,32 @@ function loadContextModule(url: string): LoadResult | undefined {
   return { format: "module", source: result.outputFiles[0]?.text ?? "", shortCircuit: true };
 }
 
+/** Where the hooks report each file URL they load (see load-module.ts's `loadedModuleFiles`). */
+const LOADED_FILES = Symbol.for("moss-ts.loaded-module-files");
+/** The flag (one Int32 in shared memory) that is 1 while a CLI command tracks what it loads. */
+const TRACKING_FLAG = Symbol.for("moss-ts.module-load-tracking");
+/** Off-thread: the port `initialize` was given, to which each loaded file URL is posted, and the shared flag. */
+let loadedPort: MessagePort | undefined;
+let trackingFlag: Int32Array | undefined;
+
+/**
+ * Reports a loaded `file:` URL (its query dropped) while loads are tracked (never otherwise: a long-running server
+ * keeps no list): in-thread to the shared list, off-thread through the port.
+ */
+function reportLoaded(url: string): void {
+  const flag = trackingFlag ?? (globalThis as Record<symbol, Int32Array | undefined>)[TRACKING_FLAG];
+  if (flag === undefined || Atomics.load(flag, 0) !== 1 || !url.startsWith("file:")) return;
+  const file = withoutQuery(url);
+  if (loadedPort !== undefined) loadedPort.postMessage(file);
+  else ((globalThis as Record<symbol, string[] | undefined>)[LOADED_FILES] ??= []).push(file);
+}
+
+/** The off-thread hooks' start (`module.register`'s `data`): the port loaded file URLs are posted to, and the flag. */
+export function initialize(data: { loadedPort?: MessagePort; trackingFlag?: Int32Array } | undefined): void {
+  loadedPort = data?.loadedPort;
+  trackingFlag = data?.trackingFlag;
+}
+
 /** The in-thread hooks for `module.registerHooks`. */
 export const syncHooks = {
   resolve(
@@ -86,6 +113,7 @@ export const syncHooks = {
     context: Record<string, unknown>,
     nextLoad: (url: string, context?: Record<string, unknown>) => LoadResult,
   ): LoadResult {
+    reportLoaded(url);
     return loadContextModule(url) ?? nextLoad(url, context);
   },
 };
@@ -105,6 +133,7 @@ export async function load(
   context: Record<string, unknown>,
   nextLoad: (url: string, context?: Record<string, unknown>) => Promise<LoadResult>,
 ): Promise<LoadResult> {
+  reportLoaded(url);
   return loadContextModule(url) ?? nextLoad(url, context);
 }
 

@@ -1,15 +1,11 @@
 import { builtinModules, createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { Project, ts } from "ts-morph";
+import { Project, type ResolutionHostFactory, ts } from "ts-morph";
+import { ensureModuleSurface, isSurfacePackageImport, MODULE_SURFACE_PATH } from "../module-surface.ts";
 
-/** Where analysis and checking resolve `moss-ts`: the slim surface a context module uses (see module-surface.ts). */
-export const MODULE_SURFACE_PATH = fileURLToPath(
-  new URL(
-    import.meta.url.endsWith(".ts") ? "../module-surface.ts" : "../module-surface.d.ts",
-    import.meta.url,
-  ),
-);
+/** Where analysis and checking resolve `moss-ts`: the public API's real declarations (see ../module-surface.ts). */
+export { MODULE_SURFACE_PATH };
 
 /** Where analysis and checking resolve `moss-ts/files`: the Files service as the model sees it, no host code. */
 export const FILES_SURFACE_PATH = fileURLToPath(
@@ -68,10 +64,7 @@ export function moduleProject(source: string, options: { node?: boolean } = {}):
   const key = options.node === true || importsNodeBuiltin(source) ? "node" : "plain";
   let project = projects.get(key);
   if (!project) {
-    project = new Project({
-      compilerOptions: projectCompilerOptions(key === "node"),
-      skipAddingFilesFromTsConfig: true,
-    });
+    project = createModuleProject({ node: key === "node" });
     projects.set(key, project);
     return project;
   }
@@ -85,11 +78,45 @@ export function moduleProject(source: string, options: { node?: boolean } = {}):
 
 /** A fresh project with the same options, for work that must not share state (the type-checker's virtual files). */
 export function createModuleProject(options: { node?: boolean } = {}): Project {
+  ensureModuleSurface();
   return new Project({
     compilerOptions: projectCompilerOptions(options.node === true),
     skipAddingFilesFromTsConfig: true,
+    resolutionHost: surfaceResolution,
   });
 }
+
+/**
+ * Module resolution of a module project: TypeScript's own, except that the packages moss-ts's declarations import
+ * stay unresolved (`isSurfacePackageImport`), as in the type-checker's programs. No cache outlives a call: a module's
+ * project is refreshed from disk, and an import that failed once may resolve later.
+ */
+const surfaceResolution: ResolutionHostFactory = (moduleResolutionHost) => ({
+  resolveModuleNames(
+    moduleNames,
+    containingFile,
+    _reused,
+    redirectedReference,
+    options,
+    containingSourceFile,
+  ) {
+    return moduleNames.map((name, index) => {
+      if (isSurfacePackageImport(name, containingFile)) return undefined;
+      const mode = containingSourceFile
+        ? ts.getModeForResolutionAtIndex(containingSourceFile, index, options)
+        : undefined;
+      return ts.resolveModuleName(
+        name,
+        containingFile,
+        options,
+        moduleResolutionHost,
+        undefined,
+        redirectedReference,
+        mode,
+      ).resolvedModule;
+    });
+  },
+});
 
 const NODE_IMPORT = /(?:from\s+|import\s*\(\s*|require\s*\(\s*)["'](node:[^"']+|[^"'./][^"']*)["']/g;
 

@@ -1,15 +1,16 @@
 import { createHash } from "node:crypto";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { Node, type Project, type SourceFile, ts } from "ts-morph";
 import { locatedMessage, MossError } from "../errors.ts";
 import { analyzeModule, type ModuleAnalysis } from "./module-analysis.ts";
-import { hasNodeTypes, MODULE_SURFACE_PATH, moduleProject } from "./module-project.ts";
+import { hasNodeTypes, moduleProject } from "./module-project.ts";
 
 /** Most type errors rendered in one `module-type-error` message; the rest are counted. */
 const MAX_SHOWN = 10;
 
 /** moss-ts's own sources (engine/, container/, moss-modules/): the library, checked by its own build, not here. */
-const LIBRARY_ROOT = path.dirname(path.dirname(MODULE_SURFACE_PATH));
+const LIBRARY_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
 const LIBRARY_FOLDERS = ["engine", "container", "moss-modules"].map((folder) =>
   path.join(LIBRARY_ROOT, folder, path.sep),
 );

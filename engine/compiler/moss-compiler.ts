@@ -13,11 +13,12 @@ import {
   type TypeCheckMode,
 } from "../types.ts";
 import type { CompiledModule } from "./compiled-module.ts";
+import { dataFieldMisfits } from "./fits-declared-type.ts";
 import { loadModule } from "./load-module.ts";
 import { HOOK_NAMES, type HookName, type ModuleAnalysis, type MossField } from "./module-analysis.ts";
 import type { ModuleCache } from "./module-cache.ts";
 import { readCheckedModule } from "./module-type-check.ts";
-import { restoreContext } from "./restore-context.ts";
+import { mismatchError, restoreContext } from "./restore-context.ts";
 
 /** Options of a compiler; everything but the container is passed on to the runtime. */
 export interface MossCompilerOptions {
@@ -272,7 +273,7 @@ export class MossCompiler {
       await runtime.prompter().prepare();
       await runtime.initialize(services, data);
       await runHook(module, "__moss_compiled__", runtime.hostMoss());
-      runtime.adoptHostData();
+      runtime.adoptHostData(hostDataLeftOut(runtime.hostMoss(), module, modulePath));
       return runtime;
     } catch (error) {
       await runtime.close().catch(() => {});
@@ -524,4 +525,25 @@ function unreachableMossMemberWarnings(analysis: ModuleAnalysis, displayPath: st
     );
   }
   return warnings;
+}
+
+/**
+ * The data fields the host set (initializers, `injects`, a joined context, `__moss_compiled__`) against the rule a
+ * context is read by (`dataFieldMisfits`): a field left `undefined` where its type has no room for it (an
+ * uninitialised `when!: Date`) is not stored, and returned to be left out; any other misfit is MossError
+ * `context-mismatch` naming the field, so the engine never writes a context it would refuse to read.
+ */
+function hostDataLeftOut(
+  moss: Record<string, unknown>,
+  module: CompiledModule,
+  modulePath: string,
+): string[] {
+  const fields = (module.analysis.mossClass?.fields ?? [])
+    .filter((field) => field.kind === "data" && field.name in moss)
+    .map((field) => field.name);
+  const misfits = dataFieldMisfits(module.analysis.declaredTypes, fields, (field) => moss[field]);
+  const wrong = misfits.filter((misfit) => moss[misfit.field] !== undefined);
+  if (wrong.length > 0)
+    throw mismatchError(wrong, module.analysis, modulePath, undefined, "the data the host set at compile");
+  return misfits.map((misfit) => misfit.field);
 }

@@ -2,7 +2,7 @@ import path from "node:path";
 import { decodeProperties, partitionProperties, propertyAccess } from "../context/index.ts";
 import { locatedMessage, MossError } from "../errors.ts";
 import type { MossContext } from "../types.ts";
-import { declaredTypeProblem } from "./fits-declared-type.ts";
+import { type DataFieldMisfit, dataFieldMisfits } from "./fits-declared-type.ts";
 import type { ModuleAnalysis } from "./module-analysis.ts";
 
 /** The data fields a context restores, and what the author should know about the rest of it. */
@@ -55,18 +55,11 @@ export function restoreContext(
       file: options.source,
     });
   }
-  const checker = analysis.declaredTypes.program.getTypeChecker();
+  const present = fields.map((field) => field.name).filter((name) => Object.hasOwn(decoded, name));
+  const misfits = dataFieldMisfits(analysis.declaredTypes, present, (name) => decoded[name]);
+  const refused = new Set(misfits.map((misfit) => misfit.field));
   const data: Record<string, unknown> = {};
-  const misfits: Array<{ field: string; problem: string }> = [];
-  for (const field of fields) {
-    if (!Object.hasOwn(decoded, field.name)) continue;
-    const type = analysis.declaredTypes.data.get(field.name);
-    const value = decoded[field.name];
-    const problem =
-      type && declaredTypeProblem(value, type, checker, `properties${propertyAccess(field.name)}`);
-    if (problem !== undefined) misfits.push({ field: field.name, problem });
-    else data[field.name] = value;
-  }
+  for (const name of present) if (!refused.has(name)) data[name] = decoded[name];
   if (misfits.length > 0) throw mismatchError(misfits, analysis, displayPath, options.source, source);
   const kept = Object.keys(undeclared);
   const warnings =
@@ -78,8 +71,12 @@ export function restoreContext(
   return { data, undeclared: kept, warnings };
 }
 
-function mismatchError(
-  misfits: Array<{ field: string; problem: string }>,
+/**
+ * MossError `context-mismatch` for values that do not fit their fields' declared types (`dataFieldMisfits`), naming
+ * each field, the problem and where the first field is declared: a stored context, or data the host set at compile.
+ */
+export function mismatchError(
+  misfits: readonly DataFieldMisfit[],
   analysis: ModuleAnalysis,
   displayPath: string,
   file: string | undefined,

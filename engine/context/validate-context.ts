@@ -43,6 +43,8 @@ export function validateContext(json: unknown, source?: string): MossContext {
   if (context.executed !== undefined && typeof context.executed !== "boolean") {
     problems.push("executed must be a boolean");
   }
+  if (context.definitions !== undefined && typeof context.definitions !== "string")
+    problems.push("definitions must be a string when present");
   const properties = context.properties;
   if (typeof properties !== "object" || properties === null || Array.isArray(properties)) {
     problems.push("properties must be an object");

@@ -9,6 +9,7 @@ export {
   MAX_ERROR_FIELDS_BYTES,
   redactErrorValues,
   redactHostPaths,
+  redactHostRoots,
   writtenStrings,
 } from "./host/host-error.ts";
 export {
@@ -38,6 +39,12 @@ export {
   parseBatch,
 } from "./host/membrane-call.ts";
 export {
+  MIN_SECRET_LENGTH,
+  REDACTED,
+  SecretRedactor,
+  type SecretRedactorOptions,
+} from "./host/secret-redactor.ts";
+export {
   ISOLATE_SCRIPT_BUILD,
   ISOLATE_SCRIPT_FILE,
   ISOLATE_SCRIPT_GLOBAL,
@@ -46,6 +53,9 @@ export {
 } from "./isolate-script.ts";
 export {
   CALL_SITE_COLUMNS,
+  CALL_SITE_OUTSIDE,
+  CALL_SITE_PROBE,
+  CALL_SITE_UNREADABLE,
   type CallbackOperation,
   type CallReply,
   callSiteOf,
@@ -60,6 +70,7 @@ export {
   type SandboxEnvelope,
   type SettledOutcome,
   stdoutTruncationMarker,
+  unknownCallSiteReason,
 } from "./protocol.ts";
 export {
   isMossOwnMember,

@@ -87,6 +87,27 @@ export type HostOutcome =
 /** How a call site packs its column: `site = line * CALL_SITE_COLUMNS + column` (the bootstrap writes it so). */
 export const CALL_SITE_COLUMNS = 65536;
 
+/** A call site no frame of the run's own script made (code evaluated at run time, an earlier run's function alone). */
+export const CALL_SITE_OUTSIDE = -1;
+/** A call site whose frames could not be read: the call was made while a stack trace was being formatted. */
+export const CALL_SITE_UNREADABLE = -2;
+
+/**
+ * The global the compiled snippet calls first (a line of its own, after its directives): the isolate learns there
+ * which script is the run's own, so a frame of any other script (eval'd code that names itself `snippet.js`) never
+ * gives a call's line. Model code calling it later changes nothing.
+ */
+export const CALL_SITE_PROBE = "__moss_call_site__";
+
+/** Why a call site (0 or below) has no line: what an approval request says instead of guessing one. */
+export function unknownCallSiteReason(site: number): string {
+  if (site === CALL_SITE_UNREADABLE)
+    return "the call was made while a stack trace was being formatted, where its frames cannot be read";
+  if (site === CALL_SITE_OUTSIDE)
+    return "no line of this run's code made the call (it came from code evaluated at run time or from an earlier run's function)";
+  return "the call's line could not be read";
+}
+
 /** The 1-based line and column (0: unknown) of a call site the sandbox reported. */
 export function callSiteOf(site: number): { line: number; column: number } {
   if (!Number.isSafeInteger(site) || site <= 0) return { line: 0, column: 0 };

@@ -3,6 +3,7 @@ import { type ImportDeclaration, Node, type SourceFile, ts } from "ts-morph";
 import type { CompiledModule } from "../compiler/compiled-module.ts";
 import { findHiddenRegions, isLineHidden, visibleSource } from "../compiler/hidden-regions.ts";
 import { MossError } from "../errors.ts";
+import { isModuleSurfaceFile } from "../module-surface.ts";
 import { isNonPublicMember, renderDeclaration } from "./render-declaration.ts";
 
 /** Reflected imports by module (see `ModuleCache`: several runtimes may share one module). */
@@ -211,6 +212,7 @@ export class MossPrompter {
 
   #moduleLabel(file: SourceFile): string {
     const filePath = file.getFilePath();
+    if (isModuleSurfaceFile(filePath)) return "moss-ts";
     const packageMatch = filePath.match(/\/node_modules\/((?:@[^/]+\/)?[^/]+)\//);
     if (packageMatch) return packageMatch[1]!;
     const relative = path.relative(path.dirname(this.#module.path), filePath);

@@ -24,6 +24,16 @@ export function answerShapeProblem(value: unknown): string | undefined {
   return undefined;
 }
 
+/**
+ * The `r<call>` part of a request id (`r2` of `r2-3fa9c1b2d4e5`): the call's number in its run, which a person may
+ * write for the one run an answers file goes with (`moss run --answers`). It names a request only within one run:
+ * the server and `resume()` take full ids only.
+ */
+export function callPartOf(id: string): string {
+  const dash = id.indexOf("-");
+  return dash < 0 ? id : id.slice(0, dash);
+}
+
 /** Whether `value` has the shape of one answer. */
 export function isAnswer(value: unknown): value is Answer {
   return answerShapeProblem(value) === undefined;

@@ -36,6 +36,8 @@ export interface ContinuationPayload {
   /** `MossContext.properties` as they were when the run began. */
   data: Record<string, unknown>;
   requests: PendingRequest[];
+  /** The run's part of its request ids (`r<call>-<tag>`, see `requestId`); absent in continuations made before it. */
+  requestTag?: string;
   /** Milliseconds since the epoch. */
   issuedAt: number;
   expiresAt: number;

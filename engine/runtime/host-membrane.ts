@@ -12,7 +12,6 @@ import {
   writtenStrings,
 } from "../membrane/index.ts";
 import { type DeclaredType, NOTHING, RUNTIME, UNDECLARED } from "./declared-members.ts";
-import { type RunSignal, withRunSignal } from "./run-signal.ts";
 
 interface HandleEntry {
   value: object;
@@ -96,8 +95,6 @@ export class HostMembrane implements HostMembraneContract {
   /** Classes model code may never construct (service classes and their subclasses). */
   #unconstructible: (value: object) => boolean = () => false;
   #nextId = 1;
-  /** The signal of the run whose calls this membrane makes (`currentRunSignal()` in the host methods it calls). */
-  runSignal: AbortSignal | RunSignal | undefined;
 
   /**
    * `nearestDeclaredClass` types objects crossing where the declaration says `any`/`unknown`/`object`;
@@ -267,7 +264,8 @@ export class HostMembrane implements HostMembraneContract {
     if (!entry) return this.#error(new ReferenceError("this host object is no longer available"));
     let outcome: { result: unknown; type: DeclaredType | undefined };
     try {
-      outcome = withRunSignal(this.runSignal, () => action(entry));
+      // `currentRunSignal()` is the run's: its log starts every call (RunLog `#withinRun`).
+      outcome = action(entry);
     } catch (error) {
       return { kind: "error", wire: hostErrorWire(error, written) };
     }

@@ -4,6 +4,7 @@ import { context as otelContext, trace as otelTrace, SpanStatusCode } from "@ope
 import { type Container, destroyOnce } from "../../container/index.ts";
 import { DEFAULT_TYPE_CHECK_TIMEOUT_MS, renderDiagnostics, WorkerModuleChecker } from "../check/index.ts";
 import { type CompiledModule, hiddenNames, visibleValueNames } from "../compiler/compiled-module.ts";
+import { dataFieldMisfits } from "../compiler/fits-declared-type.ts";
 import {
   contextVersion,
   createContext,
@@ -25,6 +26,7 @@ import {
 } from "../membrane/index.ts";
 import type { Injection } from "../moss.ts";
 import { MossPrompter } from "../prompter/moss-prompter.ts";
+import { abortedResult } from "../sandbox/index.ts";
 import type {
   HostMembrane as HostMembraneContract,
   Nondeterminism,
@@ -71,8 +73,9 @@ import {
   prepareSnippet,
   SNIPPET_SCRIPT,
 } from "./prepare-snippet.ts";
-import { type LogEntry, RunLog, tracer } from "./run-log.ts";
+import { type LogEntry, newRequestTag, RunLog, tracer } from "./run-log.ts";
 import { RunSignal } from "./run-signal.ts";
+import { SessionDefinitions } from "./session-definitions.ts";
 import { sharedSandboxDriver } from "./shared-sandbox.ts";
 
 /** Node 20.4+ and 22+ define Symbol.asyncDispose; older runtimes get Node's registered symbol. */
@@ -107,6 +110,8 @@ export interface MossRuntimeOptions {
 export interface ResumeOptions {
   /** Overrides any limit for the resumed run. */
   limits?: Partial<ExecutionLimits>;
+  /** Stops the resumed run when it aborts (see `ExecuteRequest.signal`). */
+  signal?: AbortSignal;
 }
 
 /** One run of model code: a new execute, or a resume replaying a log. */
@@ -123,6 +128,10 @@ interface RunPlan {
   answers: Answers;
   /** The data fields' encoded properties when the run began (a continuation carries them). */
   dataBefore: Record<string, unknown>;
+  /** Stops the run when it aborts (see `ExecuteRequest.signal`). */
+  signal?: AbortSignal;
+  /** The run's part of its request ids, drawn when it first starts and kept across its pauses and takeovers. */
+  requestTag: string;
 }
 
 type ExecHook = (
@@ -134,8 +143,6 @@ type ExecHook = (
 const MAX_CUMULATIVE_STDOUT = 1024 * 1024;
 /** A run's log (kept for its continuation) holds at most this many times `maxResultBytes` of arguments and results. */
 const MAX_LOG_RESULTS = 4;
-/** Snippets that ran with type-checking off, kept so a later check still sees their definitions. */
-const MAX_UNCHECKED_SNIPPETS = 256;
 
 /** A compiled context module ready to run the model's code: made by `MossCompiler.compile()`. */
 export class MossRuntime {
@@ -165,7 +172,10 @@ export class MossRuntime {
   #hostMoss: Record<string, unknown> | undefined;
   #prompter: MossPrompter | undefined;
   #checker: WorkerModuleChecker | undefined;
-  readonly #unchecked: string[] = [];
+  /** The one record of the session's kept definitions: the checker and every new isolate of the session get it. */
+  readonly #definitions: SessionDefinitions;
+  /** The record compiled into the classic script a new isolate evaluates (made when a session opens). */
+  #definitionsScript: { text: string; script: string } = { text: "", script: "" };
   #membrane: HostMembrane | undefined;
   #serviceClasses: Set<unknown> | undefined;
   readonly #declarations: ModuleDeclarations;
@@ -204,6 +214,8 @@ export class MossRuntime {
     const context = options.context ?? createContext(options.module.displayPath);
     // The session's identity: made once, then saved with the context (old documents without one get one here).
     this.#context = { ...context, id: context.id ?? randomUUID(), module: options.module.displayPath };
+    this.#definitions = new SessionDefinitions(context.definitions);
+    this.#context = this.#withDefinitions(this.#context);
   }
 
   /** Called by the compiler: injects services (calling `onInject`) and the initial data fields. */
@@ -229,10 +241,15 @@ export class MossRuntime {
     return this.#hostMoss ?? {};
   }
 
-  /** Takes the data fields back from the host-side moss (after `__moss_compiled__`) and persists them. */
-  adoptHostData(): void {
+  /**
+   * Takes the data fields back from the host-side moss (after `__moss_compiled__`) and persists them, but `leftOut`
+   * (the compiler checked them against the declared types first, `dataFieldMisfits`).
+   */
+  adoptHostData(leftOut: readonly string[] = []): void {
     const moss = this.hostMoss();
     for (const field of this.#dataFields()) if (field in moss) this.#data[field] = moss[field];
+    // Fields the host left undefined where their type has no room for it (`when!: Date`): not stored.
+    for (const field of leftOut) delete this.#data[field];
     this.#persistedSnapshot = undefined;
     this.#fieldSizes.clear();
     this.#persist([]);
@@ -265,7 +282,7 @@ export class MossRuntime {
   /** Type-checks the model's code against the module without running it (in a worker thread, within limits). */
   async typecheck(code: string): Promise<Diagnostic[]> {
     this.#assertOpen();
-    return this.#moduleChecker().check(stripFences(code));
+    return this.#hinted(await this.#moduleChecker().check(stripFences(code)));
   }
 
   /** Runs the model's code; faults of that code come back in `Execution.error`, never as exceptions. */
@@ -347,8 +364,9 @@ export class MossRuntime {
    * instead of running again, and so do the clock and random values the code read before its latest call. A call
    * that had started but not completed may have run: it runs again only when its member is declared `@idempotent`,
    * else the resumed run pauses with an approval request (reason `in-doubt`) naming it. A call that answers with a
-   * Promise starts only once the Promise the listener returns (if any) settles, so a journal can store "started"
-   * first. Returns the function that removes the listener.
+   * Promise starts only once the Promise the listener returns (if any) resolves, so a journal can store "started"
+   * first; when it rejects (the journal could not store it), the call does not run and fails with MossError
+   * `run-stopped`. Returns the function that removes the listener.
    */
   onCheckpoint(listener: (checkpoint: string) => unknown): () => void {
     this.#checkpointListeners.add(listener);
@@ -387,6 +405,7 @@ export class MossRuntime {
         localArgs: [...payload.localArgs],
         resumed: true,
         ...(options.limits === undefined ? {} : { limits: { ...options.limits } }),
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
       };
       const hook = this.#module.hooks.__moss_exec__ as ExecHook | undefined;
       const next = (given: ExecuteRequest) => this.#resumeDefault(continuation, payload, answers, given);
@@ -448,6 +467,8 @@ export class MossRuntime {
         nondeterminism: payload.nondeterminism,
         answers,
         dataBefore: payload.data,
+        ...(request.signal === undefined ? {} : { signal: request.signal }),
+        requestTag: payload.requestTag ?? "",
       },
       [],
       started,
@@ -456,7 +477,7 @@ export class MossRuntime {
 
   /**
    * Tells the checkpoint listeners the run so far (see `onCheckpoint`); resolves once the promises they returned
-   * settled (undefined when none returned one).
+   * resolved, rejects when one of them rejected (the journal could not store it); undefined when none returned one.
    */
   #checkpoint(plan: RunPlan, runLog: RunLog): Promise<unknown> | undefined {
     const now = Date.now();
@@ -473,6 +494,7 @@ export class MossRuntime {
       nondeterminism: { clock: [...runLog.nondeterminism.clock], random: [...runLog.nondeterminism.random] },
       data: plan.dataBefore,
       requests: [],
+      requestTag: plan.requestTag,
       issuedAt: now,
       expiresAt: now + this.#continuationTtlMs,
     };
@@ -491,7 +513,7 @@ export class MossRuntime {
         process.emitWarning(`a checkpoint listener threw: ${(error as Error).message}`);
       }
     }
-    return waits.length === 0 ? undefined : Promise.allSettled(waits);
+    return waits.length === 0 ? undefined : Promise.all(waits);
   }
 
   /** The limits of a run: the runtime's, then the request's `limits`, then its `timeoutMs`. */
@@ -515,7 +537,9 @@ export class MossRuntime {
     const mode = request.typeCheck ?? this.#typeCheck;
     let preparing: ReturnType<typeof prepareSnippet> | undefined;
     if (mode !== "off") {
-      // The execute's wall-time limit bounds its type-check too: a type bomb cannot outlast the run's own limit.
+      // The execute's wall-time limit bounds its type-check too, from the execute's start: waiting for the module's
+      // checker (behind other sessions' checks) and for a worker counts, so a type bomb, this session's or another's,
+      // cannot hold this execute past its own limit. Loading a new worker does not count (`startTimeoutMs` bounds it).
       const wallTimeMs = request.timeoutMs ?? request.limits?.wallTimeMs ?? this.#limits.wallTimeMs;
       const timeoutMs = Math.min(
         request.limits?.typeCheckTimeoutMs ??
@@ -523,12 +547,16 @@ export class MossRuntime {
           DEFAULT_TYPE_CHECK_TIMEOUT_MS,
         wallTimeMs,
       );
-      const checking = this.#moduleChecker().check(code, { timeoutMs });
+      const checking = this.#moduleChecker().check(code, {
+        timeoutMs,
+        deadlineMs: wallTimeMs,
+        startedAt: started,
+      });
       // The snippet compiles on the host while its check runs in the worker (started once the check is posted); the
       // check's verdict still comes first.
       preparing = new Promise<void>((resolve) => setImmediate(resolve)).then(() => prepareSnippet(code));
       preparing.catch(() => {});
-      const diagnostics = await checking;
+      const diagnostics = this.#hinted(await checking);
       const errors = diagnostics.filter((diagnostic) => diagnostic.severity === "error");
       if (errors.length > 0 && mode === "strict") return fail(typeError(errors, code));
       if (diagnostics.length > 0) warnings.push(renderDiagnostics(diagnostics));
@@ -560,6 +588,8 @@ export class MossRuntime {
         replay: [],
         answers: {},
         dataBefore: this.#context.properties,
+        ...(request.signal === undefined ? {} : { signal: request.signal }),
+        requestTag: newRequestTag(),
       },
       warnings,
       started,
@@ -602,7 +632,10 @@ export class MossRuntime {
   ): Promise<Execution> {
     const { code, prepared, limits } = plan;
     let session = await this.#openSession(limits);
+    // Host work this run started ends with it: its log starts every call within this signal, and none after it ends.
+    const runEnded = new RunSignal();
     const runLog = new RunLog({
+      runSignal: runEnded,
       membrane: this.#membraneFor(),
       replay: plan.replay,
       answers: plan.answers,
@@ -610,6 +643,7 @@ export class MossRuntime {
       lineOf: (site) => mapCallSiteToSnippet(prepared.map, site),
       frameOf: (line) => codeFrame(code, line, 1, 2),
       origin: this.#origin,
+      requestTag: plan.requestTag,
       canPause: this.#durableRuns ? true : "this runtime does not pause runs (durableRuns is off)",
       traceContext,
       // A paused run's log travels in its continuation: a few results' worth, never the host's memory.
@@ -617,17 +651,23 @@ export class MossRuntime {
       ...(this.#checkpointListeners.size === 0
         ? {}
         : {
-            onSettled: () => void this.#checkpoint(plan, runLog),
+            onSettled: () => void this.#checkpoint(plan, runLog)?.catch(() => {}),
             onStarted: () => this.#checkpoint(plan, runLog),
           }),
+      ...(plan.signal === undefined ? {} : { signal: plan.signal }),
     });
     this.#runLog = runLog;
     // A new run is checkpointed as it begins too: a taker then runs it from its start instead of asking for it again.
     if (this.#checkpointListeners.size > 0 && plan.replay.length === 0 && plan.nondeterminism === undefined)
-      void this.#checkpoint(plan, runLog);
-    const runEnded = new RunSignal();
-    // Every host call of this run starts with `currentRunSignal()` set to this signal (calls a policy deferred too).
-    this.#membraneFor().runSignal = runEnded;
+      void this.#checkpoint(plan, runLog)?.catch(() => {});
+    // A stopped run ends at once: its host calls in flight see their signal abort (the run log refuses new ones) and
+    // the sandbox ends its code (kind `aborted`), wherever the session runs.
+    const stopMessage = "the run was stopped before it ended (its signal aborted)";
+    const stop = () => {
+      runEnded.end();
+      session.stop?.(stopMessage);
+    };
+    plan.signal?.addEventListener("abort", stop, { once: true });
     const shown = new ShownImages();
     this.#shownImages = shown;
     let result: SandboxRunResult;
@@ -641,7 +681,7 @@ export class MossRuntime {
     };
     try {
       try {
-        result = await session.run(request);
+        result = plan.signal?.aborted ? abortedResult(stopMessage) : await session.run(request);
       } catch (error) {
         // The session's sandbox process ended (another session's run crashed it) before this run started: nothing
         // of it ran, so it runs once in a session rebuilt from the persisted context.
@@ -652,6 +692,7 @@ export class MossRuntime {
       }
     } finally {
       this.#runLog = undefined;
+      plan.signal?.removeEventListener("abort", stop);
       // Host work the run started and nobody awaits any more (requests, tool calls) ends with it.
       runEnded.end();
       this.#shownImages = undefined;
@@ -694,6 +735,7 @@ export class MossRuntime {
         nondeterminism: plainNondeterminism(result.nondeterminism),
         data: plan.dataBefore,
         requests: runLog.requests,
+        requestTag: plan.requestTag,
         issuedAt: Date.now(),
         expiresAt: Date.now() + this.#continuationTtlMs,
       };
@@ -759,6 +801,8 @@ export class MossRuntime {
       snapshot.maxBytes === limits.maxResultBytes;
     // The fields the snapshot carries: the sandbox leaves out those that did not change since it last sent them.
     let changedFields: string[] | undefined;
+    // A changed field refused by the declared-type rule: the isolate holds it, so the session goes after the persist.
+    let misfit = false;
     try {
       if (result.mossData !== undefined && !diverged && !unchanged) {
         // Each changed field's wire text is checked and kept as sent: it is what gets persisted (no value is built).
@@ -775,6 +819,11 @@ export class MossRuntime {
         const problem = this.#oversizedData(sizes, limits.maxResultBytes);
         if (problem !== undefined) warnings.push(problem);
         else {
+          for (const field of this.#refuseMisfits(data, limits.maxResultBytes, warnings)) {
+            delete data[field];
+            sizes.delete(field);
+            misfit = true;
+          }
           this.#data = { ...this.#data, ...data };
           for (const [field, size] of sizes) this.#fieldSizes.set(field, size);
           changedFields = Object.keys(data);
@@ -804,6 +853,8 @@ export class MossRuntime {
         result.mossData !== undefined && decodeError === undefined && warnings.length === warningsBeforeData
           ? { wire: result.mossData, maxBytes: limits.maxResultBytes }
           : undefined;
+      // The live session keeps the last good value too: the next run starts from the persisted data.
+      if (misfit) await this.#discardSession();
     }
     if (sandboxError?.kind !== "syntax" && !diverged) this.#acceptDefinitions(code);
 
@@ -952,8 +1003,16 @@ export class MossRuntime {
     if (this.#session?.alive) return this.#session;
     const driver =
       typeof this.#sandbox === "string" ? await sharedSandboxDriver(this.#sandbox) : this.#sandbox;
-    // A function: the driver may rebuild the session elsewhere before a run, from the data as they are then.
-    this.#session = await driver.open(() => this.#sessionSetup(limits), this.#dispatch(), limits);
+    // A function: the driver may rebuild the session elsewhere before a run, from the data (and the definitions, compiled
+    // only when an isolate is built) as they are then.
+    this.#session = await driver.open(
+      async () => {
+        await this.#compileDefinitions();
+        return this.#sessionSetup(limits);
+      },
+      this.#dispatch(),
+      limits,
+    );
     return this.#session;
   }
 
@@ -987,6 +1046,7 @@ export class MossRuntime {
       mossData: this.#dataWire(limits.maxResultBytes),
       mossServices: joinWireRecord(services),
       dataFields: this.#dataFields(),
+      definitions: this.#definitionsScript.script,
     };
   }
 
@@ -1071,6 +1131,23 @@ export class MossRuntime {
     this.#context = { ...this.#context, version: contextVersion(joined), properties: joined };
   }
 
+  /**
+   * The write side of the rule a context is read by (`dataFieldMisfits`, which `restoreContext` calls too): each field
+   * a run changed must fit its declared type once decoded as a later compile decodes it. A field that does not is
+   * refused by name (a warning of the execution says which and why) and keeps its last saved value, so a context the
+   * engine wrote always loads again. Returns the refused fields.
+   */
+  #refuseMisfits(data: Record<string, PersistedWire>, maxBytes: number, warnings: string[]): string[] {
+    const misfits = dataFieldMisfits(
+      this.#module.analysis.declaredTypes,
+      Object.keys(data),
+      (field) => decodeProperties({ [field]: wireDocument(data[field]!.wire) }, { maxBytes })[field],
+    );
+    for (const { field, problem } of misfits)
+      warnings.push(refusedFieldWarning(field, `does not fit its declared type (${problem})`));
+    return misfits.map((misfit) => misfit.field);
+  }
+
   /** Why the data fields a snapshot carried, with those it left unchanged, exceed the limit (undefined: they fit). */
   #oversizedData(sizes: ReadonlyMap<string, number>, maxBytes: number): string | undefined {
     let total = 2;
@@ -1105,14 +1182,49 @@ export class MossRuntime {
         return typeof value === "function" && this.#isServiceClass(value);
       }),
     });
-    for (const snippet of this.#unchecked.splice(0)) this.#checker.accept(snippet);
+    if (this.#definitions.text !== "") this.#checker.define(this.#definitions.text);
     return this.#checker;
   }
 
-  /** Definitions made by code that ran: later checks see them (kept for later while no checker exists yet). */
+  /**
+   * Definitions made by code that ran: the session's record takes those it keeps; the checker gets the record as it
+   * is now, the context saves it, and a new isolate of the session evaluates it compiled (`#compileDefinitions`).
+   */
   #acceptDefinitions(code: string): void {
-    if (this.#checker) this.#checker.accept(code);
-    else if (this.#unchecked.push(code) > MAX_UNCHECKED_SNIPPETS) this.#unchecked.shift();
+    if (!this.#definitions.accept(code)) return;
+    this.#context = this.#withDefinitions(this.#context);
+    this.#checker?.define(this.#definitions.text);
+  }
+
+  /** A context carrying the session's kept definitions (none: no field). */
+  #withDefinitions(context: MossContext): MossContext {
+    const { definitions: _, ...rest } = context;
+    const text = this.#definitions.text;
+    return text === "" ? rest : { ...rest, definitions: text };
+  }
+
+  /** Compiles the record into the script a new isolate evaluates, unless it is compiled already. */
+  async #compileDefinitions(): Promise<void> {
+    const text = this.#definitions.text;
+    if (this.#definitionsScript.text === text) return;
+    const prepared = text === "" ? undefined : await prepareSnippet(text);
+    // Every kept definition came from a snippet that compiled; the record compiles as they did.
+    const script = prepared !== undefined && "script" in prepared ? prepared.script : "";
+    this.#definitionsScript = { text, script };
+  }
+
+  /** Diagnostics of a name an earlier snippet declared but the session did not keep say why. */
+  #hinted(diagnostics: Diagnostic[]): Diagnostic[] {
+    return diagnostics.map((diagnostic) => {
+      if (diagnostic.code !== 2304 && diagnostic.code !== 2552) return diagnostic;
+      const name = /'([^']+)'/.exec(diagnostic.message)?.[1];
+      const reason = name === undefined ? undefined : this.#definitions.notKept(name);
+      if (reason === undefined) return diagnostic;
+      return {
+        ...diagnostic,
+        message: `${diagnostic.message} An earlier snippet declared '${name}', but it is not kept between executes: ${reason}. Keep state in a \`moss\` data field, or define it again in this snippet.`,
+      };
+    });
   }
 
   #assertOpen(): void {

@@ -1,11 +1,13 @@
 import {
+  decodedMappings,
   GREATEST_LOWER_BOUND,
   LEAST_UPPER_BOUND,
   originalPositionFor,
+  type SourceMapSegment,
   TraceMap,
 } from "@jridgewell/trace-mapping";
 import { ts } from "ts-morph";
-import { callSiteOf } from "../membrane/index.ts";
+import { CALL_SITE_PROBE, callSiteOf } from "../membrane/index.ts";
 
 /**
  * esbuild, loaded with the first snippet that runs (`moss check` and a prompt never need it), then kept: an
@@ -134,7 +136,7 @@ async function rewriteAndTransform(code: string): Promise<PreparedSnippet | Snip
       sourcefile: SNIPPET_FILE,
       tsconfigRaw: { compilerOptions: { experimentalDecorators: true, useDefineForClassFields: true } },
     });
-    return { script: result.code, map: new TraceMap(result.map), definitions };
+    return { ...withCallSiteProbe(result.code, result.map), definitions };
   } catch (error) {
     const first = (error as { errors?: Array<{ text: string; location?: { line: number; column: number } }> })
       .errors?.[0];
@@ -144,6 +146,33 @@ async function rewriteAndTransform(code: string): Promise<PreparedSnippet | Snip
       column: (first?.location?.column ?? 0) + 1,
     };
   }
+}
+
+/** A line of esbuild's output that is a directive (`"use strict";`): it stays first, before the probe. */
+const DIRECTIVE_LINE = /^\s*(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*');?\s*$/;
+
+/**
+ * The script with the call-site probe (`CALL_SITE_PROBE`) as its first statement, at the start of the first line
+ * after the directives (no line moves: the lines model code reads in its own stacks stay the script's), and the
+ * source map's columns on that line moved by its width: the isolate learns from it which script is the run's own.
+ */
+function withCallSiteProbe(code: string, mapText: string): { script: string; map: TraceMap } {
+  const lines = code.split("\n");
+  let at = 0;
+  while (at < lines.length && DIRECTIVE_LINE.test(lines[at]!)) at++;
+  const probe = `${CALL_SITE_PROBE}();`;
+  if (at === lines.length) lines.push(probe);
+  else lines[at] = `${probe}${lines[at]}`;
+  const json = JSON.parse(mapText) as { version: 3; sources: string[]; names: string[] };
+  const decoded = decodedMappings(new TraceMap(mapText)).map((segments, line) =>
+    line === at
+      ? segments.map((segment) => [segment[0] + probe.length, ...segment.slice(1)] as typeof segment)
+      : segments,
+  );
+  return {
+    script: lines.join("\n"),
+    map: new TraceMap({ ...json, mappings: decoded as SourceMapSegment[][] }),
+  };
 }
 
 function boundNames(name: ts.BindingName): string[] {

@@ -1,4 +1,6 @@
+import { randomBytes } from "node:crypto";
 import { type Context, trace as otelTrace, type Span, SpanStatusCode } from "@opentelemetry/api";
+import { MossError } from "../errors.ts";
 import {
   type CallbackOperation,
   decodeWire,
@@ -8,11 +10,13 @@ import {
   type HostOutcome,
   hostErrorWire,
   type SettledOutcome,
+  unknownCallSiteReason,
 } from "../membrane/index.ts";
 import type { Nondeterminism } from "../sandbox/index.ts";
 import type { Answers, CallPolicy, HostCallRecord, PendingRequest } from "../types.ts";
 import { decideByPolicies, type PolicyOutcome } from "./call-policy.ts";
 import type { CallTarget, HostMembrane } from "./host-membrane.ts";
+import { type RunSignal, withRunSignal } from "./run-signal.ts";
 
 /*
  * The run log: every host call a run makes passes through here. A call is answered from the log when a resumed run
@@ -59,6 +63,22 @@ export class ApprovalDenied extends Error {
   }
 }
 
+/**
+ * The id of the request call `index` of a run makes: `r<call>-<tag>`, the tag being 12 hex digits drawn at random
+ * when the run first starts and kept in its continuation and checkpoints (a resumed or taken-over run names its
+ * requests as before). So an id names one request of one run: another run, a later step, a server's next run of
+ * the thread, each draws its own tag, and an answer given for one of them answers nothing else. A continuation made
+ * before tags (no tag) keeps the bare `r<call>`.
+ */
+export function requestId(index: number, tag: string): string {
+  return tag === "" ? `r${index + 1}` : `r${index + 1}-${tag}`;
+}
+
+/** A fresh tag for {@link requestId}: 48 random bits, as 12 hex digits. */
+export function newRequestTag(): string {
+  return randomBytes(6).toString("hex");
+}
+
 /** The snippet's 1-based line of a call site in the running script (see `callSiteOf`), when known. */
 export type LineOf = (site: number) => number | undefined;
 
@@ -74,6 +94,8 @@ export interface RunLogOptions {
   frameOf: (line: number) => string;
   /** Identifies the runtime (its membrane's handles). */
   origin: string;
+  /** This run's part of every request id it makes (see {@link requestId}); kept in its continuation. */
+  requestTag: string;
   /** Whether a call may wait for a person; when false, such a call is denied with this reason. */
   canPause: boolean | string;
   /** The OpenTelemetry context of the run's span: each host call's span is its child. */
@@ -88,6 +110,13 @@ export interface RunLogOptions {
    * knows it may have run before it runs); one that answers at once cannot wait.
    */
   onStarted?: () => Promise<unknown> | undefined;
+  /**
+   * The end of the run this log belongs to: every call runs on the host with `currentRunSignal()` set to it, and a
+   * call that had not started when the run ended (a policy's or a journal's later yes) never starts.
+   */
+  runSignal?: RunSignal;
+  /** The run's stop signal: once it aborted, no host call starts (each fails with MossError `run-stopped`). */
+  signal?: AbortSignal;
 }
 
 /** What becomes of a new call: it runs, waits for a person (an approval, an answer), or is denied. */
@@ -299,7 +328,7 @@ export class RunLog implements HostMembraneContract {
     const line = this.#site > 0 ? this.#options.lineOf(this.#site) : undefined;
     const trace: HostCallRecord = {
       member: key,
-      ...(line === undefined ? {} : { line }),
+      ...(line === undefined ? { lineUnknown: unknownCallSiteReason(this.#site) } : { line }),
       outcome: "value",
       durationMs: 0,
       argsBytes: args.length,
@@ -488,7 +517,7 @@ export class RunLog implements HostMembraneContract {
     const line = scriptLine > 0 ? this.#options.lineOf(scriptLine) : undefined;
     const trace: HostCallRecord = {
       member: key,
-      ...(line === undefined ? {} : { line }),
+      ...(line === undefined ? { lineUnknown: unknownCallSiteReason(scriptLine) } : { line }),
       outcome: "value",
       durationMs: 0,
       argsBytes: args.length,
@@ -577,18 +606,21 @@ export class RunLog implements HostMembraneContract {
         (typeof this.#options.canPause === "string" ? this.#options.canPause : "this run cannot pause");
       return this.#deny(entry, trace, target.member, reason, target.sync);
     }
-    const site = line === undefined ? {} : { line, code: this.#options.frameOf(line) };
+    const site =
+      line === undefined
+        ? { lineUnknown: trace.lineUnknown ?? unknownCallSiteReason(0) }
+        : { line, code: this.#options.frameOf(line) };
     const request: PendingRequest =
       decision.kind === "pending-ask"
         ? {
-            id: `r${index + 1}`,
+            id: requestId(index, this.#options.requestTag),
             kind: "clarification",
             question: decision.question,
             ...(Array.isArray(decision.choices) ? { choices: decision.choices as string[] } : {}),
             ...site,
           }
         : {
-            id: `r${index + 1}`,
+            id: requestId(index, this.#options.requestTag),
             kind: "approval",
             ...(target.service === undefined ? {} : { service: target.service }),
             member: target.member,
@@ -758,6 +790,22 @@ export class RunLog implements HostMembraneContract {
       : { kind: "promise", settled: Promise.resolve({ kind: "error", wire }) };
   }
 
+  /**
+   * The one place a call of the run starts on the host, whenever it starts (at once, or after a policy's or a
+   * journal's promise): within the run's signal, and never once the run has ended (nobody awaits it any more).
+   */
+  #withinRun(run: () => HostOutcome, sync: boolean): () => HostOutcome {
+    const signal = this.#options.runSignal;
+    if (signal === undefined) return run;
+    return () => {
+      if (!signal.ended) return withRunSignal(signal, run);
+      const wire = hostErrorWire(new Error("the run ended before this call started: it did not run"));
+      return sync
+        ? { kind: "error", wire }
+        : { kind: "promise", settled: Promise.resolve({ kind: "error", wire }) };
+    };
+  }
+
   /** Runs the call on the host: its outcome is recorded (when a promise settles, then) and traced. */
   #run(
     entry: LogEntry,
@@ -768,8 +816,12 @@ export class RunLog implements HostMembraneContract {
     rerun?: NonNullable<LogEntry["result"]>,
     sync = true,
   ): HostOutcome {
+    run = this.#withinRun(run, sync);
     entry.origin = this.#options.origin;
+    const signal = this.#options.signal;
+    if (signal?.aborted) run = () => errorOutcome(stoppedError(signal));
     // The journal learns the call started before it runs (when the call can wait for that): a takeover then knows.
+    // A call whose "started" the journal could not store does not run, nor one whose run was stopped meanwhile.
     let journaled: Promise<unknown> | undefined;
     if (!this.#unlogged.has(entry) && this.entries.includes(entry)) {
       this.#dispatched.add(entry);
@@ -779,7 +831,10 @@ export class RunLog implements HostMembraneContract {
       const later = run;
       run = () => ({
         kind: "promise",
-        settled: journaled.then(runNow(later), runNow(later)),
+        settled: journaled.then(
+          () => (signal?.aborted ? stoppedOutcome(stoppedError(signal)) : runNow(later)()),
+          (error: unknown) => stoppedOutcome(journalError(error)),
+        ),
       });
     }
     const started = performance.now();
@@ -862,6 +917,26 @@ function runNow(run: () => HostOutcome): () => SettledOutcome | Promise<SettledO
       return { kind: "error", wire: hostErrorWire(error) };
     }
   };
+}
+
+/** Why a stopped run's call did not run. */
+function stoppedError(signal: AbortSignal): MossError {
+  const reason = signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? "aborted");
+  return new MossError("run-stopped", `the run was stopped (${reason}): this call did not run`, {});
+}
+
+/** A call whose "started" the journal could not store: it did not run (a takeover would not know it may have). */
+function journalError(error: unknown): MossError {
+  const message = error instanceof Error ? error.message : String(error);
+  return new MossError(
+    "run-stopped",
+    `the run's checkpoint could not be stored (${message}): this call did not run`,
+    {},
+  );
+}
+
+function stoppedOutcome(error: Error): SettledOutcome {
+  return { kind: "error", wire: hostErrorWire(error) };
 }
 
 function errorOutcome(error: Error): HostOutcome {

@@ -15,6 +15,11 @@ export class RunSignal {
     return this.#controller.signal;
   }
 
+  /** Whether the run has ended. */
+  get ended(): boolean {
+    return this.#ended;
+  }
+
   /** The run ended: host work that reads this signal stops. */
   end(): void {
     if (this.#ended) return;

@@ -2,9 +2,11 @@ import { MossError } from "../errors.ts";
 import { callMembrane } from "../membrane/index.ts";
 import type { ExecutionLimits } from "../types.ts";
 import { eventLoopAwake, spinMicrosecondsOf } from "./event-loop-awake.ts";
-import { type IsolateSession, memoryLimitMebibytes } from "./isolate-session.ts";
+import type { IsolateSession, SessionHost } from "./isolate-session.ts";
 import {
   type HostMembrane,
+  memoryLimitMebibytes,
+  memoryLimitRefusal,
   type SandboxDriver,
   type SandboxRunRequest,
   type SandboxRunResult,
@@ -61,31 +63,39 @@ export class InProcessDriver implements SandboxDriver {
   ): Promise<SandboxSession> {
     if (this.#closed) throw new MossError("sandbox-failed", "the in-process sandbox driver is closed");
     await this.#room();
-    const isolate = await this.#warm.take(memoryLimitMebibytes(limits.memoryLimitBytes));
     const spinMicroseconds = this.#spinMicroseconds;
-    try {
-      await isolate.install(setupOf(setup), {
-        call: (operation, handle, member, args, line, nondeterminism) => {
-          // The isolate runs on after the answer: its next call (or its end) is likely close behind.
-          eventLoopAwake.awake(spinMicroseconds);
-          return callMembrane(membrane, operation, handle, member, args, line, nondeterminism);
-        },
-      });
-    } catch (error) {
-      isolate.dispose();
-      throw new MossError(
-        "sandbox-failed",
-        `could not install the session: ${(error as Error)?.message ?? error}`,
-        {},
-        { cause: error },
-      );
-    }
+    const host: SessionHost = {
+      call: (operation, handle, member, args, line, nondeterminism) => {
+        // The isolate runs on after the answer: its next call (or its end) is likely close behind.
+        eventLoopAwake.awake(spinMicroseconds);
+        return callMembrane(membrane, operation, handle, member, args, line, nondeterminism);
+      },
+    };
+    // A new isolate under a memory limit, with the session's setup as the runtime gives it now.
+    const build = async (memoryLimit: number): Promise<IsolateSession> => {
+      const isolate = await this.#warm.take(memoryLimit);
+      try {
+        await isolate.install(await setupOf(setup), host);
+      } catch (error) {
+        isolate.dispose();
+        throw new MossError(
+          "sandbox-failed",
+          `could not install the session: ${(error as Error)?.message ?? error}`,
+          {},
+          { cause: error },
+        );
+      }
+      return isolate;
+    };
+    const isolate = await build(memoryLimitMebibytes(limits.memoryLimitBytes));
     const session = new InProcessSession(isolate, spinMicroseconds, {
       disposed: () => {
         this.#sessions.delete(session);
         this.#freed();
       },
       ran: () => this.#freed(),
+      // Only a session opened with a setup function can be rebuilt from its runtime's data as they are now.
+      rebuild: typeof setup === "function" ? build : undefined,
     });
     this.#sessions.add(session);
     return session;
@@ -134,18 +144,31 @@ export class InProcessDriver implements SandboxDriver {
 const MAX_WAITING_OPENS = 1_000;
 
 class InProcessSession implements SandboxSession {
-  readonly #isolate: IsolateSession;
-  readonly #events: { disposed(): void; ran(): void };
+  #isolate: IsolateSession;
+  readonly #events: {
+    disposed(): void;
+    ran(): void;
+    rebuild: ((memoryLimit: number) => Promise<IsolateSession>) | undefined;
+  };
   readonly #spinMicroseconds: number;
+  #disposed = false;
 
-  constructor(isolate: IsolateSession, spinMicroseconds: number, events: { disposed(): void; ran(): void }) {
+  constructor(
+    isolate: IsolateSession,
+    spinMicroseconds: number,
+    events: {
+      disposed(): void;
+      ran(): void;
+      rebuild: ((memoryLimit: number) => Promise<IsolateSession>) | undefined;
+    },
+  ) {
     this.#isolate = isolate;
     this.#spinMicroseconds = spinMicroseconds;
     this.#events = events;
   }
 
   get alive(): boolean {
-    return this.#isolate.alive;
+    return !this.#disposed && this.#isolate.alive;
   }
 
   /** When the session last ran (eviction picks the least recently used). */
@@ -156,8 +179,36 @@ class InProcessSession implements SandboxSession {
   async run(request: SandboxRunRequest): Promise<SandboxRunResult> {
     this.lastUsed = performance.now();
     this.running = true;
-    eventLoopAwake.awake(this.#spinMicroseconds);
     try {
+      // An isolate's memory limit is fixed when it is made: a run asking for another gets a new isolate of its
+      // session, under its own limit (rebuilt from the runtime's data), or is refused; never the old limit silently.
+      const wanted = memoryLimitMebibytes(request.limits.memoryLimitBytes);
+      if (wanted !== this.#isolate.memoryLimitMebibytes && this.#isolate.alive) {
+        const rebuild = this.#events.rebuild;
+        if (rebuild === undefined) {
+          throw memoryLimitRefusal(this.#isolate.memoryLimitMebibytes, request.limits.memoryLimitBytes);
+        }
+        this.#isolate.dispose();
+        try {
+          this.#isolate = await rebuild(wanted);
+        } catch (error) {
+          throw new MossError(
+            "sandbox-failed",
+            `the run did not start: its session could not be rebuilt under its memory limit (${(error as Error)?.message ?? error})`,
+            { notStarted: true },
+            { cause: error },
+          );
+        }
+        if (this.#disposed) {
+          this.#isolate.dispose();
+          throw new MossError(
+            "sandbox-failed",
+            "the sandbox session was disposed before its run started",
+            {},
+          );
+        }
+      }
+      eventLoopAwake.awake(this.#spinMicroseconds);
       return await this.#isolate.run(request);
     } finally {
       this.running = false;
@@ -166,7 +217,12 @@ class InProcessSession implements SandboxSession {
     }
   }
 
+  stop(message: string): void {
+    this.#isolate.stop(message);
+  }
+
   async dispose(): Promise<void> {
+    this.#disposed = true;
     this.#isolate.dispose();
     this.#events.disposed();
   }

@@ -18,6 +18,7 @@ export {
   WIRE_MAX_DEPTH,
   type WireUnsupported,
 } from "../membrane/index.ts";
+export { abortedResult } from "./crash-result.ts";
 export { InProcessDriver, type InProcessDriverOptions } from "./in-process-driver.ts";
 export { ProcessDriver, type ProcessDriverOptions } from "./process-driver.ts";
 export type {

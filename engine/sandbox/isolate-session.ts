@@ -15,7 +15,12 @@ import {
 import { DEFAULT_LIMITS, type ExecutionErrorKind, type ExecutionLimits } from "../types.ts";
 import { crashResult } from "./crash-result.ts";
 import ivm from "./isolated-vm.ts";
-import type { SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbox.ts";
+import {
+  memoryLimitMebibytes,
+  type SandboxRunRequest,
+  type SandboxRunResult,
+  type SessionSetup,
+} from "./sandbox.ts";
 
 /*
  * One isolate + one context, the only file that imports isolated-vm. Used by both drivers. Host calls are always
@@ -135,12 +140,8 @@ class RunAborted extends Error {
 }
 
 const TIMED_OUT = "Script execution timed out.";
-const MEBIBYTE = 1024 * 1024;
 
-/** Converts a byte limit to isolated-vm's `memoryLimit` in MiB (its minimum is 8). */
-export function memoryLimitMebibytes(bytes: number): number {
-  return Math.max(8, Math.ceil(bytes / MEBIBYTE));
-}
+export { memoryLimitMebibytes };
 
 /** An isolate with its context and bootstrapped membrane; `install` it once, then `run` scripts in it. */
 export class IsolateSession {
@@ -248,7 +249,11 @@ export class IsolateSession {
       throw new MossError("sandbox-failed", "the isolate session is already installed");
     this.#host = host;
     const fields = JSON.stringify(setup.dataFields);
-    await this.#apply(this.#install, [setup.globals, setup.mossData, setup.mossServices, fields], 5_000);
+    await this.#apply(
+      this.#install,
+      [setup.globals, setup.mossData, setup.mossServices, fields, setup.definitions ?? ""],
+      5_000,
+    );
   }
 
   /** Runs one script and its target; faults of the model's code come back as data, never thrown. */
@@ -317,6 +322,11 @@ export class IsolateSession {
   }
 
   /** Disposes the isolate; idempotent. */
+  /** Ends the run in flight, if any, with kind `aborted` (the isolate is discarded, as after a timeout). */
+  stop(message: string): void {
+    this.#active?.abort({ kind: "aborted", name: "AbortError", message });
+  }
+
   dispose(): void {
     if (this.#disposed) return;
     const run = this.#active;

@@ -35,6 +35,7 @@ export type ParentMessage =
   | { type: "open"; session: number; setup: SessionSetup; memoryLimitBytes: number }
   | { type: "run"; session: number; request: SandboxRunRequest }
   | { type: "dispose"; session: number }
+  | { type: "stop"; session: number; message: string }
   | { type: "settle"; promiseId: number; kind: "value" | "error"; wire: string }
   | { type: "settle"; promiseId: number; kind: "pending" };
 

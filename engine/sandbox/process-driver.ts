@@ -7,7 +7,7 @@ import { MossError } from "../errors.ts";
 import { answerInOrder, callMembrane, checkBatch, errorWire, type HostOutcome } from "../membrane/index.ts";
 import { runnableEntry } from "../runnable-entry.ts";
 import type { ExecutionLimits } from "../types.ts";
-import { crashResult } from "./crash-result.ts";
+import { abortedResult, crashResult } from "./crash-result.ts";
 import { eventLoopAwake, spinMicrosecondsOf } from "./event-loop-awake.ts";
 import {
   type CallReply,
@@ -19,6 +19,8 @@ import {
 } from "./line-channel.ts";
 import {
   type HostMembrane,
+  memoryLimitMebibytes,
+  memoryLimitRefusal,
   type SandboxDriver,
   type SandboxRunRequest,
   type SandboxRunResult,
@@ -396,17 +398,24 @@ class SandboxChild {
   }
 
   /** Opens a session in a fresh isolate of this process. */
-  async open(session: ProcessSession, setup: SessionSetup, memoryLimitBytes: number): Promise<void> {
+  async open(
+    session: ProcessSession,
+    setup: SessionSetup | Promise<SessionSetup>,
+    memoryLimitBytes: number,
+  ): Promise<void> {
+    // The process is spoken for before anything is awaited (the setup may still be compiling its definitions).
     this.sessions.set(session.id, session);
     this.#arriving++;
     this.#hold(true);
     try {
       await this.ready;
+      const given = await setup;
       const opened = new Promise<void>((resolve, reject) => {
         this.#opening.set(session.id, { resolve, reject });
       });
-      this.#send({ type: "open", session: session.id, setup, memoryLimitBytes });
+      this.#send({ type: "open", session: session.id, setup: given, memoryLimitBytes });
       await opened;
+      session.memoryMebibytes = memoryLimitMebibytes(memoryLimitBytes);
     } catch (error) {
       this.sessions.delete(session.id);
       throw error;
@@ -414,6 +423,24 @@ class SandboxChild {
       this.#opening.delete(session.id);
       this.#arriving--;
       this.#hold(false);
+    }
+  }
+
+  /**
+   * Ends a session's run at once with kind `aborted`: one in flight is ended by its process (which discards the
+   * isolate, as after a timeout); one still waiting here never starts.
+   */
+  stopRun(session: ProcessSession, message: string): void {
+    if (this.#run?.session === session) {
+      this.#send({ type: "stop", session: session.id, message });
+      return;
+    }
+    for (let index = this.#queue.length - 1; index >= 0; index--) {
+      const queued = this.#queue[index]!;
+      if (queued.session !== session) continue;
+      this.#queue.splice(index, 1);
+      this.#hold(false);
+      queued.resolve(abortedResult(message));
     }
   }
 
@@ -1010,6 +1037,8 @@ class ProcessSession implements SandboxSession {
   /** Opened for a run that has not begun: not evicted meanwhile. */
   #fresh = true;
   #disposed = false;
+  /** The memory limit its isolate was made with (in MiB, fixed for that isolate). */
+  memoryMebibytes = 0;
 
   constructor(id: number, membrane: HostMembrane, setup: SessionSetupSource, driver: ProcessDriver) {
     this.id = id;
@@ -1042,6 +1071,12 @@ class ProcessSession implements SandboxSession {
     this.#fresh = false;
     this.lastUsed = performance.now();
     try {
+      // An isolate's memory limit is fixed when it is made: a run asking for another gets a new isolate of its
+      // session in the same process, under its own limit (rebuilt from the runtime's data), or is refused.
+      if (memoryLimitMebibytes(request.limits.memoryLimitBytes) !== this.memoryMebibytes) {
+        if (!this.movable) throw memoryLimitRefusal(this.memoryMebibytes, request.limits.memoryLimitBytes);
+        await this.#reopen(child, request.limits.memoryLimitBytes);
+      }
       const result = child.run(this, request);
       // Waiting behind another session's run: a process with nothing to do takes this run instead.
       if (child.waiting > 0) this.#driver.balance();
@@ -1062,6 +1097,10 @@ class ProcessSession implements SandboxSession {
     }
   }
 
+  stop(message: string): void {
+    this.child?.stopRun(this, message);
+  }
+
   /** Rebuilds the session in another process, from its runtime's data as they are now (its run waits meanwhile). */
   async moveTo(target: SandboxChild, memoryLimitBytes: number): Promise<void> {
     const home = this.child;
@@ -1075,6 +1114,18 @@ class ProcessSession implements SandboxSession {
     } catch (error) {
       this.child = undefined;
       throw error;
+    }
+  }
+
+  /** Rebuilds the session's isolate in its own process under another memory limit (its data as they are now). */
+  async #reopen(child: SandboxChild, memoryLimitBytes: number): Promise<void> {
+    child.closeSession(this);
+    try {
+      await child.open(this, setupOf(this.#setup), memoryLimitBytes);
+    } catch (error) {
+      this.child = undefined;
+      this.#driver.released(child);
+      throw new NotStarted((error as Error)?.message ?? String(error));
     }
   }
 

@@ -77,6 +77,9 @@ function handle(message: ParentMessage): void {
     case "run":
       void run(message.session, message.request);
       return;
+    case "stop":
+      sessions.get(message.session)?.stop(message.message);
+      return;
     case "dispose":
       sessions.get(message.session)?.dispose();
       sessions.delete(message.session);

@@ -1,3 +1,4 @@
+import { MossError } from "../errors.ts";
 import type { HostMembrane } from "../membrane/index.ts";
 import type { ExecutionErrorKind, ExecutionLimits } from "../types.ts";
 
@@ -35,14 +36,36 @@ export interface SessionSetup {
   mossServices: string;
   /** Names of data fields to snapshot after every execute. */
   dataFields: string[];
+  /**
+   * The session's kept definitions (functions, classes, literal constants of earlier snippets) as one classic
+   * script, evaluated after the names and `moss` are installed: a rebuilt session has what the checker knows.
+   */
+  definitions?: string;
 }
 
-/** A session's setup, or what makes it from the runtime's data as they are when called. */
-export type SessionSetupSource = SessionSetup | (() => SessionSetup);
+/** A session's setup, or what makes it from the runtime's data as they are when called (it may need to compile). */
+export type SessionSetupSource = SessionSetup | (() => SessionSetup | Promise<SessionSetup>);
 
 /** The setup a source gives now. */
-export function setupOf(source: SessionSetupSource): SessionSetup {
+export function setupOf(source: SessionSetupSource): SessionSetup | Promise<SessionSetup> {
   return typeof source === "function" ? source() : source;
+}
+
+/** Converts a byte limit to isolated-vm's `memoryLimit` in MiB (its minimum is 8): an isolate's limit, fixed when it is made. */
+export function memoryLimitMebibytes(bytes: number): number {
+  return Math.max(8, Math.ceil(bytes / (1024 * 1024)));
+}
+
+/**
+ * The refusal of a run whose memory limit differs from its session's isolate when the session cannot be rebuilt (it
+ * was opened with a fixed setup, not a function): never a run under another limit than the one it asked for.
+ */
+export function memoryLimitRefusal(sessionMebibytes: number, requestBytes: number): MossError {
+  return new MossError(
+    "invalid-argument",
+    `the run asks for a memory limit of ${memoryLimitMebibytes(requestBytes)} MiB (memoryLimitBytes), but its session's isolate was made with ${sessionMebibytes} MiB and cannot be rebuilt (it was opened with a fixed setup): open a new session with that limit`,
+    { memoryLimitBytes: requestBytes, sessionMemoryLimitMebibytes: sessionMebibytes },
+  );
 }
 
 /** One execution inside a session. */
@@ -86,6 +109,11 @@ export interface SandboxSession {
   /** False once the isolate died (timeout, memory, crash); the runtime then opens a new session. */
   readonly alive: boolean;
   run(request: SandboxRunRequest): Promise<SandboxRunResult>;
+  /**
+   * Ends the session's run in flight (or waiting to start) at once, with kind `aborted` and `message`: its isolate is
+   * discarded as after a timeout, and the runtime opens the session anew from its persisted context. No run: nothing.
+   */
+  stop?(message: string): void;
   dispose(): Promise<void>;
 }
 

@@ -1,6 +1,7 @@
 import { type BaseEvent, EventType, type Interrupt, type RunAgentInput } from "@ag-ui/core";
 import type { Context, Hono } from "hono";
 import { streamSSE } from "hono/streaming";
+import { checkEventKnown, eventId } from "./event-cursor.ts";
 import type { EventHub } from "./event-hub.ts";
 import { followThreadEvents } from "./follow-thread-events.ts";
 import { readJson } from "./read-json-body.ts";
@@ -62,6 +63,9 @@ export function registerAguiRoute(
     let skipThrough: [number, number] = [-1, -1];
     if (resumeFrom !== undefined) {
       const run = await store.requireRun(tenant, input.threadId, resumeFrom.runId);
+      // As the native stream: an id past the thread's last event names nothing a stream could wait for.
+      const last = (await store.lastEventId(tenant, input.threadId)) ?? 0;
+      checkEventKnown(Math.max(resumeFrom.after, resumeFrom.cursor[0]), last, input.threadId);
       serverRunId = run.id;
       after = resumeFrom.after;
       skipThrough = resumeFrom.cursor;
@@ -166,6 +170,8 @@ class AguiTranslator {
   #heldResult: Record<string, unknown> | undefined;
   #end: Record<string, any> | undefined;
   #errors: string[] = [];
+  /** The stable code of the run's failure (`model-unavailable`), from its `error` event. */
+  #errorCode: string | undefined;
   /** The engine's description of each request of the run (its request event's `description`), by request id. */
   readonly #descriptions = new Map<string, string>();
 
@@ -258,6 +264,7 @@ class AguiTranslator {
         break;
       case "error":
         this.#errors.push(String(data.message));
+        if (typeof data.error?.code === "string") this.#errorCode = data.error.code;
         break;
       case "run-end":
         endText();
@@ -295,7 +302,7 @@ class AguiTranslator {
           push({
             type: EventType.RUN_ERROR,
             message: String(reason),
-            code: String(this.#end?.stopReason ?? status),
+            code: String(this.#errorCode ?? this.#end?.stopReason ?? status),
           });
         }
         break;
@@ -450,7 +457,7 @@ function parseLastEventId(
   header: string | undefined,
 ): { runId: string; after: number; cursor: [number, number] } | undefined {
   if (header === undefined || header.trim() === "") return undefined;
-  const match = /^(.+):(\d+):(\d+):(\d+)$/.exec(header.trim());
+  const match = /^(.+):([^:]*):([^:]*):([^:]*)$/.exec(header.trim());
   if (match === null) {
     throw new ServerError(
       400,
@@ -458,5 +465,7 @@ function parseLastEventId(
       `Last-Event-ID must be an id this endpoint sent (<run>:<n>:<n>:<n>), got "${header.slice(0, 200)}".`,
     );
   }
-  return { runId: match[1]!, after: Number(match[2]), cursor: [Number(match[3]), Number(match[4])] };
+  // Each number as the native API reads an event id (one reader): past the safe integers it is refused, not rounded.
+  const part = (text: string) => eventId(text, "Last-Event-ID");
+  return { runId: match[1]!, after: part(match[2]!), cursor: [part(match[3]!), part(match[4]!)] };
 }

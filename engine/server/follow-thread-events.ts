@@ -1,9 +1,28 @@
 import type { SSEStreamingApi } from "hono/streaming";
+import { EVENT_PAGE_BYTES } from "./answer-bounds.ts";
 import type { EventHub } from "./event-hub.ts";
 import type { ServerStore, StoredEvent } from "./server-store.ts";
 
-/** Stored events read per query while a stream catches up. */
+/** Stored events read per query while a stream catches up (and at most EVENT_PAGE_BYTES of them). */
 const EVENT_PAGE = 500;
+
+/** Bytes of stored events each open stream holds in memory, read and not yet handed to its socket. */
+const heldBytes = new Map<symbol, number>();
+let written = 0;
+
+/**
+ * The bytes of stored events the open event streams of this process hold now (read from the database, not yet
+ * written to their sockets): at most EVENT_PAGE_BYTES (or one event) per stream, however slow its reader.
+ */
+export function streamHeldBytes(): { streams: number; bytes: number; largest: number; written: number } {
+  const sizes = [...heldBytes.values()];
+  return {
+    written,
+    streams: sizes.length,
+    bytes: sizes.reduce((sum, size) => sum + size, 0),
+    largest: Math.max(0, ...sizes),
+  };
+}
 
 /** Where a stream follows a thread's stored events from, and what it shares with the server. */
 export interface FollowThreadOptions {
@@ -40,6 +59,8 @@ export async function followThreadEvents(
     closed = true;
     poke();
   };
+  const key = Symbol(threadId);
+  heldBytes.set(key, 0);
   const unsubscribe = options.events.subscribe(tenant, threadId, poke);
   options.streams.add(close);
   stream.onAbort(close);
@@ -57,19 +78,35 @@ export async function followThreadEvents(
         continue;
       }
       dirty = false;
-      const page = await store.eventsAfter(tenant, threadId, cursor, EVENT_PAGE);
-      for (const event of page) {
+      const { events: page, more } = await store.eventPage(
+        tenant,
+        threadId,
+        cursor,
+        EVENT_PAGE,
+        EVENT_PAGE_BYTES,
+      );
+      const sizes = page.map((event) => Buffer.byteLength(JSON.stringify(event.data)));
+      let held = sizes.reduce((sum, size) => sum + size, 0);
+      heldBytes.set(key, held);
+      for (const [index, event] of page.entries()) {
         if (closed) break;
+        // Each write waits until the socket took the previous one (backpressure): a reader that does not read
+        // holds this page and no more.
         const done = await onEvent(event);
+        held -= sizes[index]!;
+        written += 1;
+        heldBytes.set(key, held);
         cursor = event.id;
         if (done === true) closed = true;
       }
-      if (page.length === EVENT_PAGE) dirty = true;
+      heldBytes.set(key, 0);
+      if (more) dirty = true;
       // Nothing new after a wake: the thread may have been deleted (its streams end; a reconnect is 404).
       else if (page.length === 0 && (await store.lastEventId(tenant, threadId)) === undefined) closed = true;
     }
   } finally {
     clearInterval(heartbeat);
+    heldBytes.delete(key);
     unsubscribe();
     options.streams.delete(close);
     await stream.close().catch(() => {});

@@ -99,6 +99,23 @@ CREATE TABLE moss_idempotency_keys (
 ALTER TABLE moss_runs ADD COLUMN checkpoint text;
 `,
   },
+  {
+    version: 3,
+    name: "run takeovers: a run taken over too many times fails instead of running again",
+    sql: `
+ALTER TABLE moss_runs ADD COLUMN takeovers integer NOT NULL DEFAULT 0;
+`,
+  },
+  {
+    version: 4,
+    name: "fair claiming: when each tenant's run was last claimed",
+    sql: `
+CREATE TABLE moss_tenant_turns (
+  tenant text PRIMARY KEY,
+  claimed_at timestamptz NOT NULL
+);
+`,
+  },
 ];
 
 /** The schema version this code expects. */

@@ -58,8 +58,14 @@ const SCHEMA: Shape = {
     },
     worker: {
       kind: "section",
-      keys: { concurrency: { kind: "integer", min: 1 }, leaseMs: { kind: "integer", min: 100 } },
+      keys: {
+        concurrency: { kind: "integer", min: 1 },
+        leaseMs: { kind: "integer", min: 100 },
+        maxRunsPerTenant: { kind: "integer", min: 1 },
+        maxTakeovers: { kind: "integer", min: 0 },
+      },
     },
+    log: { kind: "section", keys: { level: { kind: "string" } } },
     tokens: { kind: "strings" },
     // The outer file may set a module's `config` section and nothing else of the module's own (seed 000's rule),
     // and which host setup file binds its real services here (`host`, relative to this file): a deployment's choice.

@@ -11,8 +11,10 @@ import { EventHub } from "./event-hub.ts";
 import { answerClientErrors, type HttpTimeouts, httpServerOptions } from "./http-timeouts.ts";
 import { type CreateThreadAgent, RunWorker, type RunWorkerOptions } from "./run-worker.ts";
 import { createServerApp, type TenantLimits } from "./server-app.ts";
+import { createServerLogger, loggedError, type ServerLogger } from "./server-log.ts";
 import { ServerStore } from "./server-store.ts";
 import type { TenantTokens } from "./tenant-tokens.ts";
+import { TenantView } from "./tenant-view.ts";
 
 /** The agent options a server passes to every thread's MossAgent. */
 export type ServerAgentOptions = Omit<
@@ -51,6 +53,13 @@ export interface MossServerOptions {
   /** For `MOSS_CONTINUATION_KEY` (else the key shared through the database). */
   env?: NodeJS.ProcessEnv;
   version?: string;
+  /** The operator's log (JSON lines). Default: warnings and errors to stderr. */
+  logger?: ServerLogger;
+  /**
+   * Asks the model server after the start whether it answers (`GET /models`) and logs a warning when it does not
+   * (the server serves anyway; see `MossServer.modelChecked`). Default true.
+   */
+  checkModel?: boolean;
 }
 
 /** A running `moss serve` (or `moss worker`). */
@@ -60,6 +69,11 @@ export interface MossServer {
   database: Database;
   store: ServerStore;
   worker: RunWorker | undefined;
+  /**
+   * Settles once the start-up check of the model server has logged its outcome (it runs after the start, so a slow
+   * or silent model server delays nothing).
+   */
+  modelChecked: Promise<void>;
   /** Stops taking requests and runs, lets runs in progress end (up to `drainMs`), then closes the database. */
   close(drainMs?: number): Promise<void>;
 }
@@ -68,23 +82,36 @@ export interface MossServer {
 export async function startMossServer(options: MossServerOptions): Promise<MossServer> {
   // Bad timeouts are refused before anything is opened.
   const serverOptions = options.http === false ? undefined : httpServerOptions(options.http);
+  const log = options.logger ?? createServerLogger("warn");
+  // The tokenizer is not built here: its thread (about 130 MiB with o200k's ranks) starts with the first run's count
+  // and builds it there, off the thread serving HTTP, so an idle server does not hold it.
   const database = await openDatabase(options.database);
-  const store = new ServerStore(database);
+  const env = options.env ?? process.env;
+  // Every secret the server holds; the view also follows the module's bindings' secrets as they bind.
+  const view = new TenantView([
+    ...(options.model.operatorSecrets?.() ?? []),
+    ...("url" in options.database ? [options.database.url] : []),
+    ...(options.http === false || options.http === undefined ? [] : options.http.tokens.secrets()),
+    env.MOSS_CONTINUATION_KEY,
+  ]);
+  const store = new ServerStore(database, view);
   const contexts = new DatabaseContextStore(database);
   const conversations = new DatabaseConversationStore(database);
-  const env = options.env ?? process.env;
   const continuationKey =
     env.MOSS_CONTINUATION_KEY !== undefined && env.MOSS_CONTINUATION_KEY.trim() !== ""
       ? env.MOSS_CONTINUATION_KEY
       : await store.continuationKey(randomBytes(32).toString("base64url"));
+  view.addSecret(continuationKey);
   // Every thread's runtime is compiled from one analysis and one loaded instance of the module (see ModuleCache).
   const compiler = { ...options.agent?.compiler, continuationKey, moduleCache: new ModuleCache() };
   const moduleConfig = options.moduleConfig ?? {};
-  const compileRuntime = (context: Parameters<typeof compileModuleRuntime>[1]) =>
+  const compileRuntime = (context: Parameters<typeof compileModuleRuntime>[1], startCheck = false) =>
     compileModuleRuntime(
       {
         modulePath: options.modulePath,
-        compiler,
+        // The start's compile only proves the module and its host setup load: with its check off it starts no
+        // type-check worker (~140 MiB with TypeScript's lib), which the first run starts when it needs one.
+        compiler: startCheck ? { ...compiler, typeCheck: "off" as const } : compiler,
         ...(options.agent?.container === undefined ? {} : { container: options.agent.container }),
         ...(options.agent?.hostSetup === undefined ? {} : { hostSetup: options.agent.hostSetup }),
         inject: [["moss.config", moduleConfig]],
@@ -112,9 +139,15 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
   let url: string | undefined;
   try {
     // A module or host setup that cannot load fails the start with its located error, not every run after it.
-    await (await compileRuntime(undefined)).close();
+    await (await compileRuntime(undefined, true)).close();
     if (options.worker !== false) {
-      worker = new RunWorker({ ...options.worker, store, createAgent, conversationStore: conversations });
+      worker = new RunWorker({
+        logger: log,
+        ...options.worker,
+        store,
+        createAgent,
+        conversationStore: conversations,
+      });
       await worker.start();
     }
     if (options.http !== false && options.http !== undefined) {
@@ -125,6 +158,7 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
         tokens: options.http.tokens,
         events,
         version: options.version ?? "0.0.0",
+        health: () => serverHealth(database, worker),
         ...(options.limits === undefined ? {} : { limits: options.limits }),
         ...(options.tenantLimits === undefined ? {} : { tenantLimits: options.tenantLimits }),
         ...(options.http.heartbeatMs === undefined ? {} : { heartbeatMs: options.http.heartbeatMs }),
@@ -152,11 +186,17 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
     throw error;
   }
   let closing: Promise<void> | undefined;
+  // After the start: the caller prints its ready line first, and a model server that never answers holds nothing.
+  const modelChecked =
+    options.checkModel !== false && options.worker !== false
+      ? new Promise<void>((resolve) => setImmediate(resolve)).then(() => checkModel(options.model, log))
+      : Promise.resolve();
   return {
     url,
     database,
     store,
     worker,
+    modelChecked,
     close(drainMs = 30_000) {
       closing ??= (async () => {
         const stopped =
@@ -173,6 +213,58 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
       return closing;
     },
   };
+}
+
+/** What `GET /health` reports: whether the database answers and what the worker does. */
+async function serverHealth(
+  database: Database,
+  worker: RunWorker | undefined,
+): Promise<{ ok: boolean; body: Record<string, unknown> }> {
+  let databaseState: Record<string, unknown>;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    // A database that does not answer in 2 s is as good as gone for a health check.
+    await Promise.race([
+      database.query("SELECT 1"),
+      new Promise((_resolve, reject) => {
+        timer = setTimeout(() => reject(new Error("no answer in 2 s")), 2_000);
+      }),
+    ]);
+    databaseState = { status: "ok" };
+  } catch {
+    databaseState = { status: "unreachable" };
+  } finally {
+    clearTimeout(timer);
+  }
+  const workerState =
+    worker === undefined
+      ? { status: "none" }
+      : {
+          status: worker.running ? "running" : "stopped",
+          activeRuns: worker.activeRuns,
+          concurrency: worker.concurrency,
+        };
+  const ok = databaseState.status === "ok" && (worker === undefined || worker.running);
+  return { ok, body: { database: databaseState, worker: workerState } };
+}
+
+/**
+ * Asks the model server whether it answers; a server that does not, or refuses the key, is a warning in the
+ * operator's log (runs fail with `model-unavailable` until it does), never a failed start.
+ */
+async function checkModel(model: LanguageModel, log: ServerLogger): Promise<void> {
+  if (model.probe === undefined) return;
+  try {
+    const problem = await model.probe();
+    if (problem !== undefined) {
+      log.warn({ event: "model-check", model: model.model, problem }, `the model server: ${problem}`);
+    } else log.info({ event: "model-check", model: model.model }, "the model server answers");
+  } catch (error) {
+    log.warn(
+      { event: "model-check", model: model.model, error: loggedError(error) },
+      `the model server does not answer: runs will fail with model-unavailable until it does (${(error as Error).message})`,
+    );
+  }
 }
 
 /** Why the server could not listen, as MossError `invalid-argument` naming the address (a port in use, a host not here). */

@@ -1,6 +1,6 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { PGlite } from "@electric-sql/pglite";
-import type { PGliteReply, PGliteRequest } from "./pglite-thread.ts";
+import { PGLITE_SETTINGS, type PGliteReply, type PGliteRequest } from "./pglite-thread.ts";
 
 /*
  * The worker thread that owns the embedded database (see `openPGliteThread`): PGlite runs Postgres compiled to WASM,
@@ -13,7 +13,15 @@ type Executor = { query: (sql: string, parameters?: unknown[]) => Promise<{ rows
 
 let pglite: PGlite;
 try {
-  pglite = await PGlite.create(String(workerData.dataDirectory));
+  pglite = await PGlite.create(String(workerData.dataDirectory), {
+    startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((setting) => ["-c", setting])],
+  });
+  if (workerData.createOnly === true) {
+    // The database was only to be made (initdb): this thread ends, and with it the WebAssembly memory initdb grew.
+    await pglite.close();
+    send({ kind: "ready" });
+    process.exit(0);
+  }
   send({ kind: "ready" });
 } catch (error) {
   send({ kind: "open-failed", message: (error as Error)?.message ?? String(error) });

@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { ServerError } from "./server-error.ts";
+import { checkJsonText } from "./text-input.ts";
 
 /** Levels of nested objects and arrays a body may have: deeper ones overflow the stack where they are stored. */
 const MAX_JSON_DEPTH = 64;
@@ -62,6 +63,8 @@ export async function readJson(
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw new ServerError(400, "json-invalid", "The request body must be a JSON object.");
   }
+  // Every text of every body, before any route reads it: no NUL byte, no lone surrogate.
+  checkJsonText(value, "");
   return value as Record<string, unknown>;
 }
 

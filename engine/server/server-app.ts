@@ -2,6 +2,8 @@ import { Hono } from "hono";
 import { cors } from "hono/cors";
 import { streamSSE } from "hono/streaming";
 import { registerAguiRoute } from "./agui-route.ts";
+import { checkMetadataSize } from "./answer-bounds.ts";
+import { checkEventKnown, eventId } from "./event-cursor.ts";
 import type { EventHub } from "./event-hub.ts";
 import { followThreadEvents } from "./follow-thread-events.ts";
 import { registerPlayground } from "./playground-route.ts";
@@ -10,6 +12,7 @@ import { runImages } from "./run-images.ts";
 import { ServerError } from "./server-error.ts";
 import { type ServerStore, threadNotFound } from "./server-store.ts";
 import type { TenantTokens } from "./tenant-tokens.ts";
+import { checkRequestText } from "./text-input.ts";
 
 /** Limits of one tenant. */
 export interface TenantLimits {
@@ -38,6 +41,8 @@ export interface ServerAppOptions {
   heartbeatMs?: number;
   /** Web origins (`https://app.example`) whose pages may call the API from a browser (CORS); none by default. */
   corsOrigins?: readonly string[];
+  /** The state `GET /health` reports (the database, the worker); `ok` false answers 503. */
+  health?: () => Promise<{ ok: boolean; body: Record<string, unknown> }>;
 }
 
 /** The app and a way to end the event streams it has open (a draining server closes them). */
@@ -48,7 +53,7 @@ export interface ServerApp {
 
 const THREAD_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
 
-/** The native HTTP API v1 (see the README): threads, runs, answers, cancel and the stored event stream. */
+/** The native HTTP API v1 (see docs/07-server.md): threads, runs, answers, cancel and the stored event stream. */
 export function createServerApp(options: ServerAppOptions): ServerApp {
   const { store, tokens, events } = options;
   const heartbeatMs = options.heartbeatMs ?? 15_000;
@@ -91,7 +96,17 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
     app.use("/v1/*", allowed);
     app.use("/health", allowed);
   }
-  app.get("/health", (c) => c.json({ status: "ok", version: options.version }));
+  app.get("/health", async (c) => {
+    const state = await options.health?.();
+    return c.json(
+      {
+        status: state === undefined || state.ok ? "ok" : "degraded",
+        version: options.version,
+        ...state?.body,
+      },
+      state === undefined || state.ok ? 200 : 503,
+    );
+  });
   registerPlayground(app);
 
   app.use("/v1/*", async (c, next) => {
@@ -108,12 +123,15 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
     c.set("tenant", tenant);
     await next();
   });
+  // Path segments and query parameters of every route: text the server can store, or 400 naming it.
+  app.use("/v1/*", checkRequestText);
 
   app.post("/v1/threads", async (c) => {
     const body = await readJson(c, limitsOf(c.get("tenant")).maxBodyBytes, true);
     const id = optionalField(body, "id", "string") as string | undefined;
     if (id !== undefined) threadId(id);
     const metadata = optionalField(body, "metadata", "object") as Record<string, unknown> | undefined;
+    checkMetadataSize(metadata);
     const { thread, created } = await store.createThread(c.get("tenant"), id, metadata);
     return c.json({ thread }, created ? 201 : 200);
   });
@@ -121,7 +139,8 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
   app.get("/v1/threads", async (c) => {
     const limit = integerQuery(c.req.query("limit"), "limit", 50, 1, 500);
     const before = c.req.query("before");
-    return c.json({ threads: await store.listThreads(c.get("tenant"), limit, before) });
+    const page = await store.listThreadPage(c.get("tenant"), limit, before);
+    return c.json({ threads: page.threads, ...(page.next === undefined ? {} : { next: page.next }) });
   });
 
   app.get("/v1/threads/:threadId", async (c) => {
@@ -182,14 +201,16 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
       throw new ServerError(
         400,
         "answers-invalid",
-        'The body needs "answers": an object mapping request ids to answers, e.g. {"answers": {"r1": {"approved": true}}}.',
+        'The body needs "answers": an object mapping request ids to answers, e.g. {"answers": {"r2-3fa9c1b2d4e5": {"approved": true}}}.',
       );
     }
+    // The run the answers were given for (optional): answers for any other run apply to nothing.
+    const runId = optionalField(body, "runId", "string") as string | undefined;
     const key = c.req.header("idempotency-key");
     if (key !== undefined && (key.length === 0 || key.length > 200)) {
       throw new ServerError(400, "idempotency-key-invalid", "Idempotency-Key must be 1 to 200 characters.");
     }
-    const response = await store.answer(tenant, id, answers as Record<string, unknown>, key);
+    const response = await store.answer(tenant, id, answers as Record<string, unknown>, key, runId);
     return c.json(response.body, response.status as 202);
   });
 
@@ -206,13 +227,7 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
           : 0;
     const last = await store.lastEventId(tenant, id);
     if (last === undefined) throw threadNotFound(id);
-    if (after > last) {
-      throw new ServerError(
-        400,
-        "event-id-unknown",
-        `Event ${after} does not exist yet: the last event of thread "${id}" is ${last}.`,
-      );
-    }
+    checkEventKnown(after, last, id);
     return streamSSE(c, (stream) =>
       followThreadEvents(
         stream,
@@ -271,18 +286,6 @@ function threadId(id: string): string {
     );
   }
   return id;
-}
-
-function eventId(text: string, name: string): number {
-  const value = Number(text.trim());
-  if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(value)) {
-    throw new ServerError(
-      400,
-      "event-id-invalid",
-      `${name} must be an event id (a non-negative integer), got "${text}".`,
-    );
-  }
-  return value;
 }
 
 function integerQuery(

@@ -1,8 +1,11 @@
 import { createHash, randomUUID } from "node:crypto";
 import { requestAnswerProblem } from "../runtime/index.ts";
 import type { Answer, Answers, ImageContent, PendingRequest } from "../types.ts";
+import { LIST_PAGE_BYTES } from "./answer-bounds.ts";
 import type { Database, SqlExecutor } from "./database.ts";
 import { ServerError } from "./server-error.ts";
+import { readStoredJson, readStoredText, storedJson, storedText } from "./stored-text.ts";
+import { TenantView } from "./tenant-view.ts";
 
 /** A conversation of one tenant; its id is chosen by the client or generated. */
 export interface Thread {
@@ -33,6 +36,8 @@ export interface Run {
 export interface ThreadState {
   thread: Thread;
   status: "idle" | "running" | "pending";
+  /** The active run (queued, running or waiting for a person): the run `pending` belongs to. */
+  runId?: string;
   pending: PendingRequest[];
   lastEventId: number;
 }
@@ -57,6 +62,10 @@ export interface ClaimedRun {
   checkpoint: string | undefined;
   /** The images the run's message carries (checked when it was posted), sent to the model with it. */
   images: ImageContent[];
+  /** The fencing token of this claim (the run's `attempts` it made): a write under an older claim changes nothing. */
+  generation: number;
+  /** How many times the run was taken over from a worker that lost it (this claim included). */
+  takeovers: number;
 }
 
 /** A response the answers endpoint gives (stored under its Idempotency-Key). */
@@ -74,6 +83,20 @@ export const CHANNELS = Object.freeze({
 
 const ACTIVE = "('queued', 'running', 'pending')";
 
+/**
+ * The run `$1` is held by worker `$2` under claim `$3` (its `attempts` then): the fencing condition of every write
+ * a worker makes for a run, so a worker whose lease was taken over stores nothing.
+ */
+const HELD = "id = $1 AND lease_owner = $2 AND attempts = $3 AND status = 'running'";
+
+/** Whether a worker still holds a run, and whether a cancel of it was requested. */
+export type LeaseState = "held" | "cancel" | "lost";
+
+function leaseState(rows: Array<{ cancel_requested: boolean }>): LeaseState {
+  if (rows[0] === undefined) return "lost";
+  return rows[0].cancel_requested ? "cancel" : "held";
+}
+
 interface RunRow {
   id: string;
   tenant: string;
@@ -84,6 +107,7 @@ interface RunRow {
   checkpoint?: string | null;
   images?: ImageContent[] | null;
   attempts: number;
+  takeovers?: number;
   stop_reason: string | null;
   answer: string | null;
   error: string | null;
@@ -96,13 +120,13 @@ function toRun(row: RunRow): Run {
     id: row.id,
     threadId: row.thread_id,
     status: row.status,
-    message: row.message,
+    message: readStoredText(row.message),
     createdAt: isoTime(row.created_at),
     updatedAt: isoTime(row.updated_at),
     attempts: row.attempts,
     ...(row.stop_reason === null ? {} : { stopReason: row.stop_reason }),
-    ...(row.answer === null ? {} : { answer: row.answer }),
-    ...(row.error === null ? {} : { error: row.error }),
+    ...(row.answer === null ? {} : { answer: readStoredText(row.answer) }),
+    ...(row.error === null ? {} : { error: readStoredText(row.error) }),
   };
 }
 
@@ -120,15 +144,43 @@ function isoTime(value: Date | string): string {
   return (value instanceof Date ? value : new Date(value)).toISOString();
 }
 
+/** How {@link ServerStore.claimRun} shares runs among tenants. */
+export interface ClaimFairness {
+  /** Runs one tenant may have running at once, over every worker (its share of the slots). Default: no cap. */
+  maxRunsPerTenant?: number | undefined;
+}
+
+/*
+ * Fair claiming (issue 23 §3): the run claimed next belongs to the tenant with the fewest runs running now, then to
+ * the tenant whose last claim is oldest (round-robin among tenants with queued work), then it is that tenant's
+ * oldest run; a tenant at its share (`$4`, null: no cap) is skipped. One tenant's queue cannot keep another's run
+ * waiting behind it.
+ */
+const FAIR_CLAIM_TENANTS = `busy AS (
+         SELECT tenant AS busy_tenant, count(*) AS running FROM moss_runs
+         WHERE status = 'running' AND lease_expires_at >= clock_timestamp() GROUP BY tenant
+       )`;
+const FAIR_CLAIM_JOIN = `LEFT JOIN busy ON busy.busy_tenant = moss_runs.tenant
+         LEFT JOIN moss_tenant_turns AS turn ON turn.tenant = moss_runs.tenant`;
+const FAIR_CLAIM_SHARE = "($4::integer IS NULL OR coalesce(busy.running, 0) < $4::integer)";
+const FAIR_CLAIM_ORDER = "coalesce(busy.running, 0), turn.claimed_at NULLS FIRST";
+const FAIR_CLAIM_TURN = `turn AS (
+         INSERT INTO moss_tenant_turns (tenant, claimed_at) SELECT tenant, clock_timestamp() FROM claimed
+         ON CONFLICT (tenant) DO UPDATE SET claimed_at = excluded.claimed_at
+       )`;
+
 /**
  * Threads, runs, events, pending requests and idempotency keys in the database (PGlite or PostgreSQL): every
  * rule about them is one SQL statement or transaction here, so every instance on the database keeps them alike.
  */
 export class ServerStore {
   readonly database: Database;
+  /** The one redactor of what tenants read: every event and a run's answer and error pass it before they are stored. */
+  readonly view: TenantView;
 
-  constructor(database: Database) {
+  constructor(database: Database, view: TenantView = new TenantView()) {
     this.database = database;
+    this.view = view;
   }
 
   /** The session id of a thread's MossContext and conversation (tenants never share one). */
@@ -184,6 +236,43 @@ export class ServerStore {
     return rows.map(toThread);
   }
 
+  /**
+   * One page of the tenant's threads, newest first (see listThreads), bounded in bytes too: it ends before the
+   * thread that would take it past `maxBytes` of stored metadata (it always holds one), and `next` (the id to pass
+   * as `before`) says more remain.
+   */
+  async listThreadPage(
+    tenant: string,
+    limit: number,
+    before?: string,
+    maxBytes = LIST_PAGE_BYTES,
+  ): Promise<{ threads: Thread[]; next?: string }> {
+    if (before !== undefined && (await this.getThread(tenant, before)) === undefined) {
+      throw new ServerError(
+        400,
+        "before-unknown",
+        `?before names no thread of yours ("${before}"): pass the id of the last thread of the previous page.`,
+      );
+    }
+    // One more than the page is read (its size only) to know whether more remain.
+    const rows = await this.database.query<ThreadRow & { fits: boolean }>(
+      `SELECT id, CASE WHEN fits THEN metadata END AS metadata, created_at, fits FROM (
+         SELECT id, metadata, created_at, size, position,
+           (position = 1 OR sum(size) OVER (ORDER BY position ROWS UNBOUNDED PRECEDING) <= $4::bigint)
+             AND position <= $2 AS fits
+         FROM (SELECT id, metadata, created_at, octet_length(coalesce(metadata::text, '')) + 64 AS size,
+                 row_number() OVER (ORDER BY created_at DESC, id DESC) AS position
+               FROM moss_threads
+               WHERE tenant = $1 AND ($3::text IS NULL OR (created_at, id) <
+                 (SELECT created_at, id FROM moss_threads WHERE tenant = $1 AND id = $3))
+               ORDER BY created_at DESC, id DESC LIMIT $2 + 1) AS page
+       ) AS sized ORDER BY position LIMIT $2 + 1`,
+      [tenant, limit, before ?? null, maxBytes],
+    );
+    const threads = rows.filter((row) => row.fits).map(toThread);
+    return threads.length < rows.length ? { threads, next: threads.at(-1)!.id } : { threads };
+  }
+
   /** The thread, whether a run is active or waits for a person, its unanswered requests and its last event id. */
   async threadState(tenant: string, threadId: string): Promise<ThreadState | undefined> {
     const rows = await this.database.query<ThreadRow & { last_event_id: number }>(
@@ -198,7 +287,8 @@ export class ServerStore {
     return {
       thread: toThread(row),
       status: active === undefined ? "idle" : active.status === "pending" ? "pending" : "running",
-      pending,
+      ...(active === undefined ? {} : { runId: active.id }),
+      pending: this.view.value(pending),
       lastEventId: row.last_event_id,
     };
   }
@@ -247,7 +337,7 @@ export class ServerStore {
           randomUUID(),
           tenant,
           threadId,
-          message,
+          storedText(message),
           options.images === undefined ? null : JSON.stringify(options.images),
         ],
       );
@@ -316,17 +406,40 @@ export class ServerStore {
 
   /** The thread's events with an id above `after`, in order (at most `limit`). */
   async eventsAfter(tenant: string, threadId: string, after: number, limit = 500): Promise<StoredEvent[]> {
+    return (await this.eventPage(tenant, threadId, after, limit, Number.MAX_SAFE_INTEGER)).events;
+  }
+
+  /**
+   * The thread's events with an id above `after`, in order: at most `limit`, and no more than `maxBytes` of stored
+   * JSON beyond the first (the database leaves the rest behind, so a reader's page is bounded in bytes). `more`:
+   * the page was cut (by either bound), more events may follow at once.
+   */
+  async eventPage(
+    tenant: string,
+    threadId: string,
+    after: number,
+    limit: number,
+    maxBytes: number,
+  ): Promise<{ events: StoredEvent[]; more: boolean }> {
     const rows = await this.database.query<{
       id: number;
       run_id: string | null;
       type: string;
       data: Record<string, unknown>;
+      page_rows: number | string;
     }>(
-      `SELECT id, run_id, type, data FROM moss_events
-       WHERE tenant = $1 AND thread_id = $2 AND id > $3 ORDER BY id LIMIT $4`,
-      [tenant, threadId, after, limit],
+      `SELECT id, run_id, type, data, page_rows FROM (
+         SELECT id, run_id, type, data, size, count(*) OVER () AS page_rows,
+           sum(size) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) - size AS before_bytes
+         FROM (SELECT id, run_id, type, data, octet_length(data::text) AS size FROM moss_events
+               WHERE tenant = $1 AND thread_id = $2 AND id > $3 ORDER BY id LIMIT $4) AS page
+       ) AS sized
+       WHERE before_bytes = 0 OR before_bytes + size <= $5::bigint ORDER BY id`,
+      [tenant, threadId, after, limit, maxBytes],
     );
-    return rows.map((row) => ({ id: row.id, runId: row.run_id, type: row.type, data: row.data }));
+    const events = rows.map((row) => ({ id: row.id, runId: row.run_id, type: row.type, data: row.data }));
+    const pageRows = rows.length === 0 ? 0 : Number(rows[0]!.page_rows);
+    return { events, more: pageRows === limit || pageRows > rows.length };
   }
 
   /** The thread's last event id (0 before the first), or undefined when the thread is not the tenant's. */
@@ -339,70 +452,85 @@ export class ServerStore {
   }
 
   /**
-   * Claims the oldest run that is queued, or running under a lease that expired (its worker died), for `owner`
+   * Claims a run that is queued, or running under a lease that expired (its worker died), for `owner`
+   * (in the fair order among tenants, see `FAIR_CLAIM_ORDER`; `fairness` caps a tenant's share)
    * until `leaseMs` from now, except the runs in `holding` (the claimer runs them already: its heartbeat was
    * late, not the worker dead). Concurrent claimers skip each other's rows (`FOR UPDATE SKIP LOCKED`).
    */
-  async claimRun(owner: string, leaseMs: number, holding: string[] = []): Promise<ClaimedRun | undefined> {
+  async claimRun(
+    owner: string,
+    leaseMs: number,
+    holding: string[] = [],
+    fairness: ClaimFairness = {},
+  ): Promise<ClaimedRun | undefined> {
     const rows = await this.database.query<RunRow & { recovered: boolean }>(
-      `WITH next AS (
+      `WITH ${FAIR_CLAIM_TENANTS}, next AS (
          SELECT id, status = 'running' AS recovered FROM moss_runs
+         ${FAIR_CLAIM_JOIN}
          WHERE (status = 'queued' OR (status = 'running' AND lease_expires_at < clock_timestamp()))
            AND NOT (id = ANY($3::text[]))
-         ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED
-       )
+           AND ${FAIR_CLAIM_SHARE}
+         ORDER BY ${FAIR_CLAIM_ORDER}, created_at LIMIT 1 FOR UPDATE OF moss_runs SKIP LOCKED
+       ), claimed AS (
        UPDATE moss_runs AS run SET status = 'running', lease_owner = $1,
          lease_expires_at = clock_timestamp() + $2::double precision * interval '1 millisecond',
-         heartbeat_at = clock_timestamp(), attempts = run.attempts + 1, updated_at = clock_timestamp()
+         heartbeat_at = clock_timestamp(), attempts = run.attempts + 1, updated_at = clock_timestamp(),
+         takeovers = run.takeovers + CASE WHEN next.recovered THEN 1 ELSE 0 END
        FROM next WHERE run.id = next.id
-       RETURNING run.*, next.recovered`,
-      [owner, leaseMs, holding],
+       RETURNING run.*, next.recovered
+       ), ${FAIR_CLAIM_TURN}
+       SELECT * FROM claimed`,
+      [owner, leaseMs, holding, fairness.maxRunsPerTenant ?? null],
     );
     const row = rows[0];
     if (row === undefined) return undefined;
     return {
       run: toRun(row),
       tenant: row.tenant,
-      answers: row.answers ?? undefined,
+      answers: row.answers === null ? undefined : readStoredJson(row.answers),
       recovered: row.recovered,
-      checkpoint: row.checkpoint ?? undefined,
+      checkpoint: row.checkpoint == null ? undefined : readStoredText(row.checkpoint),
       images: row.images ?? [],
+      generation: row.attempts,
+      takeovers: row.takeovers ?? 0,
     };
   }
 
   /**
-   * Keeps the latest checkpoint of a run `owner` holds (a signed continuation of the run so far): the worker that
-   * takes the run over if this one dies resumes from it. Resolves whether the owner still held the run.
+   * Keeps the latest checkpoint of a run `owner` holds under this claim (a signed continuation of the run so far):
+   * the worker that takes the run over if this one dies resumes from it. Resolves `held` when stored, `cancel` when
+   * it was stored but a cancel was requested (a call must not start), `lost` when nothing was stored (the claim is
+   * no longer this worker's: another took the run over).
    */
-  async saveCheckpoint(runId: string, owner: string, checkpoint: string): Promise<boolean> {
-    const rows = await this.database.query(
-      "UPDATE moss_runs SET checkpoint = $3 WHERE id = $1 AND lease_owner = $2 AND status = 'running' RETURNING id",
-      [runId, owner, checkpoint],
+  async saveCheckpoint(claimed: ClaimedRun, owner: string, checkpoint: string): Promise<LeaseState> {
+    const rows = await this.database.query<{ cancel_requested: boolean }>(
+      `UPDATE moss_runs SET checkpoint = $4 WHERE ${HELD} RETURNING cancel_requested`,
+      [claimed.run.id, owner, claimed.generation, storedText(checkpoint)],
     );
-    return rows.length > 0;
+    return leaseState(rows);
   }
 
   /** Forgets a run's checkpoint once its step is over (a later takeover must not replay a finished step). */
-  async clearCheckpoint(runId: string, owner: string): Promise<void> {
-    await this.database.query(
-      "UPDATE moss_runs SET checkpoint = NULL WHERE id = $1 AND lease_owner = $2 AND checkpoint IS NOT NULL",
-      [runId, owner],
+  async clearCheckpoint(claimed: ClaimedRun, owner: string): Promise<LeaseState> {
+    const rows = await this.database.query<{ cancel_requested: boolean }>(
+      `UPDATE moss_runs SET checkpoint = NULL WHERE ${HELD} RETURNING cancel_requested`,
+      [claimed.run.id, owner, claimed.generation],
     );
+    return leaseState(rows);
   }
 
   /**
-   * Extends the lease of a run `owner` holds. Resolves `lost` when the owner no longer holds it (another worker
-   * took it over after the lease expired), else whether a cancel was requested.
+   * Extends the lease of a run `owner` holds under this claim. Resolves `lost` when the claim is no longer its
+   * (another worker took the run over after the lease expired), else whether a cancel was requested.
    */
-  async heartbeat(runId: string, owner: string, leaseMs: number): Promise<"held" | "cancel" | "lost"> {
+  async heartbeat(claimed: ClaimedRun, owner: string, leaseMs: number): Promise<LeaseState> {
     const rows = await this.database.query<{ cancel_requested: boolean }>(
-      `UPDATE moss_runs SET lease_expires_at = clock_timestamp() + $3::double precision * interval '1 millisecond',
+      `UPDATE moss_runs SET lease_expires_at = clock_timestamp() + $4::double precision * interval '1 millisecond',
          heartbeat_at = clock_timestamp()
-       WHERE id = $1 AND lease_owner = $2 AND status = 'running' RETURNING cancel_requested`,
-      [runId, owner, leaseMs],
+       WHERE ${HELD} RETURNING cancel_requested`,
+      [claimed.run.id, owner, claimed.generation, leaseMs],
     );
-    if (rows[0] === undefined) return "lost";
-    return rows[0].cancel_requested ? "cancel" : "held";
+    return leaseState(rows);
   }
 
   /**
@@ -421,16 +549,17 @@ export class ServerStore {
   ): Promise<Run | undefined> {
     return this.database.transaction(async (executor) => {
       const [row] = await executor.query<RunRow>(
-        `UPDATE moss_runs SET status = $3, stop_reason = $4, answer = $5, error = $6, lease_owner = NULL,
-           lease_expires_at = NULL, answers = NULL, updated_at = clock_timestamp()
-         WHERE id = $1 AND lease_owner = $2 AND status = 'running' RETURNING *`,
+        `UPDATE moss_runs SET status = $4, stop_reason = $5, answer = $6, error = $7, lease_owner = NULL,
+           lease_expires_at = NULL, answers = NULL, checkpoint = NULL, updated_at = clock_timestamp()
+         WHERE ${HELD} RETURNING *`,
         [
           claimed.run.id,
           owner,
+          claimed.generation,
           outcome.status,
           outcome.stopReason ?? null,
-          outcome.answer ?? null,
-          outcome.error ?? null,
+          outcome.answer === undefined ? null : storedText(this.view.text(outcome.answer)),
+          outcome.error === undefined ? null : storedText(this.view.text(outcome.error)),
         ],
       );
       if (row === undefined) return undefined;
@@ -446,15 +575,15 @@ export class ServerStore {
       const [row] = await executor.query<RunRow>(
         `UPDATE moss_runs SET status = 'pending', stop_reason = 'pending', lease_owner = NULL,
            lease_expires_at = NULL, answers = NULL, updated_at = clock_timestamp()
-         WHERE id = $1 AND lease_owner = $2 AND status = 'running' RETURNING *`,
-        [claimed.run.id, owner],
+         WHERE ${HELD} RETURNING *`,
+        [claimed.run.id, owner, claimed.generation],
       );
       if (row === undefined) return undefined;
       await executor.query("DELETE FROM moss_pending_requests WHERE run_id = $1", [claimed.run.id]);
       for (const [position, request] of requests.entries()) {
         await executor.query(
           "INSERT INTO moss_pending_requests (run_id, id, position, kind, request) VALUES ($1, $2, $3, $4, $5)",
-          [claimed.run.id, request.id, position, request.kind, JSON.stringify(request)],
+          [claimed.run.id, request.id, position, request.kind, storedJson(request)],
         );
       }
       const run = toRun(row);
@@ -464,18 +593,20 @@ export class ServerStore {
   }
 
   /**
-   * Answers pending requests of the thread's paused run. Answers may come in several posts; once every request
-   * has one, the run is queued again to resume. With an `idempotencyKey`, the first response is stored and
-   * returned again for the same key (nothing is applied twice); the key with another body is 409.
+   * Answers pending requests of the thread's paused run (of run `runId`, when the answer names the run it was given
+   * for). Answers may come in several posts; once every request has one, the run is queued again to resume. With
+   * an `idempotencyKey`, the first response is stored and returned again for the same key (nothing is applied
+   * twice); the key with another body is 409.
    */
   async answer(
     tenant: string,
     threadId: string,
     answers: Record<string, unknown>,
     idempotencyKey: string | undefined,
+    runId?: string,
   ): Promise<StoredResponse> {
     const requestHash = createHash("sha256")
-      .update(JSON.stringify([threadId, answers]))
+      .update(JSON.stringify(runId === undefined ? [threadId, answers] : [threadId, answers, runId]))
       .digest("hex");
     return this.database.transaction(async (executor) => {
       if (idempotencyKey !== undefined) {
@@ -497,14 +628,14 @@ export class ServerStore {
               `Idempotency-Key "${idempotencyKey}" was already used with another request; use a new key for new answers.`,
             );
           }
-          return { status: stored.status, body: stored.body };
+          return { status: stored.status, body: readStoredJson(stored.body) };
         }
       }
-      const response = await this.applyAnswers(executor, tenant, threadId, answers);
+      const response = await this.applyAnswers(executor, tenant, threadId, answers, runId);
       if (idempotencyKey !== undefined) {
         await executor.query(
           "INSERT INTO moss_idempotency_keys (tenant, key, request_hash, status, body) VALUES ($1, $2, $3, $4, $5)",
-          [tenant, idempotencyKey, requestHash, response.status, JSON.stringify(response.body)],
+          [tenant, idempotencyKey, requestHash, response.status, storedJson(response.body)],
         );
       }
       return response;
@@ -578,7 +709,7 @@ export class ServerStore {
       await executor.query("DELETE FROM moss_conversations WHERE session_id = $1", [sessionId]);
       await executor.query(
         "DELETE FROM moss_idempotency_keys WHERE tenant = $1 AND body -> 'run' ->> 'threadId' = $2",
-        [tenant, threadId],
+        [tenant, storedText(threadId)],
       );
       // Runs (and through them pending requests) and events go with the thread: their foreign keys cascade.
       await executor.query("DELETE FROM moss_threads WHERE tenant = $1 AND id = $2", [tenant, threadId]);
@@ -604,11 +735,18 @@ export class ServerStore {
     return row!.value;
   }
 
+  /**
+   * The one matcher of answers to requests on the server (native API, the client, the playground, AG-UI resume): an
+   * answer applies only to a request, by its id (`r<call>-<tag>`: one request of one run), that the thread's paused
+   * run waits for now, and only to that run when the answer names one. Any other id (a request of another run, of
+   * a finished run, of a pause the run went past) is 404 `request-unknown`, and nothing of the post is applied.
+   */
   private async applyAnswers(
     executor: SqlExecutor,
     tenant: string,
     threadId: string,
     answers: Record<string, unknown>,
+    runId?: string,
   ): Promise<StoredResponse> {
     const thread = await executor.query("SELECT 1 FROM moss_threads WHERE tenant = $1 AND id = $2", [
       tenant,
@@ -620,11 +758,11 @@ export class ServerStore {
       [tenant, threadId],
     );
     const ids = Object.keys(answers);
-    if (run === undefined) {
+    if (run === undefined || (runId !== undefined && run.id !== runId)) {
       throw new ServerError(
         404,
         "request-unknown",
-        `Thread "${threadId}" has no run waiting for an answer (request ${ids.map((id) => `"${id}"`).join(", ")}).`,
+        `${runId === undefined ? `Thread "${threadId}" has no run` : `Run "${runId}" of thread "${threadId}" is not`} waiting for an answer (request ${ids.map((id) => `"${id}"`).join(", ")}).`,
       );
     }
     const requests = await this.pendingRequests(executor, run.id, false);
@@ -645,7 +783,7 @@ export class ServerStore {
       await executor.query(
         `UPDATE moss_pending_requests SET answer = $3, answered_at = clock_timestamp()
          WHERE run_id = $1 AND id = $2`,
-        [run.id, id, JSON.stringify(answers[id])],
+        [run.id, id, storedJson(answers[id])],
       );
     }
     const rows = await executor.query<{ id: string; answer: Answer | null }>(
@@ -653,11 +791,11 @@ export class ServerStore {
       [run.id],
     );
     if (rows.some((row) => row.answer === null)) return { status: 202, body: { run: toRun(run) } };
-    const all = Object.fromEntries(rows.map((row) => [row.id, row.answer!]));
+    const all = Object.fromEntries(rows.map((row) => [row.id, readStoredJson(row.answer!)]));
     const [queued] = await executor.query<RunRow>(
       `UPDATE moss_runs SET status = 'queued', answers = $2, updated_at = clock_timestamp()
        WHERE id = $1 RETURNING *`,
-      [run.id, JSON.stringify(all)],
+      [run.id, storedJson(all)],
     );
     await executor.query("DELETE FROM moss_pending_requests WHERE run_id = $1", [run.id]);
     const resumed = toRun(queued!);
@@ -684,7 +822,7 @@ export class ServerStore {
        ORDER BY position`,
       [runId],
     );
-    return rows.map((row) => row.request);
+    return rows.map((row) => readStoredJson(row.request));
   }
 
   private async appendEventIn(
@@ -725,7 +863,7 @@ export class ServerStore {
         threadId,
         runId,
         events.map((event) => event.type),
-        events.map((event) => wireJson({ ...event, runId })),
+        events.map((event) => wireJson({ ...this.view.event(event), runId })),
         CHANNELS.events,
       ],
     );
@@ -735,7 +873,7 @@ export class ServerStore {
 }
 
 /** The `run-status` event stored whenever a run changes status. */
-function runStatusEvent(run: Run): { type: "run-status"; status: RunStatus; run: Run } {
+export function runStatusEvent(run: Run): { type: "run-status"; status: RunStatus; run: Run } {
   return { type: "run-status", status: run.status, run };
 }
 

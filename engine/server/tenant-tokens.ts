@@ -6,6 +6,8 @@ const TENANT = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 /** Bearer tokens of the tenants, kept as SHA-256 hashes of their secrets (never the secrets themselves). */
 export class TenantTokens {
   readonly #tenantsByHash = new Map<string, string>();
+  /** The secrets themselves, only for the redactor of what tenants read (see `TenantView`). */
+  readonly #secrets: string[] = [];
 
   /** Reads `tenant:secret` entries (from `--token` flags, `MOSS_SERVE_TOKENS` or the config); `source` names them in errors. */
   static parse(entries: Iterable<string>, source: string): TenantTokens {
@@ -21,7 +23,7 @@ export class TenantTokens {
           { source },
         );
       }
-      tokens.add(tenant, secret);
+      tokens.add(tenant, secret, source);
     }
     return tokens;
   }
@@ -34,8 +36,17 @@ export class TenantTokens {
       .filter((entry) => entry !== "");
   }
 
-  add(tenant: string, secret: string): void {
+  /** Adds a tenant's secret; a secret another tenant has already is refused (it would open only one of them). */
+  add(tenant: string, secret: string, source = "TenantTokens.add"): void {
+    const holder = this.#tenantsByHash.get(hash(secret));
+    if (holder !== undefined && holder !== tenant) throw sharedSecret(holder, tenant, source);
     this.#tenantsByHash.set(hash(secret), tenant);
+    this.#secrets.push(secret);
+  }
+
+  /** Every tenant's secret: what a tenant reads is redacted of all of them. */
+  secrets(): readonly string[] {
+    return this.#secrets;
   }
 
   get size(): number {
@@ -47,6 +58,15 @@ export class TenantTokens {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? "");
     return match === null ? undefined : this.#tenantsByHash.get(hash(match[1]!));
   }
+}
+
+/** Two tenants given one secret: the token would name one of them only, so the server does not start. */
+function sharedSecret(first: string, second: string, source: string): MossError {
+  return new MossError(
+    "invalid-argument",
+    `${source}: tenants "${first}" and "${second}" have the same secret; a bearer token names one tenant, so give each its own secret.`,
+    { source, tenants: [first, second] },
+  );
 }
 
 function hash(secret: string): string {

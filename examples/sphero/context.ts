@@ -59,7 +59,23 @@ export function __moss_compile__(compiler: MossCompiler): void {
 }
 
 /** Test cases `moss test` runs: each target gets its own runtime. */
-export const __moss_test_cases__ = ["testSquare"];
+export const __moss_test_cases__ = [
+  "testSquare",
+  {
+    name: "remembers a shape",
+    code: "async function main(moss: Moss) { moss.shapes.dot = []; return Object.keys(moss.shapes); }",
+  },
+  {
+    name: "a too-fast roll is refused",
+    code: "async function main(moss: Moss) { await moss.body.roll(0, 999, 1); }",
+    expectError: { kind: "runtime", message: /speed must be between 0 and 255/ },
+  },
+  {
+    name: "a typo does not type-check",
+    code: "async function main(moss: Moss) { moss.body.spn(90, 1); }",
+    expectError: "type",
+  },
+];
 
 export async function testSquare(moss: Moss): Promise<Move[]> {
   await polygon(moss.body, 4, 1);

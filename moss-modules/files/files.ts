@@ -12,6 +12,7 @@ import {
   unlink,
 } from "node:fs/promises";
 import path from "node:path";
+import { currentRunSignal } from "../../engine/runtime/run-signal.ts";
 import { type ConfinedPath, confinedPath } from "./confined-path.ts";
 import { FilesError } from "./files-error.ts";
 import type { FileEntry, FileInfo, Files as FilesContract, FolderListing } from "./files-surface.ts";
@@ -66,6 +67,8 @@ export class Files implements FilesContract {
 
   /** Reads a text file (UTF-8). */
   async read(path: string): Promise<string> {
+    // Read before the first await: a read the run left behind stops between chunks once the run ended.
+    const runSignal = currentRunSignal();
     const { root, limits } = state(this);
     const target = confinedPath(path);
     const real = await existing(root, target);
@@ -77,6 +80,7 @@ export class Files implements FilesContract {
       const buffer = Buffer.alloc(limits.maxReadBytes + 1);
       let length = 0;
       while (length < buffer.length) {
+        runSignal?.throwIfAborted();
         const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length);
         if (bytesRead === 0) break;
         length += bytesRead;
@@ -100,6 +104,7 @@ export class Files implements FilesContract {
 
   /** Lists a folder ("." for the working directory); names starting with "." are not listed. */
   async list(path = "."): Promise<FolderListing> {
+    const runSignal = currentRunSignal();
     const { root, limits } = state(this);
     const target = confinedPath(path, { allowRoot: true });
     const real = await existing(root, target);
@@ -113,6 +118,7 @@ export class Files implements FilesContract {
       });
       try {
         for await (const entry of folder) {
+          runSignal?.throwIfAborted();
           if (entry.name.startsWith(".")) continue;
           if (entries.length === limits.maxListEntries) {
             more = true;

@@ -1,4 +1,5 @@
 import { readdir, readFile, stat } from "node:fs/promises";
+import { createRequire } from "node:module";
 import path from "node:path";
 import SwaggerParser from "@apidevtools/swagger-parser";
 import { LineCounter, parseDocument, type Node as YamlNode } from "yaml";
@@ -6,7 +7,12 @@ import { MossError } from "../../engine/errors.ts";
 import { OpenApiLoadError } from "./errors.ts";
 import { type FlowDefinition, parseFlow } from "./flows.ts";
 import { type PluginManifest, parsePluginManifest } from "./plugin-manifest.ts";
-import { MAX_EXPANDED_NODES, measureRefExpansion } from "./ref-expansion.ts";
+import {
+  countDocumentNodes,
+  MAX_DOCUMENT_NODES,
+  MAX_EXPANDED_NODES,
+  measureRefExpansion,
+} from "./ref-expansion.ts";
 
 /** An OpenAPI 3.0/3.1 document as parsed: plain JSON data. */
 export type OpenApiDocument = { [key: string]: unknown };
@@ -154,7 +160,15 @@ async function validateDocument(
     );
   }
   if (options.validate === false) return;
-  // The validator follows every $ref: layered ones would block the host for minutes, then exhaust it.
+  // Validation reads the document as a graph (a schema reached through many $refs is read once): its cost is the
+  // document's own size, bounded here; $refs layered to grow exponentially once followed are refused too.
+  if (countDocumentNodes(document) > MAX_DOCUMENT_NODES) {
+    throw new MossError(
+      "schema-too-large",
+      `${label} - the document has more than ${MAX_DOCUMENT_NODES} nodes (validate: false skips this check for a large document you trust)`,
+      { file },
+    );
+  }
   const expansion = measureRefExpansion(document);
   if (expansion.nodes > MAX_EXPANDED_NODES) {
     const where = expansion.largestRef
@@ -167,11 +181,21 @@ async function validateDocument(
     );
   }
   try {
-    await SwaggerParser.validate(structuredClone(document) as never);
+    // The OpenAPI schema check on the document as written ($refs are Reference objects there, their targets are
+    // checked where they are defined), then every $ref resolved once. SwaggerParser.validate would check the
+    // dereferenced document instead, walking a shared schema once per $ref that reaches it: exponential time for
+    // layered $refs, seconds for GitHub's document.
+    validateOpenApiSchema(document);
+    await SwaggerParser.dereference(structuredClone(document) as never);
   } catch (error) {
     throw new OpenApiLoadError(describeValidationError(error, label, locate), { cause: error });
   }
 }
+
+/** swagger-parser's check of a document against the OpenAPI 3.0/3.1 JSON schema (ajv), without dereferencing. */
+const validateOpenApiSchema = createRequire(import.meta.url)(
+  "@apidevtools/swagger-parser/lib/validators/schema.js",
+) as (document: unknown) => void;
 
 function describeValidationError(
   error: unknown,

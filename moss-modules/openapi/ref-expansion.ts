@@ -1,7 +1,35 @@
 import { resolvePointer } from "./api-model.ts";
 
-/** Most nodes a document may expand to once its `$ref`s are followed, for the validator that follows them all. */
-export const MAX_EXPANDED_NODES = 1_000_000;
+/**
+ * Most nodes a document may hold as written, each node counted once however many `$ref`s reach it (a graph): what
+ * validation walks (the schema check reads the document as written, the `$ref` check resolves each target once).
+ * GitHub's REST document has about 260,000.
+ */
+export const MAX_DOCUMENT_NODES = 1_000_000;
+
+/**
+ * Most nodes a document may expand to once its `$ref`s are followed as a tree. Nothing in moss-ts expands a whole
+ * document (validation reads it as a graph, declarations name shared schemas), so this bound is far above any real
+ * document (GitHub's REST document expands to about 2 million): it refuses only `$ref`s layered to grow
+ * exponentially (a chain where each schema refers twice to the one before), which any tool that follows `$ref`s
+ * would expand without end.
+ */
+export const MAX_EXPANDED_NODES = 100_000_000;
+
+/** The number of distinct nodes of `document` (objects counted once however often they are reached), capped. */
+export function countDocumentNodes(document: unknown, limit = MAX_DOCUMENT_NODES): number {
+  const seen = new Set<object>();
+  const pending: unknown[] = [document];
+  let nodes = 0;
+  while (pending.length > 0 && nodes <= limit) {
+    const node = pending.pop();
+    nodes++;
+    if (typeof node !== "object" || node === null || seen.has(node)) continue;
+    seen.add(node);
+    for (const child of Array.isArray(node) ? node : Object.values(node)) pending.push(child);
+  }
+  return nodes;
+}
 
 /** How large a document grows when its local `$ref`s are expanded, and the `$ref` that grows it most. */
 export interface RefExpansion {

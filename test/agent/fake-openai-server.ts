@@ -87,6 +87,17 @@ export async function startFakeOpenAIServer(
       response.end(JSON.stringify({ default_generation_settings: { n_ctx: options.contextTokens } }));
       return;
     }
+    if (request.url === "/v1/models" && request.method === "GET") {
+      // The model list (moss serve asks for it at start); `requests` lists chat requests only.
+      response.writeHead(200, { "content-type": "application/json" });
+      response.end(
+        JSON.stringify({
+          object: "list",
+          data: (options.models ?? []).map((id) => ({ id, object: "model", created: 0, owned_by: "fake" })),
+        }),
+      );
+      return;
+    }
     requests.push({ path: request.url ?? "", authorization: request.headers.authorization, body });
     if (request.url !== "/v1/chat/completions" || request.method !== "POST") {
       return sendError(response, 404, {

@@ -18,7 +18,7 @@ describe("moss check keeps its results between runs", () => {
 
   beforeAll(async () => {
     temp = await mkdtemp(path.join(tmpdir(), "moss-check-cache-"));
-    cacheFolder = path.join(temp, `moss-ts-${process.getuid?.()}`, "check-cache");
+    cacheFolder = path.join(temp, `moss-ts-${process.getuid?.()}`, "result-cache");
     // Inside the repository, where the module's `import … from "moss-ts"` finds moss-ts itself.
     folder = path.resolve("test/fixtures/.tmp", `check-cache-${process.pid}-${Date.now()}`);
     await mkdir(folder, { recursive: true });
@@ -47,9 +47,9 @@ describe("moss check keeps its results between runs", () => {
     // The kept result is what a repeated check prints: a changed entry shows through (nothing else reads it).
     const entryFile = path.join(cacheFolder, entries[0]!);
     const entry = JSON.parse(await readFile(entryFile, "utf8")) as {
-      diagnostics: Array<{ message: string }>;
+      result: Array<{ message: string }>;
     };
-    entry.diagnostics[0]!.message = "the kept result";
+    entry.result[0]!.message = "the kept result";
     await writeFile(entryFile, JSON.stringify(entry));
     expect((await check(TWIRL)).stdout).toContain("the kept result");
     expect((await check(TWIRL, "--no-cache")).stdout).not.toContain("the kept result");
@@ -91,14 +91,16 @@ describe("moss check keeps its results between runs", () => {
     expect(afterRevert.stdout).toContain("twirls");
   }, 300_000);
 
-  test("a module with a host setup file is checked every time", async () => {
+  test("a module with a host setup file keeps its result too (issue 27; it was checked every time before)", async () => {
     const setup = path.join(folder, "context.host.ts");
     await writeFile(setup, "export function setup(): void {}\n");
     try {
       const before = (await readdir(cacheFolder).catch(() => [])).length;
-      const result = await check("async function main(moss: Moss) {\n  return moss.body.heading();\n}\n");
+      const code = "async function main(moss: Moss) {\n  return moss.body.heading();\n}\n";
+      const result = await check(code);
       expect(result).toEqual({ code: 0, stdout: "No errors.\n", stderr: "" });
-      expect((await readdir(cacheFolder).catch(() => [])).length).toBe(before);
+      expect((await readdir(cacheFolder).catch(() => [])).length).toBe(before + 1);
+      expect(await check(code)).toEqual(result);
     } finally {
       await rm(setup, { force: true });
     }

@@ -256,7 +256,7 @@ describe("moss CLI", () => {
       expect(run.stderr).toBe("");
       expect(run.stdout).toContain("returned: 1");
       const tested = await moss(["test", module]);
-      expect(tested.stdout).toContain("1 passed, 0 failed");
+      expect(tested.stdout).toContain("4 passed, 0 failed");
       expect([prompt.code, check.code, run.code, tested.code]).toEqual([0, 0, 0, 0]);
       await new Promise((resolve) => setTimeout(resolve, 50));
       expect(events).toEqual([]);
@@ -398,12 +398,12 @@ describe("moss exit codes", () => {
     }
   });
 
-  test("--help documents every exit code, and the README carries the same table", async () => {
+  test("--help documents every exit code, and the reference page carries the same table", async () => {
     const help = await moss(["--help"]);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain(EXIT_CODES_HELP);
     for (const code of Object.values(EXIT)) expect(EXIT_CODES_HELP).toMatch(new RegExp(`^  ${code} `, "m"));
-    expect(await readFile("README.md", "utf8")).toContain(EXIT_CODES_HELP);
+    expect(await readFile("docs/10-reference.md", "utf8")).toContain(EXIT_CODES_HELP);
   });
 
   test("an unexpected error is an internal error: exit 70 with its stack", async () => {

@@ -137,7 +137,7 @@ describe("the person at the terminal", () => {
     const cli = terminal("y\n");
     const exit = await main(["run", SHOP, "--code", code, "--sandbox", "in-process"], cli.io);
     expect(cli.err()).toContain("> 4 |   return await moss.shop.deleteProduct(id);\n");
-    expect(cli.err()).toContain("Approve shop.deleteProduct(42) at line 4 (#r2)? [y/n] ");
+    expect(cli.err()).toMatch(/Approve shop\.deleteProduct\(42\) at line 4 \(#r2-[0-9a-f]{12}\)\? \[y\/n\] /);
     expect(exit).toBe(EXIT.ok);
     expect((await readFile(path.join(directory, "shop.log"), "utf8")).split("\n").filter(Boolean)).toEqual([
       "order tea",

@@ -62,4 +62,39 @@ describe("moss run with a run that pauses", () => {
     expect(denied.code).toBe(EXIT.failed);
     expect(denied.stdout + denied.stderr).toMatch(/ApprovalDenied.*not indoors/s);
   });
+
+  test("--resume names the code's own file in an error's frame, as the run that paused did", async () => {
+    const code = path.join(directory, "sprint-then-throw.ts");
+    await writeFile(
+      code,
+      'async function main(moss: Moss) {\n  await moss.body.sprint(90, 2);\n  throw new Error("after the sprint");\n}',
+    );
+    const context = path.join(directory, "resume-context.json");
+    const paused = await moss([
+      "run",
+      SPHERO,
+      "--code",
+      code,
+      "--context",
+      context,
+      "--sandbox",
+      "in-process",
+    ]);
+    expect(paused.code).toBe(EXIT.paused);
+    const resumed = await moss([
+      "run",
+      SPHERO,
+      "--context",
+      context,
+      "--resume",
+      "--approve",
+      "all",
+      "--sandbox",
+      "in-process",
+    ]);
+    expect(resumed.code).toBe(EXIT.failed);
+    expect(resumed.stdout + resumed.stderr).toContain("after the sprint");
+    expect(resumed.stdout + resumed.stderr).toContain("sprint-then-throw.ts");
+    expect(resumed.stdout + resumed.stderr).not.toContain("<stdin>");
+  });
 });

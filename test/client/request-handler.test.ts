@@ -293,7 +293,11 @@ describe("moss-ts/client against moss serve (PGlite)", () => {
     expect(down.calls[0]).toBe("started");
     const errors = down.messages.filter((message) => message.type === "error");
     expect(errors.length).toBe(1);
-    expect(errors[0]!.type === "error" && errors[0]!.message).toMatch(/down|503/);
+    // What the model server said is the operator's (issue 23 §4): the client reads the stable failure.
+    expect(errors[0]).toMatchObject({
+      code: "model-unavailable",
+      message: "The model is unavailable; try again later.",
+    });
 
     const unreachable = await send(handler({ serverUrl: "http://127.0.0.1:1" }), "hello");
     expect(unreachable.messages).toEqual([

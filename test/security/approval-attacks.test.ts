@@ -263,7 +263,8 @@ describe.each(["in-process", "process"] as const)("approval attacks (%s driver)"
       const printed = approvals(execution).map(describeRequest);
       expect(new Set(printed).size).toBe(requests.length);
       expect(printed[3]).toMatch(
-        /^#r\d+ approval bank\.close\(\) on Account #1 returned by call 1 \(bank\.pair\) at line 7$/,
+        // (A request id names its call and its run: r<call>-<12 hex digits>.)
+        /^#r\d+-[0-9a-f]{12} approval bank\.close\(\) on Account #1 returned by call 1 \(bank\.pair\) at line 7$/,
       );
       expect(JSON.stringify(requests)).not.toContain("[host object]");
       expect(bank.transfers).toEqual([]);

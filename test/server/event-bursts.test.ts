@@ -7,7 +7,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Database, type DatabaseLocation, openDatabase } from "../../engine/server/database.ts";
 import { CHANNELS, ServerStore } from "../../engine/server/server-store.ts";
-import { POSTGRES_TESTS, type PostgresServer, startPostgres } from "../helpers/postgres-server.ts";
+import { createPostgresDatabase, type PostgresDatabase } from "../helpers/postgres-database.ts";
+import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
 
 function suite(name: string, locate: () => Promise<DatabaseLocation>, end: () => Promise<void>) {
   describe(`${name}: event bursts`, () => {
@@ -91,16 +92,16 @@ suite(
   },
 );
 
-let postgres: PostgresServer | undefined;
+let postgres: PostgresDatabase | undefined;
 describe.runIf(POSTGRES_TESTS)("with a real PostgreSQL", () => {
   suite(
     "PostgreSQL",
     async () => {
-      postgres = await startPostgres();
+      postgres = await createPostgresDatabase();
       return { url: postgres.url };
     },
     async () => {
-      await postgres?.stop();
+      await postgres?.drop();
     },
   );
 });

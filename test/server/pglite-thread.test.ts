@@ -1,6 +1,6 @@
 // The embedded database in a worker thread of its own (issue 18): the Database contract across the thread — rows,
 // a transaction that commits or rolls back, a database error with its SQLSTATE code, LISTEN/NOTIFY, close.
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -75,3 +75,29 @@ it("refuses queries once closed, with a clear error", async () => {
   await other.close();
   await expect(other.query("SELECT 1")).rejects.toThrow("the embedded database is closed");
 }, 60_000);
+
+it("runs with the small-footprint settings, and a database it made opens again with what was stored", async () => {
+  const [setting] = await database.query<{ shared_buffers: string }>("SHOW shared_buffers");
+  expect(setting!.shared_buffers).toBe("16MB");
+  // The database was made by a thread that ended (initdb's memory went with it); this one opened it.
+  await database.query("INSERT INTO notes (id) VALUES (100)");
+  const again = await openPGliteThread(join(directory, "second"));
+  try {
+    await again.query("CREATE TABLE kept (id integer)");
+    await again.query("INSERT INTO kept VALUES (7)");
+  } finally {
+    await again.close();
+  }
+  const reopened = await openPGliteThread(join(directory, "second"));
+  try {
+    expect(await reopened.query("SELECT id FROM kept")).toEqual([{ id: 7 }]);
+  } finally {
+    await reopened.close();
+  }
+}, 120_000);
+
+it("names the directory and the cause when a new database cannot be made", async () => {
+  const blocker = join(directory, "a-file");
+  await writeFile(blocker, "not a directory");
+  await expect(openPGliteThread(join(blocker, "db"))).rejects.toThrow(/embedded database in .*a-file\/db/);
+});

@@ -47,7 +47,12 @@ describe("moss serve (the binary)", () => {
       const { version } = JSON.parse(await readFile("package.json", "utf8"));
       expect(await call(serve, "GET", "/health", { tenant: null })).toEqual({
         status: 200,
-        body: { status: "ok", version },
+        body: {
+          status: "ok",
+          version,
+          database: { status: "ok" },
+          worker: { status: "running", activeRuns: 0, concurrency: 8 },
+        },
       });
     } finally {
       serve.child.kill("SIGTERM");

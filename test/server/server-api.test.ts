@@ -10,7 +10,8 @@ import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { DatabaseLocation } from "../../engine/server/database.ts";
 import type { MossServer } from "../../engine/server/moss-server.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
-import { POSTGRES_TESTS, type PostgresServer, startPostgres } from "../helpers/postgres-server.ts";
+import { createPostgresDatabase, type PostgresDatabase } from "../helpers/postgres-database.ts";
+import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
 import {
   call,
   code,
@@ -62,7 +63,12 @@ function suite(name: string, locate: () => Promise<{ location: DatabaseLocation;
     it("answers /health without a token and refuses /v1 without a known bearer token (401, the error shape)", async () => {
       expect(await call(server, "GET", "/health", { tenant: null })).toEqual({
         status: 200,
-        body: { status: "ok", version: "test" },
+        body: {
+          status: "ok",
+          version: "test",
+          database: { status: "ok" },
+          worker: { status: "running", activeRuns: expect.any(Number), concurrency: 8 },
+        },
       });
       const missing = await call(server, "GET", "/v1/threads", { tenant: null });
       expect(missing.status).toBe(401);
@@ -569,7 +575,7 @@ suite("PGlite", async () => {
 
 describe.runIf(POSTGRES_TESTS)("PostgreSQL", () => {
   suite("PostgreSQL", async () => {
-    const postgres: PostgresServer = await startPostgres();
-    return { location: { url: postgres.url }, end: () => postgres.stop() };
+    const postgres: PostgresDatabase = await createPostgresDatabase();
+    return { location: { url: postgres.url }, end: () => postgres.drop() };
   });
 });

@@ -227,9 +227,9 @@ export interface ServeProcess {
   exited: Promise<number | null>;
 }
 
-/** Starts the real `moss` binary with `args` and resolves once it printed its `http://host:port` line. */
+/** Starts the real `moss` binary with `args` as a user does (plain `node`), and resolves once it printed its `http://host:port` line. */
 export async function spawnServe(args: string[], env: Record<string, string> = {}): Promise<ServeProcess> {
-  const child = spawn(process.execPath, ["--no-node-snapshot", "bin/moss.js", ...args], {
+  const child = spawn(process.execPath, ["bin/moss.js", ...args], {
     env: { ...process.env, VITEST: "", NO_COLOR: "1", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -11,7 +11,8 @@ import type { ContextStore } from "../../engine/context/context-store.ts";
 import { createContext, encodeProperties, FileContextStore } from "../../engine/context/index.ts";
 import { type Database, openDatabase } from "../../engine/server/database.ts";
 import { DatabaseContextStore, DatabaseConversationStore } from "../../engine/server/database-stores.ts";
-import { POSTGRES_TESTS, type PostgresServer, startPostgres } from "../helpers/postgres-server.ts";
+import { createPostgresDatabase, type PostgresDatabase } from "../helpers/postgres-database.ts";
+import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
 
 /** A place stores live in: `open` makes new store objects over it; `close` ends it. */
 interface StoreBackend {
@@ -180,17 +181,17 @@ contract(
   ),
 );
 
-let postgres: PostgresServer | undefined;
+let postgres: PostgresDatabase | undefined;
 describe.runIf(POSTGRES_TESTS)("with a real PostgreSQL", () => {
   contract(
     "PostgreSQL",
     databaseBackend(
       async () => {
-        postgres = await startPostgres();
+        postgres = await createPostgresDatabase();
         return { url: postgres.url };
       },
       async () => {
-        await postgres?.stop();
+        await postgres?.drop();
       },
     ),
   );

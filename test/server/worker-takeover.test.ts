@@ -10,7 +10,8 @@ import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
-import { POSTGRES_TESTS, type PostgresServer, startPostgres } from "../helpers/postgres-server.ts";
+import { createPostgresDatabase, type PostgresDatabase } from "../helpers/postgres-database.ts";
+import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
 import { call, readEvents, type ServeProcess, spawnServe } from "./server-harness.ts";
 
 const MODULE = "test/server/fixtures/ledger/context.ts";
@@ -65,20 +66,20 @@ async function startGate(
 
 describe.runIf(POSTGRES_TESTS)("two moss serve instances on one PostgreSQL", () => {
   const replies: FakeReply[] = [];
-  let postgres: PostgresServer;
+  let postgres: PostgresDatabase;
   let model: FakeOpenAIServer;
   let directory: string;
   const instances: ServeProcess[] = [];
 
   beforeAll(async () => {
     directory = await mkdtemp(join(tmpdir(), "moss-takeover-"));
-    postgres = await startPostgres();
+    postgres = await createPostgresDatabase();
     model = await startFakeOpenAIServer(replies);
   }, 60_000);
   afterAll(async () => {
     for (const instance of instances) instance.child.kill("SIGKILL");
     await model?.close();
-    await postgres?.stop();
+    await postgres?.drop();
     await rm(directory, { recursive: true, force: true });
   });
 

@@ -204,6 +204,17 @@ export function redactHostPaths(
   return result;
 }
 
+/**
+ * Removes only the known host folders (working directory, home, temp, module folders, moss-ts's own install) and
+ * what follows them: for text people wrote or read as it is (a conversation), where a path token of another shape
+ * is the writer's own and stays.
+ */
+export function redactHostRoots(text: string): string {
+  return text.replace(rootsPattern(), (found) =>
+    hostRoots.has(found) ? HOST_PATH_MARKER : replacement(found),
+  );
+}
+
 /** Most strings of one call's arguments kept as the model wrote them, and the longest such string. */
 const MAX_WRITTEN_STRINGS = 32;
 const MAX_WRITTEN_CHARACTERS = 1024;

@@ -1,4 +1,11 @@
-import type { HostCallBridge, HostMembrane, HostOperation, HostOutcome } from "../protocol.ts";
+import {
+  CALL_SITE_OUTSIDE,
+  CALL_SITE_UNREADABLE,
+  type HostCallBridge,
+  type HostMembrane,
+  type HostOperation,
+  type HostOutcome,
+} from "../protocol.ts";
 import { hostErrorWire } from "./host-error.ts";
 
 /** Dispatches one proxy access to the membrane; a membrane that throws becomes an error outcome. */
@@ -11,8 +18,12 @@ export function callMembrane(
   given = 0,
   nondeterminism?: string,
 ): HostOutcome {
-  // The line comes from the isolate (or a sandbox process): only a plain line number is passed on.
-  const line = Number.isSafeInteger(given) && given > 0 ? given : 0;
+  // The line comes from the isolate (or a sandbox process): only a plain call site (or a known reason) is passed on.
+  const line =
+    Number.isSafeInteger(given) &&
+    (given > 0 || given === CALL_SITE_OUTSIDE || given === CALL_SITE_UNREADABLE)
+      ? given
+      : 0;
   try {
     if (typeof nondeterminism === "string" && nondeterminism !== "") membrane.readValues?.(nondeterminism);
     if (operation === "construct") return membrane.construct(handle, args, line);

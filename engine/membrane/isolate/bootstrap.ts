@@ -27,14 +27,15 @@ import {
   NumberCtor,
   ObjectCreate,
   ObjectFreeze,
-  ObjectGetOwnPropertyDescriptor,
   ObjectHasOwn,
   ObjectKeys,
+  ObjectLookupGetter,
   ObjectPrototype,
   ObjectToString,
   PromiseCtor,
   PromiseThen,
   ProxyCtor,
+  ProxyRevocable,
   ReferenceErrorCtor,
   ReflectApply,
   ReflectDefineProperty,
@@ -44,15 +45,24 @@ import {
   ReflectHas,
   ReflectSet,
   ReflectSetPrototypeOf,
-  StringCharCodeAt,
   StringCtor,
   StringIncludesMethod,
-  StringIndexOf,
   TypeErrorCtor,
   WeakMapGet,
   WeakMapSet,
+  WeakSetAdd,
+  WeakSetCtor,
+  WeakSetHas,
 } from "../wire/intrinsics.ts";
 import { nullArray } from "../wire/values.ts";
+import {
+  type CallSiteFrames,
+  callSite,
+  expectRunScript,
+  formatFrames,
+  hardenCallSites,
+  noteProxyTarget,
+} from "./call-site.ts";
 import { formatValues, inspect } from "./format.ts";
 import { shapeOfProxy } from "./proxy-shapes.ts";
 import { append, data, slice } from "./records.ts";
@@ -76,7 +86,14 @@ import { truncateToBytes, utf8Length } from "./stdout-text.ts";
 
 /** The entry points the bootstrap returns to the host (reached through isolated-vm references only). */
 export interface SandboxEntryPoints {
-  install(globals: string, mossData: string, mossServices: string, dataFields: string): void;
+  /** `definitions`: the session's kept definitions as a classic script, evaluated last (see `SessionSetup`). */
+  install(
+    globals: string,
+    mossData: string,
+    mossServices: string,
+    dataFields: string,
+    definitions: string,
+  ): void;
   /** Resets the run's state, evaluates the script as a classic script and starts the target: one entry, one hop. */
   runScript(
     maxStdoutBytes: number,
@@ -108,6 +125,7 @@ export function sandboxBootstrap(
   const StringIncludes = (text: string, part: string): boolean =>
     ReflectApply(StringIncludesMethod, text, [part]);
   const ErrorCaptureStackTrace = (Error as any).captureStackTrace as (target: object) => void;
+  hardenCallSites(global);
 
   // WebAssembly memory and SharedArrayBuffer escape memoryLimit; Atomics.waitAsync, FinalizationRegistry and
   // WeakRef let model code schedule work the host would run after its run is over.
@@ -141,6 +159,40 @@ export function sandboxBootstrap(
     configurable: true,
   } as PropertyDescriptor);
 
+  // Every Proxy model code makes is known: the data snapshot and the result never read one (its traps would run
+  // model code while the session's data are saved, and could change a field already taken). `Proxy` becomes a
+  // forwarding proxy of itself whose construct registers what it makes; `Proxy.revocable` registers too. No other
+  // way to make a Proxy is left: the original constructor is reachable only through this closure.
+  const modelProxies = new WeakSetCtor<object>();
+  const isModelProxy = (value: object): boolean => ReflectApply(WeakSetHas, modelProxies, [value]) as boolean;
+  ReflectDefineProperty(ProxyCtor, "revocable", {
+    __proto__: null,
+    value: function revocable(target: object, handler: ProxyHandler<object>) {
+      const made = ProxyRevocable(target, handler);
+      ReflectApply(WeakSetAdd, modelProxies, [made.proxy]);
+      noteProxyTarget(made.proxy, target);
+      return made;
+    },
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  } as PropertyDescriptor);
+  ReflectDefineProperty(global, "Proxy", {
+    __proto__: null,
+    value: new ProxyCtor(ProxyCtor, {
+      __proto__: null,
+      construct: (target: Function, args: unknown[], _newTarget: Function) => {
+        const made = ReflectConstruct(target, args);
+        ReflectApply(WeakSetAdd, modelProxies, [made]);
+        noteProxyTarget(made, args[0]);
+        return made;
+      },
+    } as ProxyHandler<ProxyConstructor>),
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  } as PropertyDescriptor);
+
   // ---- per-run state -------------------------------------------------------------------------------------
   let maxStdout = 65536;
   let stdoutBytes = 0;
@@ -153,7 +205,7 @@ export function sandboxBootstrap(
   } = null;
   const pending = new MapCtor<
     number,
-    { resolve: (value: unknown) => void; reject: (error: unknown) => void; site?: string }
+    { resolve: (value: unknown) => void; reject: (error: unknown) => void; site?: CallSiteFrames }
   >();
 
   // ---- handles and proxies -------------------------------------------------------------------------------
@@ -284,7 +336,6 @@ export function sandboxBootstrap(
   }
 
   // ---- the run's clock and random values: recorded, and replayed on resume -----------------------------------
-  let runFilename = "";
   let clockLog: number[] = [];
   let randomLog: number[] = [];
   let clockReplay: number[] = [];
@@ -369,55 +420,14 @@ export function sandboxBootstrap(
     return JSONStringify({ __proto__: null, clock: clockValues, random: randomValues });
   }
 
-  // Where in the model's script a host call is made, as one number: line * 65536 + column (1-based; 0 when not
-  // found). The host reads it with `callSiteOf` (protocol.ts, CALL_SITE_COLUMNS): approvals, policies and the trace
-  // name the call's own line, even on a continuation line. The stack is captured once per call (formatting it is
-  // most of a call's cost in the isolate) and also kept for a later rejection's frames.
-  function siteIn(stack: string | undefined): number {
-    if (typeof stack !== "string" || runFilename === "") return 0;
-    const at = ReflectApply(StringIndexOf, stack, [`${runFilename}:`]);
-    if (at === -1) return 0;
-    let line = 0;
-    let column = 0;
-    let i = at + runFilename.length + 1;
-    for (; i < stack.length; i++) {
-      const code = ReflectApply(StringCharCodeAt, stack, [i]);
-      if (code < 48 || code > 57) break;
-      line = line * 10 + (code - 48);
-    }
-    if (ReflectApply(StringCharCodeAt, stack, [i]) === 58) {
-      for (i++; i < stack.length; i++) {
-        const code = ReflectApply(StringCharCodeAt, stack, [i]);
-        if (code < 48 || code > 57) break;
-        column = column * 10 + (code - 48);
-      }
-    }
-    return line * 65536 + (column > 65535 ? 0 : column);
-  }
-
   /**
-   * The frames of a sync call's site: captureSite, callHost, the handle's function, the caller. Capturing and formatting a stack
-   * is most of a host call's cost in the isolate (about 10 of 12.5 µs of CPU measured), and both grow with the
-   * frames taken; a call made through a built-in (`forEach`) has its caller deeper and captures the whole stack.
+   * The frames a sync call's site is first looked for in (the handle's function, the caller, two more): capturing a
+   * stack is most of a host call's cost in the isolate and grows with the frames taken; a caller deeper (a call made
+   * through built-ins) is looked for again in the whole stack (call-site.ts). A call declared to return a promise
+   * takes as many as a default stack shows: its rejection's stack shows them.
    */
   const SITE_FRAMES = 4;
-
-  /**
-   * The stack at a host call (`frames` of them, 0: as many as `Error.stackTraceLimit` says). Model code may have
-   * made that limit an accessor or read-only: then nothing of it is run or changed, and the whole stack is taken.
-   */
-  function captureSite(frames: number): string | undefined {
-    const site: { stack?: string } = ObjectCreate(null);
-    const limit = frames === 0 ? undefined : ObjectGetOwnPropertyDescriptor(ErrorCtor, "stackTraceLimit");
-    if (limit === undefined || !ObjectHasOwn(limit, "value") || limit.writable !== true) {
-      ErrorCaptureStackTrace(site);
-      return site.stack;
-    }
-    (ErrorCtor as any).stackTraceLimit = frames;
-    ErrorCaptureStackTrace(site);
-    (ErrorCtor as any).stackTraceLimit = limit.value;
-    return site.stack;
-  }
+  const PROMISE_FRAMES = 12;
 
   interface Settlers {
     resolve: (value: unknown) => void;
@@ -427,7 +437,7 @@ export function sandboxBootstrap(
   /** A call of an `asyncMethods` member waiting for its turn's batch. */
   interface QueuedCall extends Settlers {
     call: unknown[];
-    site: string | undefined;
+    site: CallSiteFrames | undefined;
   }
   let queued: QueuedCall[] = [];
   let queuedCharacters = 0;
@@ -455,14 +465,11 @@ export function sandboxBootstrap(
       rootPath: `arguments of ${label}`,
       knownHandle,
     } as any);
-    // The rejection of a host promise arrives later from bootstrap code: the caller's frames are kept for its stack
-    // (all of them for a call declared to return a promise; for another call, its own frame).
-    let stack = captureSite(batched ? 0 : SITE_FRAMES);
-    let at = siteIn(stack);
-    if (at === 0 && !batched) {
-      stack = captureSite(0);
-      at = siteIn(stack);
-    }
+    // Where in the run's script the call is made (approvals, policies and the trace name its line; call-site.ts).
+    // The rejection of a host promise arrives later from bootstrap code: the caller's frames are kept for its stack.
+    const site = callSite(callHost, batched ? PROMISE_FRAMES : SITE_FRAMES);
+    const at = site.at;
+    const stack = site.frames;
     if (batched) {
       const call = nullArray(operation, id, member, encoded, at, unreported());
       const promise = new PromiseCtor((resolve, reject) => {
@@ -520,7 +527,7 @@ export function sandboxBootstrap(
    * What a host call's reply means for model code: its value, a thrown error, or a promise settled later (`into`
    * given: that promise's settlers receive the value or the later settlement instead).
    */
-  function receive(reply: string, site: string | undefined, into: Settlers | undefined): unknown {
+  function receive(reply: string, site: CallSiteFrames | undefined, into: Settlers | undefined): unknown {
     const tag = slice(reply, 0, 1);
     const body = slice(reply, 1);
     if (tag === "v") {
@@ -553,13 +560,12 @@ export function sandboxBootstrap(
   }
 
   /** The error with the frames of the call that caused it (its stack text names the caller's lines). */
-  function withSite(error: any, site: string | undefined): unknown {
-    if (typeof site !== "string" || error === null || typeof error !== "object") return error;
-    const firstFrame = ReflectApply(StringIndexOf, site, ["\n"]);
+  function withSite(error: any, site: CallSiteFrames | undefined): unknown {
+    if (site === undefined || error === null || typeof error !== "object") return error;
     const header = `${StringCtor(error.name)}: ${StringCtor(error.message)}`;
     ReflectDefineProperty(error, "stack", {
       __proto__: null,
-      value: firstFrame === -1 ? header : `${header}${slice(site, firstFrame)}`,
+      value: `${header}${formatFrames(site)}`,
       writable: true,
       enumerable: false,
       configurable: true,
@@ -673,7 +679,13 @@ export function sandboxBootstrap(
   let dataFields: string[] = [];
   let installed = false;
 
-  function install(globals: string, mossData: string, mossServices: string, fields: string): void {
+  function install(
+    globals: string,
+    mossData: string,
+    mossServices: string,
+    fields: string,
+    definitions: string,
+  ): void {
     if (installed) throw new ErrorCtor("the session is already installed");
     installed = true;
     const names = codec.decode(globals, decodeOptions) as Record<string, unknown>;
@@ -727,6 +739,8 @@ export function sandboxBootstrap(
     for (let i = 0; i < valueKeys.length; i++) {
       ReflectApply(MapSet, saved, [valueKeys[i], { __proto__: null, text: mossData, hasCopy: false }]);
     }
+    // The session's kept definitions (only ones whose evaluation runs no model code): a rebuilt session has them again.
+    if (definitions !== "") IndirectEval(`${definitions}\n//# sourceURL=definitions.js`);
   }
 
   // ---- data snapshot -----------------------------------------------------------------------------------------
@@ -795,13 +809,17 @@ export function sandboxBootstrap(
         if (ReflectApply(MapGet, touched, [field]) !== true) same = true;
         else {
           try {
-            same = codec.sameWireValue(
-              moss[field],
-              entry.nodes as unknown[],
-              entry.index as number,
-              isHostObject,
-              entry.shares === true,
-            );
+            // A getter on `moss` itself is not read here: the encoder refuses it.
+            same =
+              ReflectApply(ObjectLookupGetter, moss, [field]) === undefined &&
+              codec.sameWireValue(
+                moss[field],
+                entry.nodes as unknown[],
+                entry.index as number,
+                isHostObject,
+                entry.shares === true,
+                isModelProxy,
+              );
           } catch {}
         }
       }
@@ -834,6 +852,7 @@ export function sandboxBootstrap(
       onEncoded,
       maxLength: WIRE_SLACK * budget - keptLength,
       maxExpanded: remaining,
+      isProxy: isModelProxy,
     };
     let snapshot = codec.encodeFields(moss, changed, options as any);
     if (refused.length > 0) {
@@ -848,6 +867,7 @@ export function sandboxBootstrap(
         onEncoded,
         maxLength: options.maxLength,
         maxExpanded: options.maxExpanded,
+        isProxy: isModelProxy,
       };
       const still: string[] = [];
       for (let i = 0; i < changed.length; i++) {
@@ -1017,6 +1037,8 @@ export function sandboxBootstrap(
           __proto__: null,
           rootPath: "returns",
           knownHandle,
+          // After the snapshot no model code runs: a getter or a Proxy in the result is left out, not read.
+          isProxy: isModelProxy,
           onUnsupported: (unsupported: { path: string; description: string }) =>
             append(warnings, `${unsupported.path} is ${unsupported.description} and was not returned`),
           maxLength: textBudget,
@@ -1071,7 +1093,6 @@ export function sandboxBootstrap(
     replayJson: string,
   ): void {
     begin(maxStdoutBytes);
-    runFilename = filename;
     clockLog = [];
     randomLog = [];
     clockReported = 0;
@@ -1081,6 +1102,7 @@ export function sandboxBootstrap(
     randomReplay = replay !== null && ArrayIsArray(replay.random) ? replay.random : [];
     let scriptError = "";
     try {
+      expectRunScript();
       IndirectEval(`${source}\n//# sourceURL=${filename}`);
     } catch (caught) {
       const described = describeError(caught);

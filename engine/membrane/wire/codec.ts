@@ -32,6 +32,8 @@ import { describe, MAX_BIGINT_DIGITS, MAX_DEPTH } from "./values.ts";
 export interface WireUnsupported {
   path: string;
   description: string;
+  /** Set for a Proxy or a getter met by a guarded encode (`isProxy`): reading it would run the code it holds. */
+  opaque?: true;
 }
 
 /** Options of the raw codec `encode` (shared by the host module and the isolate bootstrap). */
@@ -48,6 +50,13 @@ export interface WireEncodeOptions {
   maxLength?: number;
   /** Upper bound on the expanded size (see `measure`); beyond it a `WireLimitError` is thrown. */
   maxExpanded?: number;
+  /**
+   * Guards the encode: no code of the value runs. A Proxy this says was made by model code, and a getter (own, or of
+   * an error's inherited name/message), are not read but reported as unsupported with `opaque` (`encodeFields` refuses
+   * the field); an array's hole is read as undefined without looking at its prototypes; a RegExp's flags are read
+   * through the captured flag getters.
+   */
+  isProxy?: (value: object) => boolean;
 }
 
 /** Options of `encodeFields`: each field is bounded on its own and a field that does not fit is left out. */
@@ -100,6 +109,7 @@ export interface WireCodec {
     index: number,
     isHostObject: (value: object) => boolean,
     tableShares: boolean,
+    isProxy?: (value: object) => boolean,
   ): boolean;
   /** Readable description of a value that cannot cross ("a function", "an instance of Point", ...). */
   describe(value: unknown): string;

@@ -13,10 +13,14 @@ import {
   MapSet,
   MapSize,
   NumberIsFinite,
+  ObjectHasOwn,
   ObjectIs,
   ObjectKeys,
+  ObjectLookupGetter,
   ObjectToString,
   ReflectApply,
+  ReflectGetPrototypeOf,
+  RegExpFlagGetters,
   RegExpFlags,
   RegExpSource,
   SetIteratorNext,
@@ -52,6 +56,7 @@ export function createEncoder(options: WireEncodeOptions) {
   const handleOf = options.handleOf;
   const knownHandle = options.knownHandle;
   const onUnsupported = options.onUnsupported;
+  const isProxy = options.isProxy;
   const maxLength = options.maxLength ?? Infinity;
   const rootPath = options.rootPath ?? "value";
   // Where the visit is: numbers are array indices, strings object keys, [text] a literal segment. A path string is
@@ -152,6 +157,8 @@ export function createEncoder(options: WireEncodeOptions) {
       if (shape === null) return unsupported(object, "a host object");
       if (shape !== undefined) return registerHandle(object, shape);
     }
+    // Any trap of a Proxy (even `Object.prototype.toString` reads Symbol.toStringTag through it) runs its code.
+    if (isProxy?.(object)) return unsupported(object, "a Proxy", true);
     if (typeof object === "function") return handleOrUnsupported(object);
     charge(8);
     if (ArrayIsArray(object)) {
@@ -160,7 +167,11 @@ export function createEncoder(options: WireEncodeOptions) {
       const items = object as unknown[];
       const count = items.length;
       for (let i = 0; i < count; i++) {
-        const item = visitAt(i, items[i]);
+        let item: number;
+        if (isProxy === undefined) item = visitAt(i, items[i]);
+        else if (!ObjectHasOwn(items, i)) item = visitAt(i, undefined);
+        else if (ReflectApply(ObjectLookupGetter, items, [i]) !== undefined) item = opaqueAt(i);
+        else item = visitAt(i, items[i]);
         node[node.length] = item === -1 ? visit(undefined) : item;
       }
       return index;
@@ -179,7 +190,8 @@ export function createEncoder(options: WireEncodeOptions) {
     }
     if (tag === "[object RegExp]" && hasBrand(RegExpSource, object)) {
       const source = ReflectApply(RegExpSource, object, []) as string;
-      const flags = ReflectApply(RegExpFlags, object, []) as string;
+      const flags =
+        isProxy === undefined ? (ReflectApply(RegExpFlags, object, []) as string) : flagsOf(object);
       charge(source.length + flags.length);
       return register(object, nullArray("R", source, flags));
     }
@@ -215,7 +227,12 @@ export function createEncoder(options: WireEncodeOptions) {
       return index;
     }
     if (isErrorLike(object)) {
-      const error = object as { name?: unknown; message?: unknown; code?: unknown };
+      const error = (isProxy === undefined ? object : errorFields(object)) as {
+        name?: unknown;
+        message?: unknown;
+        code?: unknown;
+      };
+      if (error === undefined) return unsupported(object, "an error with a getter", true);
       const name = StringCtor(error.name ?? "Error");
       const message = StringCtor(error.message ?? "");
       charge(name.length + message.length);
@@ -234,7 +251,10 @@ export function createEncoder(options: WireEncodeOptions) {
     const record = object as Record<string, unknown>;
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i]!;
-      const child = visitAt(key, record[key]);
+      const child =
+        isProxy !== undefined && ReflectApply(ObjectLookupGetter, object, [key]) !== undefined
+          ? opaqueAt(key)
+          : visitAt(key, record[key]);
       if (child === -1) continue;
       charge(key.length + 3);
       node[node.length] = key;
@@ -261,13 +281,51 @@ export function createEncoder(options: WireEncodeOptions) {
     return register(object, nullArray("H", plainShape(shape)));
   }
 
-  function unsupported(value: unknown, description = describe(value)): number {
+  function unsupported(value: unknown, description = describe(value), opaque = false): number {
     const path = currentPath();
     if (onUnsupported === undefined) {
       throw new TypeErrorCtor(`${path} is ${description} and cannot be copied`);
     }
-    onUnsupported({ path, description });
+    onUnsupported(opaque ? { path, description, opaque } : { path, description });
     return -1;
+  }
+
+  /** A getter at `segment`: reported (never called). */
+  function opaqueAt(segment: unknown): number {
+    segments[depth++] = segment;
+    const index = unsupported(undefined, "a getter", true);
+    depth--;
+    return index;
+  }
+
+  /** A regular expression's flags, each read by its own captured getter (never through the object's properties). */
+  function flagsOf(regexp: object): string {
+    let flags = "";
+    for (let i = 0; i < RegExpFlagGetters.length; i++) {
+      const [flag, get] = RegExpFlagGetters[i]!;
+      if (ReflectApply(get, regexp, []) === true) flags += flag;
+    }
+    return flags;
+  }
+
+  /** An error's name, message and code as data properties (own or inherited), or undefined when one is a getter or a Proxy. */
+  function errorFields(error: object): Record<string, unknown> | undefined {
+    const fields = { __proto__: null } as unknown as Record<string, unknown>;
+    const keys = ["name", "message", "code"];
+    for (let k = 0; k < keys.length; k++) {
+      const key = keys[k]!;
+      for (let at: object | null = error; at !== null; at = ReflectGetPrototypeOf(at) as object | null) {
+        if (at !== error && isProxy!(at)) return undefined;
+        if (!ObjectHasOwn(at, key)) continue;
+        if (ReflectApply(ObjectLookupGetter, at, [key]) !== undefined) return undefined;
+        const value = (at as Record<string, unknown>)[key];
+        // Coercing an object to a string would call its toString: only primitives are read.
+        if (typeof value !== "object" && typeof value !== "function" && typeof value !== "symbol")
+          fields[key] = value;
+        break;
+      }
+    }
+    return fields;
   }
 
   return {
@@ -322,8 +380,15 @@ export function encodeFields(
     handleOf: options.handleOf,
     maxLength: options.maxLength,
     maxExpanded: options.maxExpanded,
+    isProxy: options.isProxy,
     rootPath,
     onUnsupported: (unsupported: WireUnsupported) => {
+      // Reading a Proxy or a getter would run model code while the data are saved: the field is refused whole.
+      if (unsupported.opaque === true) {
+        throw limitError(
+          `holds ${unsupported.description} at ${unsupported.path}, whose code would run while the data are saved`,
+        );
+      }
       if (onUnsupported === undefined) {
         throw limitError(
           unsupported.path === fieldPath
@@ -344,6 +409,10 @@ export function encodeFields(
     const field = StringCtor(fields[i]);
     let value: unknown;
     try {
+      if (options.isProxy !== undefined && ReflectApply(ObjectLookupGetter, record, [field]) !== undefined) {
+        options.onRefused(field, "is a getter, whose code would run while the data are saved");
+        continue;
+      }
       value = (record as Record<string, unknown>)[field];
     } catch (error) {
       options.onRefused(field, `could not be read (${messageOf(error)})`);

@@ -33,6 +33,22 @@ export const getter = (target: object, key: PropertyKey): Function =>
   ObjectGetOwnPropertyDescriptor(target, key)!.get!;
 export const RegExpSource = getter(RegExp.prototype, "source");
 export const RegExpFlags = getter(RegExp.prototype, "flags");
+/** Each flag's own getter, in the order `flags` lists them: `flags` itself reads them through `this`, which model code can shape. */
+export const RegExpFlagGetters: ReadonlyArray<readonly [string, Function]> = [
+  ["d", "hasIndices"],
+  ["g", "global"],
+  ["i", "ignoreCase"],
+  ["m", "multiline"],
+  ["s", "dotAll"],
+  ["u", "unicode"],
+  ["v", "unicodeSets"],
+  ["y", "sticky"],
+]
+  .filter(([, name]) => Object.getOwnPropertyDescriptor(RegExp.prototype, name!)?.get !== undefined)
+  .map(([flag, name]) => [flag!, getter(RegExp.prototype, name!)] as const);
+/** The getter of a property found on an object or its prototypes (undefined for a data property): reads, never runs. */
+export const ObjectLookupGetter = (Object.prototype as unknown as { __lookupGetter__: Function })
+  .__lookupGetter__;
 export const MapSize = getter(Map.prototype, "size");
 export const SetSize = getter(Set.prototype, "size");
 export const TypedArrayPrototype = ReflectGetPrototypeOf(Uint8Array.prototype) as object;
@@ -88,7 +104,10 @@ export const ReflectHas = Reflect.has;
 export const ReflectSet = Reflect.set;
 export const ReflectGetOwnPropertyDescriptor = Reflect.getOwnPropertyDescriptor;
 export const ReflectDeleteProperty = Reflect.deleteProperty;
+export const ReflectOwnKeys = Reflect.ownKeys;
 export const ObjectFreeze = Object.freeze;
+export const ObjectDefineProperty = Object.defineProperty;
+export const ObjectDefineProperties = Object.defineProperties;
 export const ObjectHasOwn = Object.hasOwn;
 export const StringIncludesMethod = String.prototype.includes;
 export const NumberCtor = Number;
@@ -108,6 +127,10 @@ export const StringSplit = String.prototype.split;
 export const ArrayJoin = Array.prototype.join;
 export const MapClear = Map.prototype.clear;
 export const WeakMapGet = WeakMap.prototype.get;
+export const WeakSetCtor = WeakSet;
+export const WeakSetAdd = WeakSet.prototype.add;
+export const WeakSetHas = WeakSet.prototype.has;
+export const ProxyRevocable = Proxy.revocable;
 export const WeakMapSet = WeakMap.prototype.set;
 export const DateNow = Date.now;
 export const DateToString = Date.prototype.toString;

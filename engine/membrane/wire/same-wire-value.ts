@@ -4,8 +4,10 @@ import {
   MapGet,
   MapSet,
   NumberIsFinite,
+  ObjectHasOwn,
   ObjectIs,
   ObjectKeys,
+  ObjectLookupGetter,
   ReflectApply,
   SetAdd,
   SetCtor,
@@ -31,7 +33,12 @@ export function sameWireValue(
   index: number,
   isHostObject: (value: object) => boolean,
   tableShares: boolean,
+  isProxy?: (value: object) => boolean,
 ): boolean {
+  // Guarded (`isProxy` given): no code of the value runs. A Proxy or a getter answers false (the encoder refuses it),
+  // and a hole is undefined without a look at the array's prototypes.
+  const hasGetter = (object: object, key: string | number): boolean =>
+    isProxy !== undefined && ReflectApply(ObjectLookupGetter, object, [key]) !== undefined;
   // One object of the value stands for one node of the table, both ways: the same sharing, the same cycles.
   const pairs = new MapCtor<object, number>();
   const reverse = new MapCtor<number, object>();
@@ -75,13 +82,20 @@ export function sameWireValue(
       if (ReflectApply(SetSize, visited, []) === before) return false;
     }
     if (isHostObject(value)) return false;
+    if (isProxy?.(value)) return false;
     const children = node as unknown[];
     if (ArrayIsArray(value)) {
       if (children[0] !== "A") return false;
       const items = value as unknown[];
       const count = items.length;
       if (count + 1 !== children.length) return false;
-      for (let i = 0; i < count; i++) if (!same(items[i], children[i + 1], depth + 1)) return false;
+      for (let i = 0; i < count; i++) {
+        if (isProxy !== undefined && !ObjectHasOwn(items, i)) {
+          if (!same(undefined, children[i + 1], depth + 1)) return false;
+          continue;
+        }
+        if (hasGetter(items, i) || !same(items[i], children[i + 1], depth + 1)) return false;
+      }
       return true;
     }
     if (children[0] !== "O" || !isPlainObject(value) || isErrorLike(value)) return false;
@@ -90,12 +104,14 @@ export function sameWireValue(
     const record = value as Record<string, unknown>;
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i]!;
-      if (key !== children[2 * i + 1] || !same(record[key], children[2 * i + 2], depth + 1)) return false;
+      if (key !== children[2 * i + 1] || hasGetter(value, key)) return false;
+      if (!same(record[key], children[2 * i + 2], depth + 1)) return false;
     }
     return true;
   }
 
   try {
+    if (typeof current === "object" && current !== null && isProxy?.(current)) return false;
     return same(current, index, 1);
   } catch {
     // A getter or a proxy trap of model code threw: the encoder reports it.

@@ -250,9 +250,8 @@ function requestCard(data, kind) {
       await api(
         "POST",
         `/v1/threads/${encodeURIComponent(state.threadId)}/answers`,
-        {
-          answers: { [request.id]: value },
-        },
+        // The answer is for this request of this run: the server applies it to nothing else.
+        { runId: data.runId, answers: { [request.id]: value } },
         { "idempotency-key": `${data.runId}:${request.id}` },
       );
     } catch (error) {

@@ -3,7 +3,7 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { expect, test } from "vitest";
-import { countTokens } from "../../../engine/cli/prompt-command.ts";
+import { countTokens } from "../../../engine/agent/index.ts";
 import { MossCompiler } from "../../../engine/compiler/moss-compiler.ts";
 import { bindOpenApi, type OperationMatch, openApiService } from "../../../moss-modules/openapi/index.ts";
 

@@ -1,0 +1,218 @@
+// `moss serve`'s memory (issue 27): the whole process tree of the real CLI on PGlite with one small module, idle
+// before its first request — on a new data directory (the database is made at start) and again on the same one —
+// against the goal of 256 MiB; then where the server process's memory goes, stage by stage, measured in a fresh
+// process (Node and the CLI, the embedded database, the module's analysis and first runtime, the first type-check).
+import { spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { type FakeReply, startFakeOpenAIServer } from "../test/agent/fake-openai-server.ts";
+import { endlessReplies, treeProcesses } from "./bench-fixtures.ts";
+import { RESULT_MARKER, runChild } from "./child-process.ts";
+
+const MIB = 1024 * 1024;
+const GOAL_MIB = 256;
+const THREAD_GOAL_MIB = 4;
+const THREADS = 20;
+const TOKEN = "bench-secret-0123456789";
+const CLI = fileURLToPath(new URL("../bin/moss.js", import.meta.url));
+const MODULE = fileURLToPath(new URL("../examples/todo/context.ts", import.meta.url));
+
+/** What a process is, for the breakdown. */
+function roleOf(command: string): string {
+  if (command.includes("esbuild") && command.includes("--service")) return "esbuild service";
+  if (command.includes(" serve ")) return "server process (HTTP, worker, PGlite thread, type-check workers)";
+  if (command.includes("sandbox")) return "sandbox process";
+  return command.split(" ").slice(0, 2).join(" ") || "other";
+}
+
+/**
+ * Starts the real CLI, waits for its ready line and `settleMs` more, and measures the whole tree; then, with
+ * `threads`, runs one task in a first thread and in `count - 1` more (one checked execute each), measuring after each.
+ */
+async function idleTree(
+  dataDirectory: string,
+  settleMs: number,
+  threads?: { modelUrl: string; count: number },
+) {
+  const child = spawn(
+    process.execPath,
+    [
+      CLI,
+      "serve",
+      MODULE,
+      "--port",
+      "0",
+      "--token",
+      `bench:${TOKEN}`,
+      "--data-dir",
+      dataDirectory,
+      ...(threads === undefined ? [] : ["--base-url", threads.modelUrl]),
+    ],
+    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, OPENAI_API_KEY: "bench" } },
+  );
+  let output = "";
+  const started = performance.now();
+  const treeBytes = () => treeProcesses(child.pid!).reduce((sum, process) => sum + process.rss, 0);
+  const settle = () => new Promise((resolve) => setTimeout(resolve, settleMs));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`moss serve did not start:\n${output}`)), 180_000);
+      const onData = (chunk: Buffer) => {
+        output += chunk.toString();
+        if (output.includes("moss serve ·")) {
+          clearTimeout(timer);
+          resolve();
+        }
+      };
+      child.stdout.on("data", onData);
+      child.stderr.on("data", onData);
+      child.once("exit", (code) => reject(new Error(`moss serve exited (${code}):\n${output}`)));
+    });
+    const readyMs = performance.now() - started;
+    await settle();
+    const idle = treeBytes();
+    let perThread: { first: number; after: number } | undefined;
+    if (threads !== undefined) {
+      const url = /http:\/\/[\d.]+:\d+/.exec(output)![0];
+      await runTasks(url, 1);
+      await settle();
+      const first = treeBytes();
+      await runTasks(url, threads.count - 1);
+      await settle();
+      perThread = { first, after: treeBytes() };
+    }
+    const processes = treeProcesses(child.pid!);
+    const roles = new Map<string, { rss: number; count: number }>();
+    for (const process of processes) {
+      const role = roleOf(process.command);
+      const entry = roles.get(role) ?? { rss: 0, count: 0 };
+      roles.set(role, { rss: entry.rss + process.rss, count: entry.count + 1 });
+    }
+    return { readyMs, idle, roles, perThread };
+  } finally {
+    child.kill("SIGTERM");
+    await new Promise((resolve) => child.once("exit", resolve));
+  }
+}
+
+/** Runs one task in each of `count` new threads (each a checked execute, then an answer) and waits for their ends. */
+async function runTasks(url: string, count: number): Promise<void> {
+  const headers = { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" };
+  const json = async (response: Response): Promise<any> => {
+    if (!response.ok) throw new Error(`${response.status} ${await response.text()}`);
+    return response.json();
+  };
+  await Promise.all(
+    Array.from({ length: count }, async () => {
+      const { thread } = await json(
+        await fetch(`${url}/v1/threads`, { method: "POST", headers, body: "{}" }),
+      );
+      const { run } = await json(
+        await fetch(`${url}/v1/threads/${thread.id}/runs`, {
+          method: "POST",
+          headers,
+          body: JSON.stringify({ message: "Remember that I like short lists." }),
+        }),
+      );
+      for (;;) {
+        const state = await json(await fetch(`${url}/v1/threads/${thread.id}/runs/${run.id}`, { headers }));
+        if (["completed", "failed", "cancelled"].includes(state.run.status)) {
+          if (state.run.status !== "completed")
+            throw new Error(`a bench run ended ${JSON.stringify(state.run)}`);
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }),
+  );
+}
+
+/** Child side of the stage breakdown: resident size after each stage of a server's start, in one fresh process. */
+export async function measureServeStagesInChild([dataDirectory]: string[]): Promise<void> {
+  const stages: Array<{ stage: string; rss: number }> = [];
+  const mark = (stage: string) => stages.push({ stage, rss: process.memoryUsage().rss });
+  mark("Node, the bench runner and tsx");
+  const { openDatabase } = await import("../engine/server/database.ts");
+  const database = await openDatabase({ dataDirectory: dataDirectory! });
+  mark("the embedded database (PGlite, its thread), opened");
+  const { ModuleCache } = await import("../engine/compiler/module-cache.ts");
+  const { compileModuleRuntime } = await import("../engine/agent/module-runtime.ts");
+  mark("the engine's code loaded (TypeScript, ts-morph, the compiler)");
+  const runtime = await compileModuleRuntime(
+    { modulePath: MODULE, compiler: { moduleCache: new ModuleCache(), continuationKey: "k".repeat(32) } },
+    undefined,
+  );
+  mark("the module analysed, loaded and a first runtime compiled (as the server's start does)");
+  const execution = await runtime.execute({ code: "function main(moss: Moss) { return 1; }" });
+  if (!execution.ok) throw new Error(JSON.stringify(execution.error));
+  mark("a first checked execute (the module's type-check worker, a sandbox)");
+  await runtime.close();
+  await database.close();
+  console.log(`${RESULT_MARKER}${JSON.stringify(stages)}`);
+}
+
+export async function run(): Promise<void> {
+  const directory = await mkdtemp(join(tmpdir(), "moss-serve-memory-"));
+  try {
+    const dataDirectory = join(directory, "data");
+    console.log("\n## moss serve idle memory (the CLI's whole process tree, PGlite, examples/todo)\n");
+    console.log("| start | ready in s | tree MiB | goal MiB | ratio to goal |\n|---|---:|---:|---:|---:|");
+    const fresh = await idleTree(dataDirectory, 5_000);
+    // The model answers each task with one execute that writes a data field, then with an answer.
+    const execute: FakeReply = {
+      content: "",
+      toolCalls: [
+        {
+          name: "moss",
+          arguments: JSON.stringify({
+            code: 'function main(moss: Moss) { moss.preferences.push("short lists"); return moss.preferences.length; }',
+          }),
+        },
+      ],
+    };
+    const model = await startFakeOpenAIServer(
+      endlessReplies((index) => (index % 2 === 0 ? execute : { content: "Noted." })),
+    );
+    const again = await idleTree(dataDirectory, 5_000, { modelUrl: model.baseUrl, count: THREADS }).finally(
+      () => model.close(),
+    );
+    for (const [label, tree] of [
+      ["new data directory (database made at start)", fresh],
+      ["the same data directory again", again],
+    ] as const) {
+      console.log(
+        `| ${label} | ${(tree.readyMs / 1000).toFixed(1)} | ${(tree.idle / MIB).toFixed(0)} | ${GOAL_MIB} | ${(tree.idle / MIB / GOAL_MIB).toFixed(2)}× |`,
+      );
+    }
+    const { first, after } = again.perThread!;
+    console.log(`\n| each thread that ran a task (${THREADS} threads) | MiB | goal MiB |\n|---|---:|---:|`);
+    console.log(
+      `| after ${THREADS} threads, over the idle server (the first run's type-check worker included) | ${((after - again.idle) / MIB / THREADS).toFixed(1)} | ${THREAD_GOAL_MIB} |`,
+    );
+    console.log(
+      `| threads 2 to ${THREADS}, over the tree after the first | ${((after - first) / MIB / (THREADS - 1)).toFixed(1)} | ${THREAD_GOAL_MIB} |`,
+    );
+    console.log(`\n| process (after ${THREADS} threads) | count | MiB |\n|---|---:|---:|`);
+    for (const [role, { rss, count }] of again.roles) {
+      console.log(`| ${role} | ${count} | ${(rss / MIB).toFixed(0)} |`);
+    }
+    // The stages are measured on the data directory the CLI made (an existing database, as on every start but the first).
+    const stages = await runChild<Array<{ stage: string; rss: number }>>("serve-stages", [
+      join(dataDirectory, "pglite"),
+    ]);
+    console.log(
+      "\n| the server process, stage by stage (fresh process) | RSS MiB | added MiB |\n|---|---:|---:|",
+    );
+    let previous = 0;
+    for (const { stage, rss } of stages) {
+      console.log(
+        `| ${stage} | ${(rss / MIB).toFixed(0)} | ${previous === 0 ? "" : `+${((rss - previous) / MIB).toFixed(0)}`} |`,
+      );
+      previous = rss;
+    }
+  } finally {
+    await rm(directory, { recursive: true, force: true });
+  }
+}
