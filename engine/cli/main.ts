@@ -70,6 +70,8 @@ export function formatError(error: unknown): string {
 }
 
 function processIo(): CliIo {
+  ignoreClosedReader(process.stdout);
+  ignoreClosedReader(process.stderr);
   return {
     stdout: process.stdout,
     stderr: process.stderr,
@@ -77,4 +79,15 @@ function processIo(): CliIo {
     env: process.env,
     cwd: process.cwd(),
   };
+}
+
+/**
+ * A reader that stopped reading (`moss check … | head -1`) is not an error of the command: Node reports EPIPE on the
+ * stream, which had no listener and so crashed the process with a stack trace. What is written after that is
+ * dropped; the command finishes and exits with its own code (a shell with `pipefail` still sees a failed check).
+ */
+function ignoreClosedReader(stream: NodeJS.WriteStream): void {
+  stream.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EPIPE") throw error;
+  });
 }
