@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { escapeRegExp } from "../escape-reg-exp.ts";
 import { moduleSurfaceFolders } from "../module-surface.ts";
 
 /** What a diagnostic message may show the model, and what it must not. */
@@ -101,8 +102,4 @@ function shownPath(file: string, moduleDirectory: string): string {
   if (relative === "") return ".";
   if (!relative.startsWith("../")) return `./${relative}`;
   return `…/${path.basename(file)}`;
-}
-
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }

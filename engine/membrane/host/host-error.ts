@@ -2,6 +2,7 @@ import { readdirSync, realpathSync, statSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { escapeRegExp } from "../../escape-reg-exp.ts";
 import { encodeWire, measureWire } from "./host-wire.ts";
 
 /*
@@ -90,10 +91,6 @@ function rootsPattern(): RegExp {
   const roots = [...hostRoots].sort((a, b) => b.length - a.length).map(escapeRegExp);
   rootPattern = new RegExp(`(?:${roots.join("|")})(?:${SEPARATOR}${TAIL})?`, "gu");
   return rootPattern;
-}
-
-function escapeRegExp(text: string): string {
-  return text.replace(/[\\^$.*+?()[\]{}|/]/g, "\\$&");
 }
 
 /** `<host path>/base` for a removed path (or just the marker when it names a folder). */
