@@ -23,6 +23,7 @@ export const LAYERS = [
       "engine/runnable-entry.ts",
       "engine/closest.ts",
       "engine/escape-reg-exp.ts",
+      "engine/read-json-file.ts",
       "engine/private-temp-folder.ts",
       "engine/enable-code-cache.ts",
     ],
