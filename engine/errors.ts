@@ -93,3 +93,12 @@ export function locatedMessage(
   const head = `${file}:${line}:${column} - ${message}`;
   return source === undefined ? head : `${head}\n\n${codeFrame(source, line, column)}`;
 }
+
+/**
+ * A diagnostic as tsc words it after its location: `error TS2322: message` (moss-ts's own findings, codes 90000 and
+ * up, `MOSS90001`). The one spelling of every diagnostic shown: the snippet's (`renderDiagnostics`, for the model,
+ * `moss check` and `moss run`) and the context module's own type and syntax errors.
+ */
+export function diagnosticText(severity: string, code: number, message: string): string {
+  return `${severity} ${code >= 90000 ? "MOSS" : "TS"}${code}: ${message}`;
+}

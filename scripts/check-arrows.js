@@ -22,6 +22,8 @@ export const LAYERS = [
       "engine/module-surface.ts",
       "engine/runnable-entry.ts",
       "engine/closest.ts",
+      "engine/escape-reg-exp.ts",
+      "engine/read-json-file.ts",
       "engine/private-temp-folder.ts",
       "engine/enable-code-cache.ts",
     ],

@@ -1,8 +1,9 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { readTextIfExists, writeFileAtomically } from "../context/context-file.ts";
+import { writeFileAtomically } from "../context/context-file.ts";
 import { validSessionId } from "../context/file-context-store.ts";
 import { MossError } from "../errors.ts";
+import { readJsonFile } from "../read-json-file.ts";
 import { Conversation } from "./conversation.ts";
 
 /** Where an agent keeps the conversation tree of each session, next to the session's MossContext. */
@@ -32,20 +33,19 @@ export class FileConversationStore implements ConversationStore {
 
   async load(sessionId: string): Promise<Conversation | undefined> {
     const path = this.path(sessionId);
-    const text = await readTextIfExists(path);
-    if (text === undefined) return undefined;
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch (error) {
-      throw new MossError(
-        "context-corrupt",
-        `${path}: the conversation is not valid JSON (${(error as Error).message}).`,
-        {
-          path,
-        },
-      );
-    }
+    const json = await readJsonFile(path, (problem) => {
+      if (problem.kind === "invalid") {
+        return new MossError(
+          "context-corrupt",
+          `${path}: the conversation is not valid JSON (${problem.error.message}).`,
+          { path },
+        );
+      }
+      // ENOTDIR: a folder on the path is a file, so the file cannot exist either.
+      const code = problem.error.code;
+      return code === "ENOENT" || code === "ENOTDIR" ? undefined : problem.error;
+    });
+    if (json === undefined) return undefined;
     return Conversation.fromJSON(json, path);
   }
 

@@ -42,15 +42,28 @@ export function truncateMiddle(text: string, maxChars: number): string {
   return `${text.slice(0, head)}${marker(cut)}${tail > 0 ? text.slice(text.length - tail) : ""}`;
 }
 
-/** Renders the return value of the model's code for the model to read. */
+/**
+ * Renders the return value of the model's code for the model to read: a string as JSON (its exact text, escapes
+ * included), anything else as {@link formatValue} shows it.
+ */
 export function formatReturns(value: unknown): string {
   if (typeof value === "string") return JSON.stringify(value);
+  return formatValue(value);
+}
+
+/**
+ * The one way a value the code returned or passed is shown, to the model and to a person (`moss run`'s
+ * `returned:` line): Node's inspect, six levels deep, lines up to 100 characters, 100 items of an array and 2,000
+ * characters of a string at most, keys in their own order.
+ */
+export function formatValue(value: unknown): string {
   return inspect(value, {
     depth: 6,
     breakLength: 100,
     maxArrayLength: 100,
     maxStringLength: 2_000,
     sorted: false,
+    colors: false,
   });
 }
 

@@ -1,5 +1,5 @@
-import { readFile } from "node:fs/promises";
 import { MossError } from "../errors.ts";
+import { readJsonFile } from "../read-json-file.ts";
 import type {
   FinishReason,
   LanguageModel,
@@ -43,17 +43,16 @@ export class ScriptedLanguageModel implements LanguageModel {
 
   /** Loads a recording (`ScriptedRecording` or a bare array of responses) from a JSON file. */
   static async fromFile(path: string): Promise<ScriptedLanguageModel> {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(await readFile(path, "utf8"));
-    } catch (error) {
-      throw new MossError(
-        "invalid-argument",
-        `Cannot read the recorded model responses ${path}: ${(error as Error).message}`,
-        { path },
-        { cause: error },
-      );
-    }
+    const parsed = await readJsonFile(
+      path,
+      ({ error }) =>
+        new MossError(
+          "invalid-argument",
+          `Cannot read the recorded model responses ${path}: ${error.message}`,
+          { path },
+          { cause: error },
+        ),
+    );
     const recording: ScriptedRecording = Array.isArray(parsed)
       ? { responses: parsed as ScriptedResponse[] }
       : (parsed as ScriptedRecording);

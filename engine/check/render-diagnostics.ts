@@ -1,3 +1,4 @@
+import { diagnosticText } from "../errors.ts";
 import type { Diagnostic } from "../types.ts";
 
 /** Options of `renderDiagnostics`. */
@@ -30,8 +31,7 @@ export function renderDiagnostics(diagnostics: Diagnostic[], options: RenderDiag
       return true;
     });
   const shown = unique.slice(0, max).map((diagnostic) => {
-    const prefix = diagnostic.code >= 90000 ? "MOSS" : "TS";
-    const head = `${fileName}:${diagnostic.line}:${diagnostic.column} - ${diagnostic.severity} ${prefix}${diagnostic.code}: ${diagnostic.message}`;
+    const head = `${fileName}:${diagnostic.line}:${diagnostic.column} - ${diagnosticText(diagnostic.severity, diagnostic.code, diagnostic.message)}`;
     return diagnostic.frame ? `${head}\n${diagnostic.frame}` : head;
   });
   const hidden = unique.length - shown.length;

@@ -1,6 +1,6 @@
-import { existsSync } from "node:fs";
-import os from "node:os";
 import path from "node:path";
+import { escapeRegExp } from "../escape-reg-exp.ts";
+import { hostPathReplacement, hostRootFolders, mayBeHostPath } from "../membrane/index.ts";
 import { moduleSurfaceFolders } from "../module-surface.ts";
 
 /** What a diagnostic message may show the model, and what it must not. */
@@ -30,7 +30,8 @@ const HIDDEN_REPLACEMENT = "(hidden)";
 
 /**
  * Makes a compiler message safe to show the model: no host path (the module's folder becomes `./`, a package's
- * files their package path, anything else its module-relative form or its file name), no hidden-region name the
+ * files their package path, a path inside the module's folder its module-relative form, anything else the
+ * membrane's one form, `<host path>/name`), no hidden-region name the
  * model has not seen, no hint to change the checker's compiler options, and a bounded length.
  */
 export function scrubMessage(message: string, options: ScrubOptions): string {
@@ -72,9 +73,9 @@ function withoutHiddenNames(text: string, options: ScrubOptions): string {
   return result;
 }
 
-/** Folders whose paths never reach the model, most specific first. */
+/** Folders whose paths never reach the model, most specific first: the module's and the membrane's known roots. */
 function hostRoots(moduleDirectory: string): string[] {
-  const roots = [moduleDirectory, process.cwd(), os.tmpdir(), os.homedir()].filter(
+  const roots = [moduleDirectory, ...hostRootFolders()].filter(
     (root) => path.isAbsolute(root) && root !== path.sep,
   );
   return [...new Set(roots)].sort((a, b) => b.length - a.length);
@@ -86,23 +87,18 @@ function replaceRoot(text: string, root: string, replace: (rest: string) => stri
   return text.replace(pattern, (_match, rest: string | undefined) => replace(rest ?? ""));
 }
 
-/** Whether a text is an absolute path into the host's file system (its first folder exists here). */
+/** Whether a text is an absolute POSIX path on the host (the membrane's rule: its first folder exists here). */
 function isHostPath(text: string): boolean {
-  if (!text.startsWith("/") || text.startsWith("//")) return false;
-  const first = text.split("/")[1];
-  return first !== undefined && first !== "" && existsSync(`/${first}`);
+  if (!text.startsWith("/") || text.startsWith("//") || text.length < 2) return false;
+  return mayBeHostPath(text);
 }
 
-/** How the model may see a host path: module-relative, a package path, or a file name. */
+/** How the model may see a host path: module-relative, a package path, or the membrane's `<host path>/name`. */
 function shownPath(file: string, moduleDirectory: string): string {
   const packageIndex = file.lastIndexOf("/node_modules/");
   if (packageIndex >= 0) return file.slice(packageIndex + "/node_modules/".length);
   const relative = path.relative(moduleDirectory, file).split(path.sep).join("/");
   if (relative === "") return ".";
   if (!relative.startsWith("../")) return `./${relative}`;
-  return `…/${path.basename(file)}`;
-}
-
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  return hostPathReplacement(file);
 }

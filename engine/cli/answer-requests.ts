@@ -8,6 +8,7 @@ import type { Readable, Writable } from "node:stream";
 import { isDeepStrictEqual } from "node:util";
 import { formatReturns } from "../agent/observation.ts";
 import { MossError } from "../errors.ts";
+import { parseJsonText } from "../read-json-file.ts";
 import { answerShapeProblem, callPartOf } from "../runtime/answers.ts";
 import type { Answer, Answers, ApprovalRequest, PendingRequest } from "../types.ts";
 import { escapeControlCharacters } from "./escape-control-characters.ts";
@@ -171,16 +172,13 @@ export async function readAnswersFile(source: string, cwd: string, stdin: Readab
       { file: source },
     );
   }
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (error) {
-    throw new MossError(
-      "invalid-argument",
-      `--answers ${source}: not valid JSON (${(error as Error).message})`,
-      { file: source },
-    );
-  }
+  const json = parseJsonText(
+    text,
+    (error) =>
+      new MossError("invalid-argument", `--answers ${source}: not valid JSON (${error.message})`, {
+        file: source,
+      }),
+  );
   // The shape of the answer itself is the runtime's one rule; the fields that name the request are the CLI's own.
   const namesProblem = (answer: Record<string, unknown>): boolean =>
     (answer.question !== undefined && typeof answer.question !== "string") ||

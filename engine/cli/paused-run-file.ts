@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
-import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, rename, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { MossError } from "../errors.ts";
+import { readJsonFile } from "../read-json-file.ts";
 import type { MossContext, PendingRequest } from "../types.ts";
 
 /** A run `moss run` left paused: what it waits for and the continuation that resumes it (never runs it again). */
@@ -43,25 +44,15 @@ export function pausedRunPath(modulePath: string, contextFile: string | undefine
 
 /** The paused run kept in `file`, or undefined when there is none; a file that is not one is a located error. */
 export async function readPausedRun(file: string): Promise<PausedRun | undefined> {
-  let text: string;
-  try {
-    text = await readFile(file, "utf8");
-  } catch (error) {
+  const run = (await readJsonFile(file, ({ kind, error }) => {
+    if (kind === "invalid") return corrupt(file, `not valid JSON (${error.message})`);
     // No file, or a path through a file (a --context whose folder is a file: its own error comes after the run).
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === "ENOENT" || code === "ENOTDIR") return undefined;
-    throw new MossError(
-      "context-read",
-      `${file}: cannot read the paused run (${(error as NodeJS.ErrnoException).code ?? error})`,
-      { file },
-    );
-  }
-  let run: PausedRun;
-  try {
-    run = JSON.parse(text) as PausedRun;
-  } catch (error) {
-    throw corrupt(file, `not valid JSON (${(error as Error).message})`);
-  }
+    if (error.code === "ENOENT" || error.code === "ENOTDIR") return undefined;
+    return new MossError("context-read", `${file}: cannot read the paused run (${error.code ?? error})`, {
+      file,
+    });
+  })) as PausedRun | undefined;
+  if (run === undefined) return undefined;
   if (
     run?.version !== 1 ||
     typeof run.code !== "string" ||

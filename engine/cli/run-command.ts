@@ -1,7 +1,6 @@
 import { randomBytes } from "node:crypto";
 import path from "node:path";
-import { inspect } from "node:util";
-import { describeRequest } from "../agent/observation.ts";
+import { describeRequest, formatValue } from "../agent/observation.ts";
 import { startSpareCheckWorker } from "../check/check-worker-start.ts";
 import { renderDiagnostics } from "../check/render-diagnostics.ts";
 import { lockContextFile, readContextFile, writeContextFile } from "../context/index.ts";
@@ -282,8 +281,8 @@ function printExecution(execution: Execution, io: CliIo, terminal: Terminal, fil
     io.stderr.write(`${colors.yellow("warning")}: ${safe(warning)}\n`);
   if (execution.ok) {
     if (execution.returns !== undefined) {
-      // inspect escapes control characters in strings but not bidirectional overrides: printed plain, then escaped.
-      io.stdout.write(`returned: ${safe(inspect(execution.returns, { depth: 6, colors: false }))}\n`);
+      // formatValue (inspect) escapes control characters in strings but not bidirectional overrides: escaped here.
+      io.stdout.write(`returned: ${safe(formatValue(execution.returns))}\n`);
     }
   } else if (execution.error) {
     const error = execution.error;

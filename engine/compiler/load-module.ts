@@ -3,6 +3,7 @@ import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { MessageChannel, type MessagePort, receiveMessageOnPort } from "node:worker_threads";
 import { MossError } from "../errors.ts";
+import { escapeRegExp } from "../escape-reg-exp.ts";
 import { esmPackageProblem } from "./esm-package.ts";
 import { compileUrl, LOCALS_EXPORT } from "./module-url.ts";
 
@@ -154,10 +155,6 @@ function missingPackageLocation(
   const offset = specifier.index + specifier[0].indexOf(specifier[1] ?? "");
   const before = source.slice(0, offset).split("\n");
   return { line: before.length, column: (before.at(-1)?.length ?? 0) + 1 };
-}
-
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
 /** Off-thread hooks (Node 20): the port they post each loaded file URL to. */

@@ -11,7 +11,7 @@ import {
   type Type,
   ts,
 } from "ts-morph";
-import { locatedMessage, MossError } from "../errors.ts";
+import { diagnosticText, locatedMessage, MossError } from "../errors.ts";
 import {
   isMossOwnMember,
   isReachableMember,
@@ -232,7 +232,7 @@ function reportSyntaxErrors(
       code,
       position.line,
       position.column,
-      `syntax error TS${first.code}: ${message}`,
+      `syntax ${diagnosticText("error", first.code, message)}`,
     ),
     { file: modulePath, line: position.line, column: position.column, count: diagnostics.length },
   );

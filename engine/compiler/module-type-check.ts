@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Node, type Project, type SourceFile, ts } from "ts-morph";
-import { locatedMessage, MossError } from "../errors.ts";
+import { diagnosticText, locatedMessage, MossError } from "../errors.ts";
 import { analyzeModule, type ModuleAnalysis } from "./module-analysis.ts";
 import { hasNodeTypes, moduleProject } from "./module-project.ts";
 
@@ -144,7 +144,7 @@ function moduleTypeError(errors: ModuleTypeError[], displayPath: string): MossEr
         error.source,
         error.line,
         error.column,
-        `error TS${error.code}: ${error.message}`,
+        diagnosticText("error", error.code, error.message),
       ),
     );
   const more = errors.length - MAX_SHOWN;

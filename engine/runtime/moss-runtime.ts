@@ -856,7 +856,7 @@ export class MossRuntime {
       // The live session keeps the last good value too: the next run starts from the persisted data.
       if (misfit) await this.#discardSession();
     }
-    if (sandboxError?.kind !== "syntax" && !diverged) this.#acceptDefinitions(code);
+    if (sandboxError?.kind !== "syntax" && !diverged) this.#acceptDefinitions(code, prepared.parsed);
 
     const stdout = result.stdout;
     this.#recordStdout(stdout);
@@ -1190,8 +1190,8 @@ export class MossRuntime {
    * Definitions made by code that ran: the session's record takes those it keeps; the checker gets the record as it
    * is now, the context saves it, and a new isolate of the session evaluates it compiled (`#compileDefinitions`).
    */
-  #acceptDefinitions(code: string): void {
-    if (!this.#definitions.accept(code)) return;
+  #acceptDefinitions(code: string, parsed: PreparedSnippet["parsed"]): void {
+    if (!this.#definitions.accept(code, parsed)) return;
     this.#context = this.#withDefinitions(this.#context);
     this.#checker?.define(this.#definitions.text);
   }

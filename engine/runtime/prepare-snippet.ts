@@ -25,6 +25,12 @@ export interface PreparedSnippet {
   map: TraceMap;
   /** Names the snippet defines at top level. */
   definitions: string[];
+  /**
+   * The snippet as TypeScript parsed it, handed on so the session's definitions (`SessionDefinitions.accept`) need
+   * not parse it again. Only on the result of a fresh compile: the cache keeps no parse tree (many times the text's
+   * size), so a snippet prepared from the cache is parsed again where it is needed.
+   */
+  parsed?: ts.SourceFile;
 }
 
 /** Why a snippet could not be prepared: a syntax error located in the snippet. */
@@ -50,7 +56,12 @@ export async function prepareSnippet(code: string): Promise<PreparedSnippet | Sn
     return cached;
   }
   const prepared = await compileSnippet(code);
-  cache.set(code, prepared);
+  if ("parsed" in prepared) {
+    const { parsed: _parsed, ...kept } = prepared;
+    cache.set(code, kept);
+  } else {
+    cache.set(code, prepared);
+  }
   if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value as string);
   return prepared;
 }
@@ -136,7 +147,7 @@ async function rewriteAndTransform(code: string): Promise<PreparedSnippet | Snip
       sourcefile: SNIPPET_FILE,
       tsconfigRaw: { compilerOptions: { experimentalDecorators: true, useDefineForClassFields: true } },
     });
-    return { ...withCallSiteProbe(result.code, result.map), definitions };
+    return { ...withCallSiteProbe(result.code, result.map), definitions, parsed: sourceFile };
   } catch (error) {
     const first = (error as { errors?: Array<{ text: string; location?: { line: number; column: number } }> })
       .errors?.[0];

@@ -75,17 +75,15 @@ export class SessionDefinitions {
 
   /**
    * Takes the top-level definitions of a snippet that ran: later ones replace earlier ones of the same name. Returns
-   * whether the record changed.
+   * whether the record changed. `parsed`: the snippet as `prepareSnippet` parsed it, when it did (used only if its
+   * text is the snippet's), so it is not parsed twice.
    */
-  accept(snippet: string): boolean {
+  accept(snippet: string, parsed?: ts.SourceFile): boolean {
     const before = this.text;
-    const sourceFile = ts.createSourceFile(
-      "snippet.ts",
-      snippet,
-      ts.ScriptTarget.ES2022,
-      true,
-      ts.ScriptKind.TS,
-    );
+    const sourceFile =
+      parsed !== undefined && parsed.text === snippet
+        ? parsed
+        : ts.createSourceFile("snippet.ts", snippet, ts.ScriptTarget.ES2022, true, ts.ScriptKind.TS);
     const made: Definition[] = [];
     const notKept = new Map<string, string>();
     const groupOf = new Map<string, Definition>();

@@ -2,6 +2,7 @@ import { readdirSync, realpathSync, statSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { escapeRegExp } from "../../escape-reg-exp.ts";
 import { encodeWire, measureWire } from "./host-wire.ts";
 
 /*
@@ -31,8 +32,8 @@ for (const folder of [
   homedir(),
   tmpdir(),
   path.dirname(process.execPath),
-  // Where moss-ts itself is installed (node_modules/moss-ts or the checkout).
-  path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../.."),
+  // Where moss-ts itself is installed (node_modules/moss-ts/dist or the checkout): this file is engine/membrane/host/.
+  path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../.."),
 ]) {
   addHostRoot(folder);
 }
@@ -78,7 +79,7 @@ function rootListing(): readonly string[] | undefined {
  * `/pets/{petId}` in an HTTP error is a route, not a path, and stays readable. Other shapes (drive, UNC, `~/`,
  * `../`) are always treated as host paths.
  */
-function mayBeHostPath(found: string): boolean {
+export function mayBeHostPath(found: string): boolean {
   const root = rootListing();
   if (root === undefined || !/^\/(?![\\/])/.test(found)) return true;
   const first = found.slice(1).split(/[\\/]/, 1)[0] ?? "";
@@ -87,16 +88,27 @@ function mayBeHostPath(found: string): boolean {
 
 function rootsPattern(): RegExp {
   if (rootPattern) return rootPattern;
-  const roots = [...hostRoots].sort((a, b) => b.length - a.length).map(escapeRegExp);
+  const roots = hostRootFolders().map(escapeRegExp);
   rootPattern = new RegExp(`(?:${roots.join("|")})(?:${SEPARATOR}${TAIL})?`, "gu");
   return rootPattern;
 }
 
-function escapeRegExp(text: string): string {
-  return text.replace(/[\\^$.*+?()[\]{}|/]/g, "\\$&");
+/**
+ * The known host folders, longest first: working directory, home, temp, Node's own folder, moss-ts's install, and
+ * every module folder added (each also as its real path). The one list every scrubber of host paths starts from.
+ */
+export function hostRootFolders(): string[] {
+  return [...hostRoots].sort((a, b) => b.length - a.length);
 }
 
-/** `<host path>/base` for a removed path (or just the marker when it names a folder). */
+/**
+ * How a removed host path is shown, the one form for every text bound for the model: `<host path>/base` for a file
+ * (its name keeps the message useful), the marker alone for a folder (its name is layout).
+ */
+export function hostPathReplacement(found: string): string {
+  return replacement(found);
+}
+
 function replacement(found: string): string {
   const trimmed = found.replace(/^file:\/\/+/i, "/");
   const parts = trimmed.split(/[\\/]/);
