@@ -9,6 +9,12 @@ export const DEFAULT_CONTEXT_TOKENS = 8_192;
 /** Output tokens per model call when the options do not say. */
 export const DEFAULT_MAX_TOKENS = 2_048;
 
+/** Model calls per run before it stops with `max-steps`, when the options do not say. */
+export const DEFAULT_MAX_STEPS = 10;
+
+/** Failed steps in a row before a run stops with `max-consecutive-errors`, when the options do not say. */
+export const DEFAULT_MAX_ERRORS = 3;
+
 /**
  * Why a run ended: `answer` (the model answered in plain text), `max-steps`, `max-consecutive-errors`,
  * `truncated` (answers kept being cut off at the output limit), `unclear-answer` (the model answered without
