@@ -119,7 +119,7 @@ export const agentCommand: CliCommand = async (argv, io) => {
     throw usageError(`missing <module.ts> or "<task>"`, USAGE);
   }
   // moss.config.yaml (the same file `moss serve` reads): a setting's flag wins, then its environment variable.
-  const config = await (await import("../server/moss-config.ts")).loadMossConfig({
+  const config = await (await import("./moss-config.ts")).loadMossConfig({
     cwd: io.cwd,
     modulePath: modulePath!,
     ...(values.config === undefined ? {} : { file: values.config }),

@@ -1,6 +1,6 @@
-import type { ConfigValue, MossConfig } from "../server/moss-config.ts";
-import { renderConfig } from "../server/moss-config.ts";
 import { usageError } from "./exit-codes.ts";
+import type { ConfigValue, MossConfig } from "./moss-config.ts";
+import { renderConfig } from "./moss-config.ts";
 
 /**
  * The settings of one command (`moss serve`, `moss worker`, `moss agent`): each from its flag, else its environment

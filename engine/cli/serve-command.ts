@@ -3,12 +3,12 @@ import type { LanguageModel } from "../agent/index.ts";
 import { DEFAULT_HTTP_TIMEOUTS } from "../server/http-timeouts.ts";
 import type { DatabaseLocation } from "../server/index.ts";
 import { LOG_LEVELS } from "../server/log-levels.ts";
-import { loadMossConfig } from "../server/moss-config.ts";
 import { TenantTokens } from "../server/tenant-tokens.ts";
 import { DEFAULT_MAX_TAKEOVERS } from "../server/worker-defaults.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { ConfigSettings, nonEmpty } from "./config-settings.ts";
 import { EXIT, usageError } from "./exit-codes.ts";
+import { loadMossConfig } from "./moss-config.ts";
 import { mossPackageVersion } from "./moss-package.ts";
 import { parseOptions } from "./parse-options.ts";
 

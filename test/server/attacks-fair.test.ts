@@ -11,7 +11,7 @@ import { countTokens } from "../../engine/agent/context-window.ts";
 import { EVENT_PAGE_BYTES, LIST_PAGE_BYTES, MAX_METADATA_BYTES } from "../../engine/server/answer-bounds.ts";
 import { type Database, openDatabase } from "../../engine/server/database.ts";
 import { streamHeldBytes } from "../../engine/server/follow-thread-events.ts";
-import { loadMossConfig } from "../../engine/server/moss-config.ts";
+import { loadMossConfig } from "../../engine/cli/moss-config.ts";
 import { ServerStore } from "../../engine/server/server-store.ts";
 import { createPostgresDatabase, type PostgresDatabase } from "../helpers/postgres-database.ts";
 import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
