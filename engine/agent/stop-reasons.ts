@@ -3,6 +3,9 @@
  * loading the agent (and with it the runtime, the compiler and the model client).
  */
 
+/** The model used when neither the options nor `MOSS_MODEL` name one. */
+export const DEFAULT_MODEL = "gpt-4o-mini";
+
 /** The context size assumed when neither the options nor the model server say. */
 export const DEFAULT_CONTEXT_TOKENS = 8_192;
 

@@ -76,7 +76,7 @@ export class ConfigSettings {
       case "integer":
         return this.#command === "agent"
           ? positiveInteger(text, source, this.#usage)
-          : this.integer(entry.min ?? 0, entry.max)(text, source);
+          : integerIn(text, source, entry.min ?? 0, entry.max, this.#usage);
       case "choice":
         if (!(entry.choices ?? []).includes(text)) {
           throw usageError(
@@ -107,30 +107,34 @@ export class ConfigSettings {
   render(): string {
     return renderConfig(this.#shown);
   }
-
-  /** A parser of integers from `min` to `max`; anything else is a usage error naming where the text came from. */
-  integer(min: number, max = Number.MAX_SAFE_INTEGER): (text: string, source: string) => number {
-    return (text, source) => {
-      const value = Number(text);
-      if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(value) || value < min || value > max) {
-        throw usageError(`${source} needs an integer from ${min} to ${max}, got "${text}"`, this.#usage);
-      }
-      return value;
-    };
-  }
 }
 
 /** The value, unless it is missing or only whitespace. */
-export function nonEmpty(value: string | undefined): string | undefined {
+function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value.trim() === "" ? undefined : value;
 }
 
 /** A comma-separated list's entries, trimmed, without empty ones. */
-export function splitList(list: string | undefined): string[] {
+function splitList(list: string | undefined): string[] {
   return (list ?? "")
     .split(",")
     .map((entry) => entry.trim())
     .filter((entry) => entry !== "");
+}
+
+/** An integer from `min` to `max` (the server commands' rule); anything else is a usage error naming its source. */
+function integerIn(
+  text: string,
+  source: string,
+  min: number,
+  max = Number.MAX_SAFE_INTEGER,
+  usage: string,
+): number {
+  const value = Number(text);
+  if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(value) || value < min || value > max) {
+    throw usageError(`${source} needs an integer from ${min} to ${max}, got "${text}"`, usage);
+  }
+  return value;
 }
 
 /**

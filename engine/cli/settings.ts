@@ -8,6 +8,7 @@ import {
   DEFAULT_MAX_ERRORS,
   DEFAULT_MAX_STEPS,
   DEFAULT_MAX_TOKENS,
+  DEFAULT_MODEL,
 } from "../agent/stop-reasons.ts";
 import { DEFAULT_HTTP_TIMEOUTS } from "../server/http-timeouts.ts";
 import { LOG_LEVELS } from "../server/log-levels.ts";
@@ -69,7 +70,7 @@ export const SETTINGS: readonly Setting[] = [
     flag: "model",
     argument: "<name>",
     env: "MOSS_MODEL",
-    otherwise: "gpt-4o-mini",
+    otherwise: DEFAULT_MODEL,
     help: "model name",
     commands: EVERY,
   },
