@@ -129,7 +129,6 @@ export const ALLOWED = [
       "engine/runtime/shared-sandbox.ts",
       "engine/runtime/answers.ts",
       "engine/runtime/image-content.ts",
-      "engine/server/moss-config.ts",
       "engine/server/tenant-tokens.ts",
       "engine/server/http-timeouts.ts",
       "engine/server/worker-defaults.ts",

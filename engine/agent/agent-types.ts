@@ -71,9 +71,9 @@ export interface MossAgentOptions {
   tools?: boolean;
   /** Stream model text as `text-delta` events (default true). */
   stream?: boolean;
-  /** Model calls per run before it stops with `max-steps`. Default 10. */
+  /** Model calls per run before it stops with `max-steps`. Default {@link DEFAULT_MAX_STEPS}. */
   maxSteps?: number;
-  /** Failed steps in a row before the run stops with `max-consecutive-errors`. Default 3. */
+  /** Failed steps in a row before the run stops with `max-consecutive-errors`. Default {@link DEFAULT_MAX_ERRORS}. */
   maxConsecutiveErrors?: number;
   /**
    * Output tokens per model call, always sent as `max_tokens` (some servers default to unlimited output).

@@ -1,6 +1,7 @@
 import { MossError } from "../errors.ts";
 import type { MossAgentOptions } from "./agent-types.ts";
 import { promptBudget } from "./context-window.ts";
+import { DEFAULT_MAX_ERRORS, DEFAULT_MAX_STEPS } from "./stop-reasons.ts";
 
 /** {@link MossAgentOptions} with its defaults filled in. */
 export type CheckedAgentOptions = MossAgentOptions &
@@ -8,8 +9,8 @@ export type CheckedAgentOptions = MossAgentOptions &
 
 /** Checks a MossAgent's options and fills in the defaults; a MossError (`invalid-argument`) names the bad option. */
 export function checkAgentOptions(options: MossAgentOptions): CheckedAgentOptions {
-  const maxSteps = options.maxSteps ?? 10;
-  const maxErrors = options.maxConsecutiveErrors ?? 3;
+  const maxSteps = options.maxSteps ?? DEFAULT_MAX_STEPS;
+  const maxErrors = options.maxConsecutiveErrors ?? DEFAULT_MAX_ERRORS;
   if (!Number.isInteger(maxSteps) || maxSteps < 1) {
     throw new MossError("invalid-argument", `maxSteps must be a positive integer, got ${maxSteps}.`);
   }

@@ -20,9 +20,10 @@ import {
   type PriceTable,
   type ToolCall,
 } from "./language-model.ts";
+import { DEFAULT_MODEL } from "./stop-reasons.ts";
 
-/** The model used when neither the options nor `MOSS_MODEL` name one. */
-export const DEFAULT_MODEL = "gpt-4o-mini";
+// The model used when neither the options nor `MOSS_MODEL` name one: written with the agent's other defaults.
+export { DEFAULT_MODEL } from "./stop-reasons.ts";
 
 /** The server used when neither the options nor `OPENAI_BASE_URL` name one. */
 export const DEFAULT_BASE_URL = "https://api.openai.com/v1";

@@ -3,11 +3,20 @@
  * loading the agent (and with it the runtime, the compiler and the model client).
  */
 
+/** The model used when neither the options nor `MOSS_MODEL` name one. */
+export const DEFAULT_MODEL = "gpt-4o-mini";
+
 /** The context size assumed when neither the options nor the model server say. */
 export const DEFAULT_CONTEXT_TOKENS = 8_192;
 
 /** Output tokens per model call when the options do not say. */
 export const DEFAULT_MAX_TOKENS = 2_048;
+
+/** Model calls per run before it stops with `max-steps`, when the options do not say. */
+export const DEFAULT_MAX_STEPS = 10;
+
+/** Failed steps in a row before a run stops with `max-consecutive-errors`, when the options do not say. */
+export const DEFAULT_MAX_ERRORS = 3;
 
 /**
  * Why a run ended: `answer` (the model answered in plain text), `max-steps`, `max-consecutive-errors`,

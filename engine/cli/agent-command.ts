@@ -1,12 +1,7 @@
 import { join, resolve } from "node:path";
 import type { AgentEvent, AgentRunResult, LanguageModel } from "../agent/index.ts";
 import { DEFAULT_OBSERVATION_LIMITS, describeRequest, truncateMiddle } from "../agent/observation.ts";
-import {
-  DEFAULT_CONTEXT_TOKENS,
-  DEFAULT_MAX_TOKENS,
-  STOP_REASONS,
-  type StopReason,
-} from "../agent/stop-reasons.ts";
+import { STOP_REASONS, type StopReason } from "../agent/stop-reasons.ts";
 import { MossError } from "../errors.ts";
 import { imageFromFile } from "../runtime/image-content.ts";
 import type { PendingRequest } from "../types.ts";
@@ -24,6 +19,7 @@ import { EXIT, isInputError, usageError } from "./exit-codes.ts";
 import { loadCompiler } from "./load-compiler.ts";
 import { parseOptions } from "./parse-options.ts";
 import { oneOf } from "./read-code.ts";
+import { settingOptions, settingsUsage } from "./settings.ts";
 import { Terminal } from "./terminal.ts";
 
 /** The exit code of each stop reason (the table of every command is in exit-codes.ts). */
@@ -48,18 +44,10 @@ const USAGE = `Usage: moss agent <module.ts> "<task>" [options]
 Lets a model do the task by writing code against the context module, streaming what happens.
   --session <id>          keep the session's MossContext and conversation in .moss/sessions and resume it
   --sessions-dir <dir>    where sessions live (default .moss/sessions)
-  --model <name>          model name (default $MOSS_MODEL, then gpt-4o-mini)
-  --base-url <url>        OpenAI-compatible API root (default $OPENAI_BASE_URL, then the OpenAI API); key from $OPENAI_API_KEY
   --image <file>          attach an image (png, jpeg, gif, webp) to the task for a vision model; repeatable
   --replay <file.json>    use recorded model responses instead of a server
   --working-directory <dir>  bind a Files service (moss-ts/files) confined to <dir> for a module that declares one
-  --no-tools              ask for one fenced typescript block per answer instead of the moss tool
-  --max-steps <n>         model calls before stopping (default 10)
-  --max-errors <n>        failed steps in a row before stopping (default 3)
-  --max-tokens <n>        output tokens per model call, sent as max_tokens (default $MOSS_MAX_TOKENS, then ${DEFAULT_MAX_TOKENS},
-                          at most a quarter of the context)
-  --context-tokens <n>    the model's context size; older steps are shortened to fit (default $MOSS_CONTEXT_TOKENS,
-                          then the server's n_ctx when it reports one (llama-server), then ${DEFAULT_CONTEXT_TOKENS})
+${settingsUsage("agent")}
 Calls marked @approval wait for a person, and so does moss.ask(question): the run pauses. On a terminal you are
 asked (approve or deny with a reason; pick a choice or type an answer) and the run goes on. Otherwise:
   --approve all|none      answer every approval without asking (none denies, with "${DENIED_BY_FLAG}")
@@ -75,28 +63,23 @@ signed with $MOSS_CONTINUATION_KEY, else a key kept in <sessions-dir>/continuati
 The run stops for one of these reasons, printed on its last line (exit code in parentheses):
 ${STOP_REASON_HELP}`;
 
+/** The flags of `moss agent`'s settings (settings.ts), `--config` and `--print-config`. */
+const AGENT_SETTING_OPTIONS = settingOptions("agent");
+
 /** `moss agent <module.ts> "<task>"`: runs a MossAgent, printing model text, code and results as they happen. */
 export const agentCommand: CliCommand = async (argv, io) => {
   const { values, positionals } = parseOptions(
     argv,
     {
+      ...AGENT_SETTING_OPTIONS,
       session: { type: "string" },
       "sessions-dir": { type: "string" },
-      model: { type: "string" },
-      "base-url": { type: "string" },
       replay: { type: "string" },
       image: { type: "string", multiple: true },
-      "no-tools": { type: "boolean" },
-      "max-steps": { type: "string" },
-      "max-errors": { type: "string" },
-      "max-tokens": { type: "string" },
-      "context-tokens": { type: "string" },
       approve: { type: "string" },
       answers: { type: "string" },
       resume: { type: "boolean" },
       "working-directory": { type: "string" },
-      config: { type: "string" },
-      "print-config": { type: "boolean" },
     },
     USAGE,
   );
@@ -119,27 +102,20 @@ export const agentCommand: CliCommand = async (argv, io) => {
     throw usageError(`missing <module.ts> or "<task>"`, USAGE);
   }
   // moss.config.yaml (the same file `moss serve` reads): a setting's flag wins, then its environment variable.
-  const config = await (await import("../server/moss-config.ts")).loadMossConfig({
+  const config = await (await import("./moss-config.ts")).loadMossConfig({
     cwd: io.cwd,
     modulePath: modulePath!,
     ...(values.config === undefined ? {} : { file: values.config }),
   });
-  const settings = new ConfigSettings(config, values, io.env, USAGE);
-  const text = (value: string) => value;
-  const positive = (text: string, source: string) => positiveInteger(text, source, 0);
-  const modelName = settings.get("model.name", "model", "MOSS_MODEL", text);
-  const baseUrl = settings.get("model.baseUrl", "base-url", "OPENAI_BASE_URL", text);
-  const maxTokens = settings.get("model.maxTokens", "max-tokens", "MOSS_MAX_TOKENS", positive);
-  const contextTokens = settings.get(
-    "model.contextTokens",
-    "context-tokens",
-    "MOSS_CONTEXT_TOKENS",
-    positive,
-  );
-  const maxSteps = settings.get("agent.maxSteps", "max-steps", undefined, positive, 10)!;
-  const maxErrors = settings.get("agent.maxErrors", "max-errors", undefined, positive, 3)!;
-  const tools = settings.get("agent.tools", "no-tools", undefined, () => false, true)!;
-  const dataDir = settings.get("store.dataDir", undefined, undefined, text, ".moss")!;
+  const settings = new ConfigSettings(config, values, io.env, USAGE, "agent");
+  const modelName = settings.get<string>("model.name");
+  const baseUrl = settings.get<string>("model.baseUrl");
+  const maxTokens = settings.get<number>("model.maxTokens");
+  const contextTokens = settings.get<number>("model.contextTokens");
+  const maxSteps = settings.get<number>("agent.maxSteps")!;
+  const maxErrors = settings.get<number>("agent.maxErrors")!;
+  const tools = settings.get<boolean>("agent.tools")!;
+  const dataDir = settings.get<string>("store.dataDir")!;
   const sessionsDirectory = resolve(io.cwd, values["sessions-dir"] ?? join(dataDir, "sessions"));
   settings.show("sessionsDir", {
     value: sessionsDirectory,
@@ -264,15 +240,6 @@ export const agentCommand: CliCommand = async (argv, io) => {
 function runExitCode(result: AgentRunResult): number {
   if (result.stopReason === "error" && isInputError(result.error)) return EXIT.input;
   return EXIT_CODES[result.stopReason];
-}
-
-function positiveInteger(text: string | undefined, option: string, fallback: number): number {
-  if (text === undefined) return fallback;
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < 1) {
-    throw usageError(`${option} needs a positive integer, got "${text}"`, USAGE);
-  }
-  return value;
 }
 
 /** Renders agent events for a terminal: colour and a spinner only where {@link Terminal} allows them. */

@@ -3,7 +3,6 @@
 export { type Database, type DatabaseLocation, openDatabase } from "./database.ts";
 export { DatabaseContextStore, DatabaseConversationStore } from "./database-stores.ts";
 export { DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts } from "./http-timeouts.ts";
-export { CONFIG_FILE, type ConfigValue, loadMossConfig, MossConfig, renderConfig } from "./moss-config.ts";
 export {
   type MossServer,
   type MossServerOptions,

@@ -11,7 +11,7 @@ import {
   ServerStore,
 } from "./server-store.ts";
 import type { TenantFailure } from "./tenant-view.ts";
-import { DEFAULT_MAX_TAKEOVERS } from "./worker-defaults.ts";
+import { DEFAULT_CONCURRENCY, DEFAULT_LEASE_MS, DEFAULT_MAX_TAKEOVERS } from "./worker-defaults.ts";
 
 /** The fields every log record of a run carries. */
 function runFields(claimed: ClaimedRun): Record<string, unknown> {
@@ -33,9 +33,9 @@ export interface RunWorkerOptions {
   createAgent: CreateThreadAgent;
   /** The conversation store the agents use (a run taken over from a dead worker restarts on a new branch of it). */
   conversationStore: ConversationStore;
-  /** Runs this worker executes at once. Default 8. */
+  /** Runs this worker executes at once. Default {@link DEFAULT_CONCURRENCY}. */
   concurrency?: number;
-  /** How long a claim holds without a heartbeat; a worker silent that long loses its runs. Default 30 000. */
+  /** How long a claim holds without a heartbeat; a worker silent that long loses its runs. Default {@link DEFAULT_LEASE_MS}. */
   leaseMs?: number;
   /** Heartbeat period. Default a third of the lease. */
   heartbeatMs?: number;
@@ -107,8 +107,8 @@ export class RunWorker {
     this.#store = options.store;
     this.#createAgent = options.createAgent;
     this.#conversations = options.conversationStore;
-    this.#concurrency = options.concurrency ?? 8;
-    this.#leaseMs = options.leaseMs ?? 30_000;
+    this.#concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
+    this.#leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
     this.#heartbeatMs = options.heartbeatMs ?? Math.max(50, Math.floor(this.#leaseMs / 3));
     this.#pollMs = options.pollMs ?? 5_000;
     this.#fairness = { maxRunsPerTenant: options.maxRunsPerTenant };

@@ -13,20 +13,9 @@ import { ServerError } from "./server-error.ts";
 import { type ServerStore, threadNotFound } from "./server-store.ts";
 import type { TenantTokens } from "./tenant-tokens.ts";
 import { checkRequestText } from "./text-input.ts";
+import { DEFAULT_TENANT_LIMITS, type TenantLimits } from "./worker-defaults.ts";
 
-/** Limits of one tenant. */
-export interface TenantLimits {
-  /** Runs queued, running or waiting for a person at once (more is 429 `too-many-runs`). */
-  maxActiveRuns: number;
-  /** Bytes of a request body (more is 413 `body-too-large`). */
-  maxBodyBytes: number;
-}
-
-/** The limits every tenant gets unless configured otherwise. */
-export const DEFAULT_TENANT_LIMITS: Readonly<TenantLimits> = Object.freeze({
-  maxActiveRuns: 100,
-  maxBodyBytes: 1_048_576,
-});
+export type { TenantLimits } from "./worker-defaults.ts";
 
 /** Options of {@link createServerApp}. */
 export interface ServerAppOptions {

@@ -28,14 +28,6 @@ export class TenantTokens {
     return tokens;
   }
 
-  /** Splits `MOSS_SERVE_TOKENS` ("a:s1,b:s2") into entries. */
-  static splitList(list: string | undefined): string[] {
-    return (list ?? "")
-      .split(",")
-      .map((entry) => entry.trim())
-      .filter((entry) => entry !== "");
-  }
-
   /** Adds a tenant's secret; a secret another tenant has already is refused (it would open only one of them). */
   add(tenant: string, secret: string, source = "TenantTokens.add"): void {
     const holder = this.#tenantsByHash.get(hash(secret));

@@ -6,7 +6,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadMossConfig } from "../../engine/server/moss-config.ts";
+import { loadMossConfig } from "../../engine/cli/moss-config.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
 import { printedSetting, runMoss } from "../helpers/moss-cli.ts";
 import { call, readEvents, runSettles, serveArguments, spawnServe } from "./server-harness.ts";

@@ -5,7 +5,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadMossConfig } from "../../engine/server/moss-config.ts";
+import { loadMossConfig } from "../../engine/cli/moss-config.ts";
 import { printedSetting, runMoss } from "../helpers/moss-cli.ts";
 
 let directory: string;

@@ -3,6 +3,7 @@ import { basename, dirname, join, relative, resolve } from "node:path";
 import { isMap, isScalar, isSeq, LineCounter, type Node, parseDocument, type YAMLMap } from "yaml";
 import { closest } from "../closest.ts";
 import { MossError } from "../errors.ts";
+import { SETTINGS, type Setting } from "./settings.ts";
 
 /** The file `moss serve`, `moss worker` (and `--print-config`) read from the working directory when it exists. */
 export const CONFIG_FILE = "moss.config.yaml";
@@ -16,65 +17,54 @@ type Shape =
   | { kind: "map"; values: Shape }
   | { kind: "any" };
 
-const LIMITS: Shape = {
-  kind: "section",
-  keys: { maxActiveRuns: { kind: "integer", min: 1 }, maxBodyBytes: { kind: "integer", min: 1 } },
-};
-
 /** Every key `moss.config.yaml` may hold (an unknown key is a located error, with a "did you mean"). */
-const SCHEMA: Shape = {
-  kind: "section",
-  keys: {
-    model: {
-      kind: "section",
-      keys: {
-        name: { kind: "string" },
-        baseUrl: { kind: "string" },
-        maxTokens: { kind: "integer", min: 1 },
-        contextTokens: { kind: "integer", min: 1 },
-      },
-    },
-    agent: {
-      kind: "section",
-      keys: {
-        maxSteps: { kind: "integer", min: 1 },
-        maxErrors: { kind: "integer", min: 1 },
-        tools: { kind: "boolean" },
-      },
-    },
-    limits: {
-      kind: "section",
-      keys: { ...(LIMITS as { keys: Record<string, Shape> }).keys, tenants: { kind: "map", values: LIMITS } },
-    },
-    store: { kind: "section", keys: { dataDir: { kind: "string" }, databaseUrl: { kind: "string" } } },
-    serve: {
-      kind: "section",
-      keys: {
-        port: { kind: "integer", min: 0 },
-        host: { kind: "string" },
-        headersTimeoutMs: { kind: "integer", min: 100 },
-        requestTimeoutMs: { kind: "integer", min: 100 },
-      },
-    },
-    worker: {
-      kind: "section",
-      keys: {
-        concurrency: { kind: "integer", min: 1 },
-        leaseMs: { kind: "integer", min: 100 },
-        maxRunsPerTenant: { kind: "integer", min: 1 },
-        maxTakeovers: { kind: "integer", min: 0 },
-      },
-    },
-    log: { kind: "section", keys: { level: { kind: "string" } } },
-    tokens: { kind: "strings" },
-    // The outer file may set a module's `config` section and nothing else of the module's own (seed 000's rule),
-    // and which host setup file binds its real services here (`host`, relative to this file): a deployment's choice.
-    modules: {
-      kind: "map",
-      values: { kind: "section", keys: { config: { kind: "any" }, host: { kind: "string" } } },
-    },
-  },
-};
+const SCHEMA: Shape = configSchema();
+
+/**
+ * The file's schema, made from the settings table: a section per first part of a setting's path, the settings
+ * `perTenant` again under `limits.tenants.<tenant>`, and `modules`.
+ */
+function configSchema(): Shape {
+  const root: Record<string, Shape> = {};
+  const tenant: Record<string, Shape> = {};
+  for (const entry of SETTINGS) {
+    if (entry.inFile === false) continue;
+    const keys = entry.path.split(".");
+    let section = root;
+    for (const key of keys.slice(0, -1)) {
+      const inner = (section[key] ??= { kind: "section", keys: {} }) as { keys: Record<string, Shape> };
+      section = inner.keys;
+    }
+    const shape = fileShape(entry);
+    section[keys.at(-1)!] = shape;
+    if (entry.perTenant) tenant[keys.at(-1)!] = shape;
+  }
+  (root.limits as { keys: Record<string, Shape> }).keys.tenants = {
+    kind: "map",
+    values: { kind: "section", keys: tenant },
+  };
+  // The outer file may set a module's `config` section and nothing else of the module's own (seed 000's rule),
+  // and which host setup file binds its real services here (`host`, relative to this file): a deployment's choice.
+  root.modules = {
+    kind: "map",
+    values: { kind: "section", keys: { config: { kind: "any" }, host: { kind: "string" } } },
+  };
+  return { kind: "section", keys: root };
+}
+
+/** What the file may hold for a setting (a level is any text here, as it always was; its flag checks it). */
+function fileShape(entry: Setting): Shape {
+  switch (entry.kind) {
+    case "integer":
+      return { kind: "integer", min: entry.min ?? 0 };
+    case "off":
+      return { kind: "boolean" };
+    case "list":
+      return { kind: "strings" };
+    default:
+      return { kind: "string" };
+  }
+}
 
 /** A module's own file `<module>.config.yaml`: anything, with its `config` section of defaults. */
 const MODULE_SCHEMA: Shape = { kind: "any" };
