@@ -249,9 +249,7 @@ describe.runIf(BROWSER_TESTS)("the playground in headless Chromium", () => {
     expect(await link.getAttribute("href")).toBe("https://example.com/bob");
     expect(await link.getAttribute("rel")).toBe("noopener noreferrer");
     await prose.getByText("<script>document.title='pwned-script'</script>", { exact: false }).waitFor();
-    expect(await prose.textContent()).toContain(
-      "<img src=x onerror=\"document.title='pwned-img'\">",
-    );
+    expect(await prose.textContent()).toContain("<img src=x onerror=\"document.title='pwned-img'\">");
     expect(await wide.locator("#log script, #log img").count()).toBe(0);
     expect(await wide.title()).toBe("moss playground");
 
