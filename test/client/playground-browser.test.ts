@@ -310,7 +310,7 @@ describe.runIf(BROWSER_TESTS)("the playground in headless Chromium", () => {
     expect(told.indexOf("run running", 3)).toBeGreaterThan(2);
     const outcome = wide.getByRole("region", { name: "Outcome of step 1: completed" });
     await outcome.getByText("checking the balance").waitFor();
-    const folded = outcome.getByText(/^returned \(\d+ lines, show all\)$/);
+    const folded = outcome.getByText(/^returned \(\d+ lines\)$/);
     expect(await outcome.getByText('"line 19"', { exact: false }).isVisible()).toBe(false);
     await folded.click();
     expect(await outcome.getByText('"line 19"', { exact: false }).isVisible()).toBe(true);
@@ -319,6 +319,11 @@ describe.runIf(BROWSER_TESTS)("the playground in headless Chromium", () => {
     await outcome.getByRole("cell", { name: "vault.transfer" }).waitFor();
     expect((await transfers()).length - before).toBe(1);
     await wide.screenshot({ path: join(SCREENSHOTS, "studio-1280-completed.png"), fullPage: true });
+    // The start of the conversation (prose and program), and the same page in dark colours.
+    await wide.getByRole("log").evaluate((log) => log.scrollTo(0, 0));
+    await wide.screenshot({ path: join(SCREENSHOTS, "studio-1280-top.png"), fullPage: true });
+    await wide.emulateMedia({ colorScheme: "dark" });
+    await wide.screenshot({ path: join(SCREENSHOTS, "studio-1280-dark.png"), fullPage: true });
     expect(errors).toEqual([]);
     await wide.close();
   });

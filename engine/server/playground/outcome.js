@@ -21,7 +21,7 @@ export function pretty(value) {
 export function outcomeCard(data) {
   const execution = data.execution;
   const status = execution.ok ? "completed" : execution.pending ? "paused" : "failed";
-  const item = element("section", `item execution${execution.ok ? "" : " failed"}`);
+  const item = element("section", `item execution ${status}`);
   item.setAttribute("aria-label", `Outcome of step ${data.step ?? "?"}: ${status}`);
   const label = element("div", "label", execution.ok ? "output" : execution.pending ? "paused" : "failed");
   if (typeof execution.durationMs === "number") {
@@ -54,7 +54,7 @@ function returnedBlock(value) {
     return block;
   }
   const details = element("details", "returned");
-  const summary = element("summary", "", `returned (${text.split("\n").length} lines, show all)`);
+  const summary = element("summary", "", `returned (${text.split("\n").length} lines)`);
   details.append(summary, pre);
   return details;
 }
