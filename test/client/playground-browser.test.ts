@@ -339,10 +339,20 @@ describe.runIf(BROWSER_TESTS)("the playground in headless Chromium", () => {
     );
     const before = (await transfers()).length;
     const task = narrow.getByRole("textbox", { name: "Task for the agent" });
+    // A 1×1 PNG goes with the message as the API's `images`; the page names it (its CSP draws no data: image).
+    await narrow.getByLabel("Attach images").setInputFiles({
+      name: "dot.png",
+      mimeType: "image/png",
+      buffer: Buffer.from(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==",
+        "base64",
+      ),
+    });
     await task.fill(`Send bob 500 euros, ${randomUUID()}.`);
     await task.press("Control+Enter");
     const approval = narrow.getByRole("region", { name: 'Approval needed: vault.transfer("bob", 500)' });
     await approval.waitFor();
+    await narrow.getByText("1 image attached: dot.png (image/png)").waitFor();
     const overflow = () => narrow.evaluate(() => (globalThis as any).document.documentElement.scrollWidth);
     expect(await overflow()).toBeLessThanOrEqual(360);
     await narrow.screenshot({ path: join(SCREENSHOTS, "studio-360-approval.png"), fullPage: true });

@@ -39,6 +39,10 @@ export function outcomeCard(data) {
   if (execution.ok && !execution.stdout && execution.returns === undefined) {
     item.append(element("p", "quiet", "The code ran and returned nothing."));
   }
+  if (execution.images?.length) {
+    // The page's CSP (img-src 'self') draws no data: image: the images the code showed are counted, not drawn.
+    item.append(element("p", "meta", `${execution.images.length} image(s) shown with moss.show`));
+  }
   for (const warning of execution.warnings ?? []) item.append(element("p", "warning", `warning: ${warning}`));
   if (Array.isArray(execution.calls) && execution.calls.length > 0) item.append(callsBlock(execution.calls));
   return item;

@@ -268,6 +268,9 @@ function render(type, data) {
         const item = element("div", "item user", data.message.content);
         item.setAttribute("aria-label", "Your task");
         append(item);
+        // The page's CSP (img-src 'self') shows no data: image: the attachments are named, not drawn.
+        if (data.message.images?.length)
+          append(element("p", "attachments user-images", imagesLine(data.message.images)));
       } else if (data.message.role === "assistant") {
         const content = data.message.content ?? "";
         if (state.text !== undefined) setProse(state.text, content);
@@ -398,6 +401,29 @@ function decisionsFromCalls(data) {
   }
 }
 
+/** "2 images attached: desk.png (image/png), a URL (image/jpeg)". */
+function imagesLine(images) {
+  const names = images.map(
+    (image) => `${image.name ?? (image.url ? "a URL" : "an image")} (${image.mediaType})`,
+  );
+  return `${images.length} image${images.length === 1 ? "" : "s"} attached: ${names.join(", ")}`;
+}
+
+/** The files chosen to go with the next message, as the API's `images` (base64 data, media type, file name). */
+async function chosenImages() {
+  const files = [...($("images").files ?? [])];
+  return Promise.all(
+    files.map(async (file) => {
+      const bytes = new Uint8Array(await file.arrayBuffer());
+      let binary = "";
+      for (let index = 0; index < bytes.length; index += 0x8000) {
+        binary += String.fromCharCode(...bytes.subarray(index, index + 0x8000));
+      }
+      return { mediaType: file.type, data: btoa(binary), name: file.name };
+    }),
+  );
+}
+
 function textItem(content) {
   const item = element("section", "item text");
   item.setAttribute("aria-label", "Assistant");
@@ -440,8 +466,13 @@ $("task").addEventListener("submit", async (event) => {
       const { thread } = await api("POST", "/v1/threads", { metadata: { title: message.slice(0, 60) } });
       openThread(thread.id);
     }
-    await api("POST", `/v1/threads/${encodeURIComponent(state.threadId)}/runs`, { message });
+    const images = await chosenImages();
+    await api("POST", `/v1/threads/${encodeURIComponent(state.threadId)}/runs`, {
+      message,
+      ...(images.length === 0 ? {} : { images }),
+    });
     $("message").value = "";
+    $("images").value = "";
   } catch (error) {
     showError(error.message);
   }
