@@ -5,21 +5,32 @@ import typescript from "highlight.js/lib/languages/typescript";
 
 hljs.registerLanguage("typescript", typescript);
 
+/** highlight.js's class names for a scope (its own rule: `title.function` is `hljs-title function_`). */
+function scopeClass(scope) {
+  if (scope.startsWith("language:")) return scope.replace("language:", "language-");
+  const [first, ...rest] = scope.split(".");
+  return [`hljs-${first}`, ...rest.map((piece, index) => `${piece}${"_".repeat(index + 1)}`)].join(" ");
+}
+
 /**
- * `code` highlighted, as DOM nodes. highlight.js escapes the text it writes and adds only `<span class="hljs-…">`;
- * output with anything else falls back to the plain text.
+ * `code` highlighted, as DOM nodes built from highlight.js's token tree (`_emitter.rootNode` of 11.x: nodes of
+ * `{ scope?, children }` and strings): text nodes and `<span class>` only, no HTML is parsed. Plain text when the
+ * tree is not there.
  */
 function highlighted(code) {
-  const template = document.createElement("template");
-  template.innerHTML = hljs.highlight(code, { language: "typescript", ignoreIllegals: true }).value;
-  const clean = [...template.content.querySelectorAll("*")].every(
-    (element) =>
-      element.tagName === "SPAN" &&
-      [...element.attributes].every(
-        (attribute) => attribute.name === "class" && /^(hljs-[\w-]+|_*)( [\w-]+_*)*$/.test(attribute.value),
-      ),
-  );
-  return clean ? template.content : document.createTextNode(code);
+  const root = hljs.highlight(code, { language: "typescript", ignoreIllegals: true })._emitter?.rootNode;
+  if (root === undefined || !Array.isArray(root.children)) return document.createTextNode(code);
+  const build = (node) => {
+    if (typeof node === "string") return document.createTextNode(node);
+    const parent =
+      node.scope === undefined ? document.createDocumentFragment() : document.createElement("span");
+    if (node.scope !== undefined) parent.className = scopeClass(node.scope);
+    for (const child of node.children ?? []) parent.append(build(child));
+    return parent;
+  };
+  const built = build(root);
+  // The tree holds every character of the code: anything else shows the code as it is.
+  return built.textContent === code ? built : document.createTextNode(code);
 }
 
 /**
