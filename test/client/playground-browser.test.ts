@@ -393,4 +393,31 @@ describe.runIf(BROWSER_TESTS)("the playground in headless Chromium", () => {
     expect(errors).toEqual([]);
     await narrow.close();
   });
+  it("a failed execution shows its error with the code frame and the type-check diagnostics, then the run's answer", async () => {
+    const { page: wide, errors } = await studio(1280);
+    replies.push(code('  const amount: number = "five";\n  console.log(amount);'), {
+      content: "The code did not type-check; nothing was sent.",
+    });
+    const task = wide.getByRole("textbox", { name: "Task for the agent" });
+    await task.fill(`Send bob five euros, ${randomUUID()}.`);
+    await task.press("Control+Enter");
+    const failed = wide.getByRole("region", { name: "Outcome of step 1: failed" });
+    await failed.waitFor();
+    const diagnostics = failed.getByRole("list", { name: "Type-check diagnostics" });
+    await diagnostics.waitFor();
+    expect(await diagnostics.textContent()).toMatch(
+      /error TS2322 at line 2:\d+: Type 'string' is not assignable to type 'number'/,
+    );
+    expect(await failed.textContent()).toContain('const amount: number = "five";');
+    await wide
+      .getByRole("region", { name: "Answer" })
+      .getByText("nothing was sent", { exact: false })
+      .waitFor();
+    await wide.waitForFunction(
+      () => (globalThis as any).document.getElementById("life")?.textContent === "run completed",
+    );
+    await wide.screenshot({ path: join(SCREENSHOTS, "studio-1280-type-error.png"), fullPage: true });
+    expect(errors).toEqual([]);
+    await wide.close();
+  });
 });
