@@ -65,11 +65,19 @@ function returnedBlock(value) {
 
 function errorBlock(error) {
   const block = element("div", "error-block");
-  block.append(element("pre", "error", `${error.name ?? "Error"}: ${error.message}`));
+  const message = `${error.name ?? "Error"}: ${error.message}`;
+  block.append(element("pre", "error", message));
+  // A frame is shown once: the message often holds it already, and a diagnostic's is often the error's.
+  const shown = [message];
+  const once = (frame) => {
+    if (!frame || shown.some((text) => text.includes(frame.trimEnd()))) return false;
+    shown.push(frame);
+    return true;
+  };
   const where =
     error.line === undefined ? "" : ` at line ${error.line}${error.column ? `:${error.column}` : ""}`;
   if (error.kind) block.append(element("p", "meta", `${error.kind} error${where}`));
-  if (error.frame) block.append(element("pre", "frame", error.frame));
+  if (once(error.frame)) block.append(element("pre", "frame", error.frame));
   if (Array.isArray(error.diagnostics) && error.diagnostics.length > 0) {
     block.append(element("h4", "", "type-check"));
     const list = element("ul", "diagnostics");
@@ -80,7 +88,7 @@ function errorBlock(error) {
         "",
         `${diagnostic.severity ?? "error"} TS${diagnostic.code} at line ${diagnostic.line}:${diagnostic.column}: ${diagnostic.message}`,
       );
-      if (diagnostic.frame) entry.append(element("pre", "frame", diagnostic.frame));
+      if (once(diagnostic.frame)) entry.append(element("pre", "frame", diagnostic.frame));
       list.append(entry);
     }
     block.append(list);
