@@ -3,7 +3,7 @@
 // (.ci/run installs chromium and sets MOSS_TEST_BROWSER=1 there).
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Browser, chromium, type Page } from "playwright-core";
@@ -28,6 +28,8 @@ const CHROMIUM_FLAGS = [
   "--disable-sync",
 ];
 export const SCREENSHOT = join(tmpdir(), "moss-playground.png");
+/** The studio's screenshots (a paused approval and a finished run, at 1280 px and at 360 px): look at them. */
+export const SCREENSHOTS = join(tmpdir(), "moss-studio-screenshots");
 
 const code = (body: string, prose = ""): FakeReply => ({
   content: prose,
@@ -192,5 +194,230 @@ describe.runIf(BROWSER_TESTS)("the playground in headless Chromium", () => {
       await page.unroute(events);
     }
     expect((await transfers()).length).toBe(before);
+  });
+  /** A page of its own at `width` px, signed in as alice. */
+  const studio = async (width: number, height = 800) => {
+    const studioPage = await browser.newPage({ viewport: { width, height } });
+    const errors: string[] = [];
+    studioPage.on("pageerror", (error) => errors.push(error.message));
+    await studioPage.goto(server.url!);
+    await studioPage.getByLabel("Bearer token").fill(TOKENS.alice);
+    await studioPage.getByRole("button", { name: "Sign in" }).click();
+    await studioPage.getByRole("button", { name: "+ New thread" }).waitFor();
+    return { page: studioPage, errors };
+  };
+  /** The run's life as the log told it, in order. */
+  const life = (studioPage: Page) =>
+    studioPage
+      .getByRole("log")
+      .getByText(/^run (queued|running|waiting for a person|completed|failed|cancelled)$/)
+      .allTextContents();
+  const PROGRAM = [
+    "async function main(moss: Moss) {",
+    '  console.log("checking the balance");',
+    '  const receipt = await moss.vault.transfer("bob", 5);',
+    '  return { receipt, lines: Array.from({ length: 20 }, (_, index) => "line " + index) };',
+    "}",
+  ].join("\n");
+  const PROSE = [
+    "**Plan**: send *5 euros* to [bob's bank](https://example.com/bob), then report.",
+    "",
+    "<script>document.title='pwned-script'</script> and <img src=x onerror=\"document.title='pwned-img'\">",
+    "",
+    "```ts",
+    PROGRAM,
+    "```",
+  ].join("\n");
+
+  it("the studio at 1280 px: markdown prose (model HTML inert), the program once with line numbers, the run's life, an approval in words approved by keyboard, the returned value and stdout", async () => {
+    const { page: wide, errors } = await studio(1280);
+    replies.push(
+      { content: PROSE, toolCalls: [{ name: "moss", arguments: JSON.stringify({ code: PROGRAM }) }] },
+      { content: "Done: **sent** 5 euros to bob." },
+    );
+    const before = (await transfers()).length;
+    const task = wide.getByRole("textbox", { name: "Task for the agent" });
+    await task.fill(`Send bob 5 euros and list 20 lines, ${randomUUID()}.`);
+    await task.press("Control+Enter");
+
+    // The prose is markdown: bold, emphasis and a safe link; the model's HTML is text, and nothing of it ran.
+    const prose = wide.getByRole("region", { name: "Assistant" }).first();
+    await prose.getByText("Plan", { exact: true }).waitFor();
+    expect(await prose.locator("strong").first().textContent()).toBe("Plan");
+    expect(await prose.locator("em").first().textContent()).toBe("5 euros");
+    const link = prose.getByRole("link", { name: "bob's bank" });
+    expect(await link.getAttribute("href")).toBe("https://example.com/bob");
+    expect(await link.getAttribute("rel")).toBe("noopener noreferrer");
+    await prose.getByText("<script>document.title='pwned-script'</script>", { exact: false }).waitFor();
+    expect(await prose.textContent()).toContain("<img src=x onerror=\"document.title='pwned-img'\">");
+    expect(await wide.locator("#log script, #log img").count()).toBe(0);
+    expect(await wide.title()).toBe("moss playground");
+
+    // The program is shown once, as code with line numbers: not again inside the prose.
+    const program = wide.getByRole("region", { name: /^Program of step 1$/ });
+    await program.waitFor();
+    expect(await wide.getByRole("region", { name: /^Program of step/ }).count()).toBe(1);
+    expect(await prose.textContent()).not.toContain("moss.vault.transfer");
+    // The gutter (hidden from screen readers, visible on screen) numbers the five lines, then the code follows.
+    expect(await program.textContent()).toContain("1\n2\n3\n4\n5async function main(moss: Moss) {");
+    expect(await program.textContent()).toContain('const receipt = await moss.vault.transfer("bob", 5);');
+
+    // The approval says the call in words (positional: the event carries no parameter names), with its line.
+    const approval = wide.getByRole("region", { name: 'Approval needed: vault.transfer("bob", 5)' });
+    await approval.waitFor();
+    await approval.getByRole("heading", { name: 'vault.transfer("bob", 5)' }).waitFor();
+    expect(await approval.textContent()).toContain("line 3 of the code");
+    const status = wide.getByRole("status", { name: "Run status" });
+    await wide.waitForFunction(
+      () => (globalThis as any).document.getElementById("life")?.textContent === "run waiting for a person",
+    );
+    expect(await status.textContent()).toBe("run waiting for a person");
+    expect(await life(wide)).toEqual(["run queued", "run running", "run waiting for a person"]);
+    await mkdir(SCREENSHOTS, { recursive: true });
+    await wide.screenshot({ path: join(SCREENSHOTS, "studio-1280-approval.png"), fullPage: true });
+    expect((await transfers()).length).toBe(before);
+
+    // Keyboard only: from the reason field, Tab reaches Approve (with a visible focus ring), Enter approves.
+    await approval.getByRole("textbox", { name: "Reason if you deny (optional)" }).focus();
+    await wide.keyboard.press("Tab");
+    const focused = await wide.evaluate(() => ({
+      name: (globalThis as any).document.activeElement?.getAttribute("aria-label"),
+      visible: (globalThis as any).document.activeElement?.matches(":focus-visible"),
+      outline: (globalThis as any).getComputedStyle((globalThis as any).document.activeElement!).outlineStyle,
+    }));
+    expect(focused).toEqual({ name: 'Approve vault.transfer("bob", 5)', visible: true, outline: "solid" });
+    await wide.keyboard.press("Tab");
+    expect(await wide.evaluate(() => (globalThis as any).document.activeElement?.textContent)).toBe("Deny");
+    await wide.keyboard.press("Shift+Tab");
+    await wide.keyboard.press("Enter");
+    await approval.getByText(/^Approved at /).waitFor();
+    expect(
+      await approval
+        .getByRole("button", { name: /^(Approve|Deny) / })
+        .evaluateAll((buttons) => buttons.map((button) => (button as any).disabled)),
+    ).toEqual([true, true]);
+
+    // The run's life as it happened, then its outcome: stdout, the returned value (folded: it is long), the answer.
+    const answer = wide.getByRole("region", { name: "Answer" });
+    await answer.getByText("sent", { exact: true }).waitFor();
+    expect(await answer.locator("strong").textContent()).toBe("sent");
+    await wide.waitForFunction(
+      () => (globalThis as any).document.getElementById("life")?.textContent === "run completed",
+    );
+    const told = await life(wide);
+    expect(told.slice(0, 3)).toEqual(["run queued", "run running", "run waiting for a person"]);
+    expect(told.at(-1)).toBe("run completed");
+    expect(told.indexOf("run running", 3)).toBeGreaterThan(2);
+    const outcome = wide.getByRole("region", { name: "Outcome of step 1: completed" });
+    await outcome.getByText("checking the balance").waitFor();
+    const folded = outcome.getByText(/^returned \(\d+ lines\)$/);
+    expect(await outcome.getByText('"line 19"', { exact: false }).isVisible()).toBe(false);
+    await folded.click();
+    expect(await outcome.getByText('"line 19"', { exact: false }).isVisible()).toBe(true);
+    expect(await outcome.textContent()).toMatch(/"receipt": "/);
+    await outcome.getByText(/^host calls \(1\)$/).click();
+    await outcome.getByRole("cell", { name: "vault.transfer" }).waitFor();
+    expect((await transfers()).length - before).toBe(1);
+    await wide.screenshot({ path: join(SCREENSHOTS, "studio-1280-completed.png"), fullPage: true });
+    // The start of the conversation (prose and program), and the same page in dark colours.
+    await wide.getByRole("log").evaluate((log) => log.scrollTo(0, 0));
+    await wide.screenshot({ path: join(SCREENSHOTS, "studio-1280-top.png"), fullPage: true });
+    await wide.emulateMedia({ colorScheme: "dark" });
+    await wide.screenshot({ path: join(SCREENSHOTS, "studio-1280-dark.png"), fullPage: true });
+    expect(errors).toEqual([]);
+    await wide.close();
+  });
+
+  it("the studio at 360 px: nothing wider than the screen, Deny with a reason by keyboard reaches the code, a question answered from a text box, a thread deleted after confirming", async () => {
+    const { page: narrow, errors } = await studio(360, 740);
+    replies.push(
+      code(
+        '  try {\n    await moss.vault.transfer("bob", 500);\n  } catch (error) {\n    console.log("refused:", (error as Error).message);\n  }\n  const why = await moss.ask("Why so much?");\n  console.log("because", why);',
+        "I will try to send **500 euros**.",
+      ),
+      { content: "Nothing was sent." },
+    );
+    const before = (await transfers()).length;
+    const task = narrow.getByRole("textbox", { name: "Task for the agent" });
+    // A 1×1 PNG goes with the message as the API's `images`; the page names it (its CSP draws no data: image).
+    await narrow.getByLabel("Attach images").setInputFiles({
+      name: "dot.png",
+      mimeType: "image/png",
+      buffer: Buffer.from(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==",
+        "base64",
+      ),
+    });
+    await task.fill(`Send bob 500 euros, ${randomUUID()}.`);
+    await task.press("Control+Enter");
+    const approval = narrow.getByRole("region", { name: 'Approval needed: vault.transfer("bob", 500)' });
+    await approval.waitFor();
+    await narrow.getByText("1 image attached: dot.png (image/png)").waitFor();
+    const overflow = () => narrow.evaluate(() => (globalThis as any).document.documentElement.scrollWidth);
+    expect(await overflow()).toBeLessThanOrEqual(360);
+    await narrow.screenshot({ path: join(SCREENSHOTS, "studio-360-approval.png"), fullPage: true });
+
+    // The reason is typed, then Tab, Tab reaches Deny; Enter denies with it.
+    await approval.getByRole("textbox", { name: "Reason if you deny (optional)" }).fill("too much at once");
+    await narrow.keyboard.press("Tab");
+    await narrow.keyboard.press("Tab");
+    expect(
+      await narrow.evaluate(() => (globalThis as any).document.activeElement?.getAttribute("aria-label")),
+    ).toBe('Deny vault.transfer("bob", 500)');
+    await narrow.keyboard.press("Enter");
+    await approval.getByText("Denied (too much at once)", { exact: false }).waitFor();
+
+    // The code asked a question with no choices: a text box, answered with Enter.
+    const question = narrow.getByRole("region", { name: "Question: Why so much?" });
+    await question.waitFor();
+    await question.getByRole("textbox", { name: "Your answer" }).fill("rent");
+    await question.getByRole("textbox", { name: "Your answer" }).press("Enter");
+    await narrow.getByRole("region", { name: "Answer" }).getByText("Nothing was sent.").waitFor();
+    const stdout = await narrow.getByRole("region", { name: "Outcome of step 1: completed" }).textContent();
+    expect(stdout).toContain("too much at once");
+    expect(stdout).toContain("because rent");
+    expect((await transfers()).length).toBe(before);
+    expect(await overflow()).toBeLessThanOrEqual(360);
+    await narrow.screenshot({ path: join(SCREENSHOTS, "studio-360-completed.png"), fullPage: true });
+
+    // Delete asks first; Keep keeps it, "Delete for good" deletes it.
+    const threadId = new URLSearchParams(new URL(narrow.url()).hash.slice(1)).get("thread")!;
+    const title = (await call(server, "GET", `/v1/threads/${threadId}`)).body.thread.metadata.title as string;
+    await narrow.getByRole("button", { name: `Delete thread ${title}` }).click();
+    await narrow.getByRole("button", { name: `Keep thread ${title}` }).click();
+    expect((await call(server, "GET", `/v1/threads/${threadId}`)).status).toBe(200);
+    await narrow.getByRole("button", { name: `Delete thread ${title}` }).click();
+    await narrow.getByRole("button", { name: `Delete thread ${title} and everything it stored` }).click();
+    await narrow.getByRole("button", { name: `Delete thread ${title}` }).waitFor({ state: "detached" });
+    expect((await call(server, "GET", `/v1/threads/${threadId}`)).status).toBe(404);
+    expect(errors).toEqual([]);
+    await narrow.close();
+  });
+  it("a failed execution shows its error with the code frame and the type-check diagnostics, then the run's answer", async () => {
+    const { page: wide, errors } = await studio(1280);
+    replies.push(code('  const amount: number = "five";\n  console.log(amount);'), {
+      content: "The code did not type-check; nothing was sent.",
+    });
+    const task = wide.getByRole("textbox", { name: "Task for the agent" });
+    await task.fill(`Send bob five euros, ${randomUUID()}.`);
+    await task.press("Control+Enter");
+    const failed = wide.getByRole("region", { name: "Outcome of step 1: failed" });
+    await failed.waitFor();
+    const diagnostics = failed.getByRole("list", { name: "Type-check diagnostics" });
+    await diagnostics.waitFor();
+    expect(await diagnostics.textContent()).toMatch(
+      /error TS2322 at line 2:\d+: Type 'string' is not assignable to type 'number'/,
+    );
+    expect(await failed.textContent()).toContain('const amount: number = "five";');
+    await wide
+      .getByRole("region", { name: "Answer" })
+      .getByText("nothing was sent", { exact: false })
+      .waitFor();
+    await wide.waitForFunction(
+      () => (globalThis as any).document.getElementById("life")?.textContent === "run completed",
+    );
+    await wide.screenshot({ path: join(SCREENSHOTS, "studio-1280-type-error.png"), fullPage: true });
+    expect(errors).toEqual([]);
+    await wide.close();
   });
 });

@@ -1,20 +1,38 @@
-// The playground page of `moss serve`: plain DOM, every text the model controls goes through textContent.
+// The studio page of `moss serve`: the tenant's threads, and each thread's conversation as its event stream tells it
+// (the model's prose as markdown, its program once as highlighted code, each execution's outcome, approvals and
+// questions, the run's life). It talks only to the native API v1. Every text the model controls reaches the DOM
+// through textContent, or through markdown-it with raw HTML off (prose.js).
 import { createParser } from "eventsource-parser";
+import { codeView } from "./code-view.js";
+import { button, element } from "./dom.js";
+import { outcomeCard } from "./outcome.js";
+import { renderProse } from "./prose.js";
+import { requestCard } from "./requests.js";
 
 const $ = (id) => document.getElementById(id);
 const state = {
   token: sessionStorage.getItem("moss.token") ?? "",
   threadId: undefined,
   stream: undefined,
+  /** Controls of each run's request cards, by run id: turned off once the run is no longer paused. */
   runs: new Map(),
+  /** The request cards of the open thread, by request id. */
+  requests: new Map(),
+  /** The assistant's prose being written now: { item, body, raw, program }. */
+  text: undefined,
+  /** The last prose item of the step whose code card comes next. */
+  lastText: undefined,
 };
 
-function element(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
+/** The run's life in words, from its `run-status` events. */
+const LIFE = {
+  queued: "queued",
+  running: "running",
+  pending: "waiting for a person",
+  completed: "completed",
+  failed: "failed",
+  cancelled: "cancelled",
+};
 
 async function api(method, path, body, headers = {}) {
   const response = await fetch(path, {
@@ -39,6 +57,7 @@ async function api(method, path, body, headers = {}) {
 
 function showError(message) {
   const item = element("div", "item error");
+  item.setAttribute("role", "alert");
   item.append(element("div", "label", "error"), element("div", "", message));
   append(item);
 }
@@ -68,6 +87,7 @@ async function signIn(token) {
   await listThreads();
   const fromHash = new URLSearchParams(location.hash.slice(1)).get("thread");
   if (fromHash) openThread(fromHash);
+  else $("message").focus();
 }
 
 async function listThreads() {
@@ -75,27 +95,85 @@ async function listThreads() {
   const list = $("threads");
   list.replaceChildren();
   for (const thread of threads) {
-    const button = element("button", "thread", thread.metadata?.title ?? thread.id);
-    button.type = "button";
-    button.dataset.threadId = thread.id;
-    button.setAttribute("aria-current", String(thread.id === state.threadId));
-    button.addEventListener("click", () => openThread(thread.id));
-    list.append(button);
+    const title = thread.metadata?.title ?? thread.id;
+    const entry = element("li", "thread-entry");
+    const open = button(title, "thread");
+    open.dataset.threadId = thread.id;
+    open.title = title;
+    open.setAttribute("aria-current", String(thread.id === state.threadId));
+    open.addEventListener("click", () => openThread(thread.id));
+    const remove = button("Delete", "delete", `Delete thread ${title}`);
+    remove.addEventListener("click", () => confirmDelete(entry, thread.id, title, remove));
+    entry.append(open, remove);
+    list.append(entry);
   }
+  if (threads.length === 0) list.append(element("li", "quiet", "No threads yet: send a task."));
+}
+
+/** Delete asks once more in place (Delete / Keep), then deletes the thread with all it stored. */
+function confirmDelete(entry, threadId, title, remove) {
+  const ask = element("div", "confirm");
+  ask.setAttribute("role", "group");
+  ask.setAttribute("aria-label", `Delete ${title}?`);
+  const yes = button("Delete for good", "danger", `Delete thread ${title} and everything it stored`);
+  const no = button("Keep", "", `Keep thread ${title}`);
+  ask.append(element("span", "", "Delete it and all its runs?"), yes, no);
+  remove.hidden = true;
+  entry.append(ask);
+  no.addEventListener("click", () => {
+    ask.remove();
+    remove.hidden = false;
+    remove.focus();
+  });
+  yes.addEventListener("click", async () => {
+    yes.disabled = true;
+    try {
+      await api("DELETE", `/v1/threads/${encodeURIComponent(threadId)}`);
+      if (threadId === state.threadId) newThread();
+    } catch (error) {
+      // A run a worker is running holds its thread: cancel it first.
+      ask.replaceChildren(
+        element(
+          "span",
+          "",
+          error.code === "thread-busy" ? "A run is running: cancel it first." : error.message,
+        ),
+      );
+      remove.hidden = false;
+    }
+    await listThreads().catch(() => {});
+  });
+  yes.focus();
 }
 
 function openThread(threadId) {
   state.stream?.abort();
   state.threadId = threadId;
   state.runs = new Map();
+  state.requests = new Map();
   state.text = undefined;
+  state.lastText = undefined;
   history.replaceState(null, "", `#thread=${encodeURIComponent(threadId)}`);
-  for (const button of $("threads").children) {
-    button.setAttribute("aria-current", String(button.dataset.threadId === threadId));
+  for (const entry of $("threads").querySelectorAll("button.thread")) {
+    entry.setAttribute("aria-current", String(entry.dataset.threadId === threadId));
   }
   $("log").replaceChildren();
   setRun(undefined);
+  showLife(undefined);
   follow(threadId);
+}
+
+function newThread() {
+  state.stream?.abort();
+  state.threadId = undefined;
+  history.replaceState(null, "", location.pathname);
+  $("log").replaceChildren();
+  setRun(undefined);
+  showLife(undefined);
+  $("connection").textContent = "";
+  for (const entry of $("threads").querySelectorAll("button.thread"))
+    entry.setAttribute("aria-current", "false");
+  $("message").focus();
 }
 
 /** Reads the thread's stored events from the start and then live, reconnecting with Last-Event-ID when cut. */
@@ -147,7 +225,7 @@ function threadGone(threadId) {
   if (threadId !== state.threadId || state.gone === threadId) return;
   state.gone = threadId;
   setRun(undefined);
-  for (const button of [...state.runs.values()].flat()) button.disabled = true;
+  for (const control of [...state.runs.values()].flat()) control.disabled = true;
   append(
     element("div", "status", "this thread was deleted: its runs went with it, there is nothing to cancel"),
   );
@@ -160,137 +238,207 @@ function setRun(run) {
   $("cancel").disabled = state.activeRun === undefined;
 }
 
+/** The run's life at the top of the conversation: queued, running, waiting for a person, completed, failed, cancelled. */
+function showLife(status, runId) {
+  const life = $("life");
+  if (status === undefined) {
+    life.hidden = true;
+    life.textContent = "";
+    delete life.dataset.status;
+    return;
+  }
+  state.lifeRun = runId;
+  life.hidden = false;
+  life.dataset.status = status;
+  life.textContent = `run ${LIFE[status] ?? status}`;
+}
+
+/** An agent event of a run shows the run is running, whatever the last `run-status` said. */
+function running(data) {
+  if (data.runId !== undefined && $("life").dataset.status === "queued" && state.lifeRun === data.runId) {
+    showLife("running", data.runId);
+  }
+}
+
 function render(type, data) {
+  if (type !== "run-status") running(data);
   switch (type) {
     case "message":
       if (data.message.role === "user" && data.message.metadata?.kind === "task") {
         const item = element("div", "item user", data.message.content);
+        item.setAttribute("aria-label", "Your task");
         append(item);
+        // The page's CSP (img-src 'self') shows no data: image: the attachments are named, not drawn.
+        if (data.message.images?.length)
+          append(element("p", "attachments user-images", imagesLine(data.message.images)));
       } else if (data.message.role === "assistant") {
         const content = data.message.content ?? "";
-        if (state.text !== undefined) state.text.body.textContent = content;
-        else if (content.trim() !== "") append(textItem(content).item);
+        if (state.text !== undefined) setProse(state.text, content);
+        else if (content.trim() !== "") {
+          state.text = textItem(content);
+          append(state.text.item);
+        }
+        state.lastText = state.text;
         state.text = undefined;
       }
       break;
     case "text-delta":
-      state.text ??= textItem("");
-      if (!state.text.item.isConnected) append(state.text.item);
-      state.text.body.textContent += data.delta;
+      if (state.text === undefined) {
+        state.text = textItem("");
+        append(state.text.item);
+      }
+      setProse(state.text, state.text.raw + data.delta);
       break;
     case "code": {
-      const item = element("div", "item code");
-      item.append(element("div", "label", "code"), element("pre", "", data.code));
+      // The program runs from a fence of the prose (tools off) or a tool call: shown here once, not in the prose.
+      const prose = state.text ?? state.lastText;
+      if (prose !== undefined) {
+        prose.program = data.code;
+        setProse(prose, prose.raw);
+      }
+      state.lastText = undefined;
+      const item = element("section", "item code");
+      item.setAttribute("aria-label", `Program of step ${data.step}`);
+      item.append(element("div", "label", `code · step ${data.step}`), codeView(data.code));
       append(item);
       break;
     }
-    case "execution": {
-      const execution = data.execution;
-      const item = element("div", `item execution${execution.ok ? "" : " failed"}`);
-      item.append(element("div", "label", execution.ok ? "output" : execution.pending ? "paused" : "failed"));
-      if (execution.stdout) item.append(element("pre", "stdout", execution.stdout));
-      if (execution.pending) item.append(element("div", "", "The code waits for a person's answer below."));
-      if (execution.error)
-        item.append(
-          element("pre", "error", `${execution.error.name ?? "Error"}: ${execution.error.message}`),
-        );
-      append(item);
+    case "execution":
+      decisionsFromCalls(data);
+      append(outcomeCard(data));
       break;
-    }
     case "approval-request":
-      append(requestCard(data, "approval"));
+    case "clarification-request": {
+      const card = requestCard(data, (value) =>
+        api(
+          "POST",
+          `/v1/threads/${encodeURIComponent(state.threadId)}/answers`,
+          // The answer is for this request of this run: the server applies it to nothing else.
+          { runId: data.runId, answers: { [data.request.id]: value } },
+          { "idempotency-key": `${data.runId}:${data.request.id}` },
+        ),
+      );
+      const list = state.runs.get(data.runId) ?? [];
+      list.push(...card.controls);
+      state.runs.set(data.runId, list);
+      state.requests.set(data.request.id, { ...card, runId: data.runId, request: data.request });
+      append(card.item);
       break;
-    case "clarification-request":
-      append(requestCard(data, "question"));
-      break;
+    }
     case "error":
       showError(data.message);
       break;
+    case "notice":
+      append(element("div", "status", `notice: ${data.message}`));
+      break;
+    case "context-trimmed":
+      append(element("div", "status", data.message));
+      break;
     case "run-end":
       if (data.stopReason === "answer" && data.answer !== undefined) {
-        const last = $("log").lastElementChild;
         // The model's last prose is the answer: mark it as such rather than showing it twice.
-        if (last?.classList.contains("text") && last.lastElementChild?.textContent === data.answer)
-          last.remove();
-        const item = element("div", "item answer");
-        item.append(element("div", "label", "answer"), element("div", "", data.answer));
+        const last = state.lastText;
+        if (last !== undefined && last.item === $("log").lastElementChild && last.raw === data.answer) {
+          last.item.remove();
+        }
+        const item = element("section", "item answer");
+        item.setAttribute("aria-label", "Answer");
+        const body = element("div", "prose");
+        body.append(renderProse(data.answer));
+        item.append(element("div", "label", "answer"), body);
         append(item);
       } else if (data.stopReason !== "pending") {
         showError(`The run stopped: ${data.reason}`);
       }
+      state.lastText = undefined;
       break;
     case "run-status": {
       setRun(data.run);
-      if (data.status !== "pending") {
-        for (const button of state.runs.get(data.run.id) ?? []) button.disabled = true;
-      }
-      append(element("div", "status", `run ${data.status}`));
+      if (data.status !== "pending") settleRequests(data.run.id, data.status);
+      showLife(data.status, data.run.id);
+      append(element("div", "status", `run ${LIFE[data.status] ?? data.status}`));
       if (data.status === "queued") listThreads().catch(() => {});
       break;
     }
   }
 }
 
-function textItem(content) {
-  const item = element("div", "item text");
-  const body = element("div", "", content);
-  item.append(element("div", "label", "assistant"), body);
-  return { item, body };
+/**
+ * The run went on past its pause (or ended): its request cards take no answer now. A card answered in this page says
+ * its decision already; one answered elsewhere (or before a reload) says what the events tell: the run moved on. The
+ * stream has no record of who decided what (an API addition: see the notes of issue 26).
+ */
+function settleRequests(runId, status) {
+  for (const control of state.runs.get(runId) ?? []) control.disabled = true;
+  for (const card of state.requests.values()) {
+    if (card.runId !== runId || !card.decision.hidden) continue;
+    card.decided(
+      status === "cancelled"
+        ? "Not answered: the run was cancelled."
+        : status === "failed"
+          ? "The run failed."
+          : "Answered (the run went on).",
+    );
+    card.inferred = true;
+  }
 }
 
-function requestCard(data, kind) {
-  const request = data.request;
-  const item = element("div", "item clarification");
-  item.dataset.requestId = request.id;
-  const buttons = [];
-  const answer = async (value, clicked) => {
-    for (const button of buttons) button.disabled = true;
-    clicked?.setAttribute("aria-pressed", "true");
-    try {
-      await api(
-        "POST",
-        `/v1/threads/${encodeURIComponent(state.threadId)}/answers`,
-        // The answer is for this request of this run: the server applies it to nothing else.
-        { runId: data.runId, answers: { [request.id]: value } },
-        { "idempotency-key": `${data.runId}:${request.id}` },
-      );
-    } catch (error) {
-      for (const button of buttons) button.disabled = false;
-      showError(error.message);
-    }
-  };
-  const choice = (label, value) => {
-    const button = element("button", "choice", label);
-    button.type = "button";
-    button.addEventListener("click", () => answer(value, button));
-    buttons.push(button);
-    return button;
-  };
-  if (kind === "approval") {
-    const name = request.service === undefined ? request.member : `${request.service}.${request.member}`;
-    // The engine's words for the call (its one describer, stored with the event), as the client and AG-UI show.
-    item.append(element("div", "label", "approval needed"), element("div", "call", data.description ?? name));
-    item.append(element("pre", "args", JSON.stringify(request.args, null, 2)));
-    item.append(
-      choice("Approve", { approved: true }),
-      choice("Deny", { approved: false, reason: "denied in the playground" }),
+/**
+ * What the resumed code did with an approved or denied call, from the execution's host calls (member and line): the
+ * decision of a card answered elsewhere, or before this page was loaded.
+ */
+function decisionsFromCalls(data) {
+  for (const card of state.requests.values()) {
+    if (card.runId !== data.runId || !card.inferred || card.request.kind !== "approval") continue;
+    const request = card.request;
+    const member = request.service === undefined ? request.member : `${request.service}.${request.member}`;
+    const call = (data.execution.calls ?? []).find(
+      (entry) => entry.member === member && entry.line === request.line && entry.outcome !== "pending",
     );
-  } else {
-    item.append(element("div", "label", "question"), element("div", "question", request.question));
-    for (const text of request.choices ?? []) item.append(choice(text, { answer: text }));
-    if (!request.choices?.length) {
-      const input = element("input", "free-answer");
-      const send = element("button", "choice", "Answer");
-      send.type = "button";
-      send.addEventListener("click", () => answer({ answer: input.value }, send));
-      buttons.push(send);
-      item.append(input, send);
-    }
+    if (call === undefined) continue;
+    card.decided(call.outcome === "denied" ? "Denied (the call did not run)." : "Approved (the call ran).");
+    card.inferred = false;
   }
-  const list = state.runs.get(data.runId) ?? [];
-  list.push(...buttons);
-  state.runs.set(data.runId, list);
-  return item;
+}
+
+/** "2 images attached: desk.png (image/png), a URL (image/jpeg)". */
+function imagesLine(images) {
+  const names = images.map(
+    (image) => `${image.name ?? (image.url ? "a URL" : "an image")} (${image.mediaType})`,
+  );
+  return `${images.length} image${images.length === 1 ? "" : "s"} attached: ${names.join(", ")}`;
+}
+
+/** The files chosen to go with the next message, as the API's `images` (base64 data, media type, file name). */
+async function chosenImages() {
+  const files = [...($("images").files ?? [])];
+  return Promise.all(
+    files.map(async (file) => {
+      const bytes = new Uint8Array(await file.arrayBuffer());
+      let binary = "";
+      for (let index = 0; index < bytes.length; index += 0x8000) {
+        binary += String.fromCharCode(...bytes.subarray(index, index + 0x8000));
+      }
+      return { mediaType: file.type, data: btoa(binary), name: file.name };
+    }),
+  );
+}
+
+function textItem(content) {
+  const item = element("section", "item text");
+  item.setAttribute("aria-label", "Assistant");
+  const body = element("div", "prose");
+  item.append(element("div", "label", "assistant"), body);
+  const text = { item, body, raw: "", program: undefined };
+  setProse(text, content);
+  return text;
+}
+
+/** Renders the prose again (markdown is re-read as it streams; the program's fence leaves once its code is known). */
+function setProse(text, raw) {
+  text.raw = raw;
+  text.body.replaceChildren(renderProse(raw, text.program));
+  text.item.hidden = text.body.textContent.trim() === "";
 }
 
 $("signin").addEventListener("submit", (event) => {
@@ -302,13 +450,12 @@ $("signout").addEventListener("click", () => {
   location.hash = "";
   location.reload();
 });
-$("new-thread").addEventListener("click", () => {
-  state.stream?.abort();
-  state.threadId = undefined;
-  history.replaceState(null, "", location.pathname);
-  $("log").replaceChildren();
-  setRun(undefined);
-  $("message").focus();
+$("new-thread").addEventListener("click", newThread);
+$("message").addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+    event.preventDefault();
+    $("task").requestSubmit();
+  }
 });
 $("task").addEventListener("submit", async (event) => {
   event.preventDefault();
@@ -319,8 +466,13 @@ $("task").addEventListener("submit", async (event) => {
       const { thread } = await api("POST", "/v1/threads", { metadata: { title: message.slice(0, 60) } });
       openThread(thread.id);
     }
-    await api("POST", `/v1/threads/${encodeURIComponent(state.threadId)}/runs`, { message });
+    const images = await chosenImages();
+    await api("POST", `/v1/threads/${encodeURIComponent(state.threadId)}/runs`, {
+      message,
+      ...(images.length === 0 ? {} : { images }),
+    });
     $("message").value = "";
+    $("images").value = "";
   } catch (error) {
     showError(error.message);
   }

@@ -1,0 +1,135 @@
+// One execution's outcome as its `execution` event carries it: status, returned value (pretty-printed, folded when
+// large), stdout, the error with its code frame, type-check diagnostics, warnings, and the host calls it made (sizes
+// only: the trace keeps no payloads).
+import { element } from "./dom.js";
+
+/** A returned value longer than this (lines or characters) starts folded. */
+const FOLD_LINES = 12;
+const FOLD_CHARS = 800;
+
+/** `value` as people read it: JSON with two-space indentation, `undefined` and functions named. */
+export function pretty(value) {
+  if (value === undefined) return "undefined";
+  try {
+    return JSON.stringify(value, null, 2) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
+
+/** The card of one `execution` event. */
+export function outcomeCard(data) {
+  const execution = data.execution;
+  const status = execution.ok ? "completed" : execution.pending ? "paused" : "failed";
+  const item = element("section", `item execution ${status}`);
+  item.setAttribute("aria-label", `Outcome of step ${data.step ?? "?"}: ${status}`);
+  const label = element("div", "label", execution.ok ? "output" : execution.pending ? "paused" : "failed");
+  if (typeof execution.durationMs === "number") {
+    label.append(element("span", "meta", ` · ${Math.round(execution.durationMs)} ms`));
+  }
+  item.append(label);
+  if (execution.pending) item.append(element("p", "", "The code waits for a person's answer below."));
+  if (execution.error) item.append(errorBlock(execution.error));
+  if (execution.stdout) {
+    item.append(element("h4", "", "stdout"), element("pre", "stdout", execution.stdout));
+  }
+  if (execution.ok && "returns" in execution && execution.returns !== undefined) {
+    item.append(returnedBlock(execution.returns));
+  }
+  if (execution.ok && !execution.stdout && execution.returns === undefined) {
+    item.append(element("p", "quiet", "The code ran and returned nothing."));
+  }
+  if (execution.images?.length) {
+    // The page's CSP (img-src 'self') draws no data: image: the images the code showed are counted, not drawn.
+    item.append(element("p", "meta", `${execution.images.length} image(s) shown with moss.show`));
+  }
+  for (const warning of execution.warnings ?? []) item.append(element("p", "warning", `warning: ${warning}`));
+  if (Array.isArray(execution.calls) && execution.calls.length > 0) item.append(callsBlock(execution.calls));
+  return item;
+}
+
+function returnedBlock(value) {
+  const text = pretty(value);
+  const pre = element("pre", "returns", text);
+  const large = text.split("\n").length > FOLD_LINES || text.length > FOLD_CHARS;
+  if (!large) {
+    const block = element("div", "");
+    block.append(element("h4", "", "returned"), pre);
+    return block;
+  }
+  const details = element("details", "returned");
+  const summary = element("summary", "", `returned (${text.split("\n").length} lines)`);
+  details.append(summary, pre);
+  return details;
+}
+
+function errorBlock(error) {
+  const block = element("div", "error-block");
+  const message = `${error.name ?? "Error"}: ${error.message}`;
+  block.append(element("pre", "error", message));
+  // A frame is shown once: the message often holds it already, and a diagnostic's is often the error's.
+  const shown = [message];
+  const once = (frame) => {
+    if (!frame || shown.some((text) => text.includes(frame.trimEnd()))) return false;
+    shown.push(frame);
+    return true;
+  };
+  const where =
+    error.line === undefined ? "" : ` at line ${error.line}${error.column ? `:${error.column}` : ""}`;
+  if (error.kind) block.append(element("p", "meta", `${error.kind} error${where}`));
+  if (once(error.frame)) block.append(element("pre", "frame", error.frame));
+  if (Array.isArray(error.diagnostics) && error.diagnostics.length > 0) {
+    block.append(element("h4", "", "type-check"));
+    const list = element("ul", "diagnostics");
+    list.setAttribute("aria-label", "Type-check diagnostics");
+    for (const diagnostic of error.diagnostics) {
+      const entry = element(
+        "li",
+        "",
+        `${diagnostic.severity ?? "error"} TS${diagnostic.code} at line ${diagnostic.line}:${diagnostic.column}: ${diagnostic.message}`,
+      );
+      if (once(diagnostic.frame)) entry.append(element("pre", "frame", diagnostic.frame));
+      list.append(entry);
+    }
+    block.append(list);
+  }
+  if (error.stack) {
+    const details = element("details", "");
+    details.append(element("summary", "", "stack"), element("pre", "frame", error.stack));
+    block.append(details);
+  }
+  return block;
+}
+
+const OUTCOMES = {
+  value: "ran",
+  error: "threw",
+  replayed: "replayed",
+  denied: "denied",
+  pending: "waits for a person",
+};
+
+/** The run's host calls (`execution.calls`): what, where, how it ended, how long, how many bytes each way. */
+function callsBlock(calls) {
+  const details = element("details", "calls");
+  details.append(element("summary", "", `host calls (${calls.length})`));
+  const table = element("table", "");
+  table.setAttribute("aria-label", "Host calls of this execution");
+  const head = element("tr", "");
+  for (const title of ["call", "line", "outcome", "time", "bytes in / out"])
+    head.append(element("th", "", title));
+  table.append(head);
+  for (const call of calls) {
+    const row = element("tr", "");
+    row.append(
+      element("td", "mono", call.member),
+      element("td", "", call.line === undefined ? "?" : String(call.line)),
+      element("td", "", OUTCOMES[call.outcome] ?? call.outcome),
+      element("td", "", `${Math.round(call.durationMs ?? 0)} ms`),
+      element("td", "", `${call.argsBytes ?? "?"} / ${call.resultBytes ?? "–"}`),
+    );
+    table.append(row);
+  }
+  details.append(table);
+  return details;
+}
