@@ -1,12 +1,12 @@
 import { MossError } from "../errors.ts";
 import {
   answerInOrder,
-  type BatchedCall,
   errorWire,
   type HostBatchBridge,
+  type HostCall,
   type HostCallBridge,
-  type HostOperation,
   type HostOutcome,
+  hostCallOf,
   isolateClosureSource,
   parseBatch,
   type SandboxEnvelope,
@@ -34,20 +34,12 @@ import {
 
 /** What an isolate session asks of the host: the membrane itself, or a blocking channel to the parent process. */
 export interface SessionHost {
-  call(
-    operation: HostOperation,
-    handle: number,
-    member: string | null,
-    args: string,
-    line: number,
-    /** The clock and random values the run read since its previous host call (JSON), or "" when none. */
-    nondeterminism?: string,
-  ): HostOutcome;
+  call(call: HostCall): HostOutcome;
   /**
    * Answers a batch of calls in order in one exchange (see `answerInOrder`): a host across a pipe crosses once for
    * all of them. Without it each call goes through `call`.
    */
-  callBatch?(calls: BatchedCall[]): HostOutcome[];
+  callBatch?(calls: HostCall[]): HostOutcome[];
 }
 
 /** Where the isolate executes: on isolated-vm's thread (never blocks the caller) or on the calling thread. */
@@ -199,7 +191,7 @@ export class IsolateSession {
     let session: IsolateSession | undefined;
     try {
       const context = await isolate.createContext();
-      const answer: HostCallBridge = (...call) => session!.#answer(...call);
+      const answer: HostCallBridge = (...call) => session!.#answer(hostCallOf(call));
       const bridge = new ivm.Callback(answer);
       // On the isolate thread stdout is fire-and-forget; on the caller thread a direct call keeps it in order.
       const emit = new ivm.Callback(
@@ -544,19 +536,11 @@ export class IsolateSession {
   }
 
   /** Answers a host call from the isolate (synchronous for the isolate on either thread). */
-  #answer(
-    operation: HostOperation,
-    handle: number,
-    member: string | null,
-    args: string,
-    line: number,
-    nondeterminism: string,
-  ): string {
+  #answer(call: HostCall): string {
     const run = this.#admit();
     if (typeof run === "string") return run;
     try {
-      const given = typeof nondeterminism === "string" ? nondeterminism : "";
-      return this.#reply(run, this.#host!.call(operation, handle, member, args, line, given));
+      return this.#reply(run, this.#host!.call(call));
     } catch (error) {
       return `e${errorWire(error)}`;
     }
@@ -569,13 +553,13 @@ export class IsolateSession {
    */
   #answerBatch(text: string): string {
     const replies: string[] = [];
-    let calls: BatchedCall[];
+    let calls: HostCall[];
     try {
       calls = parseBatch(text);
     } catch {
       return "[]";
     }
-    const admitted: BatchedCall[] = [];
+    const admitted: HostCall[] = [];
     let refused: string | undefined;
     for (const call of calls) {
       const run = this.#admit();
@@ -588,9 +572,9 @@ export class IsolateSession {
     const run = this.#active;
     if (admitted.length > 0 && run !== undefined) {
       const host = this.#host!;
-      const answerOne = (call: BatchedCall): HostOutcome => {
+      const answerOne = (call: HostCall): HostOutcome => {
         try {
-          return host.call(...call);
+          return host.call(call);
         } catch (error) {
           return { kind: "error", wire: errorWire(error) };
         }

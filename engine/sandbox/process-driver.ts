@@ -12,10 +12,10 @@ import { eventLoopAwake, spinMicrosecondsOf } from "./event-loop-awake.ts";
 import {
   type CallReply,
   type ChildMessage,
-  type HostCall,
   type HostCallBatch,
   LineChannel,
   type ParentMessage,
+  type SessionCall,
 } from "./line-channel.ts";
 import {
   type HostMembrane,
@@ -186,7 +186,7 @@ class SandboxChild {
   /** The sessions whose isolate lives here, by id. */
   readonly sessions = new Map<number, ProcessSession>();
   readonly #channel: LineChannel<ChildMessage, ParentMessage>;
-  readonly #calls: LineChannel<HostCall | HostCallBatch, CallReply | CallReply[]>;
+  readonly #calls: LineChannel<SessionCall | HostCallBatch, CallReply | CallReply[]>;
   readonly #streams: Array<{ ref(): unknown; unref(): unknown }>;
   #run: ChildRun | undefined;
   readonly #queue: ChildRun[] = [];
@@ -282,7 +282,7 @@ class SandboxChild {
         },
       },
     );
-    this.#calls = new LineChannel<HostCall | HostCallBatch, CallReply | CallReply[]>(
+    this.#calls = new LineChannel<SessionCall | HostCallBatch, CallReply | CallReply[]>(
       calls,
       (call) => ("batch" in call ? this.#answerBatch(call) : this.#answer(call)),
       {
@@ -602,20 +602,12 @@ class SandboxChild {
     }
   }
 
-  #answer(call: HostCall): void {
+  #answer(call: SessionCall): void {
     const membrane = this.#membraneOf(call.session);
     const outcome =
       membrane === undefined
         ? { kind: "error" as const, wire: errorWire(new Error("the session is closed")) }
-        : callMembrane(
-            membrane,
-            call.operation,
-            call.handle,
-            call.member,
-            call.args,
-            call.line,
-            call.nondeterminism,
-          );
+        : callMembrane(membrane, call);
     this.#reply(this.#callReply(outcome));
   }
 
@@ -625,7 +617,7 @@ class SandboxChild {
     let outcomes: HostOutcome[];
     try {
       if (membrane === undefined) throw new Error("the session is closed");
-      outcomes = answerInOrder(checkBatch(call.batch), (batched) => callMembrane(membrane, ...batched));
+      outcomes = answerInOrder(checkBatch(call.batch), (batched) => callMembrane(membrane, batched));
     } catch (error) {
       outcomes = [{ kind: "error", wire: errorWire(error) }];
     }
