@@ -7,14 +7,26 @@ import {
   type HostCallBridge,
   type HostOutcome,
   hostCallOf,
-  isolateClosureSource,
   parseBatch,
   type SandboxEnvelope,
-  WIRE_TEXT_SLACK,
 } from "../membrane/index.ts";
-import { DEFAULT_LIMITS, type ExecutionErrorKind, type ExecutionLimits } from "../types.ts";
+import { DEFAULT_LIMITS } from "../types.ts";
+import {
+  ABORTED,
+  type ActiveRun,
+  callLimitMessage,
+  type Failure,
+  PAUSED,
+  pollIntervalMs,
+  RunAborted,
+  startRun,
+  TIMED_OUT,
+  timeoutFailure,
+} from "./active-run.ts";
+import { bootstrapEntry, installArguments, runScriptArguments } from "./bootstrap-entry.ts";
 import { crashResult } from "./crash-result.ts";
 import ivm from "./isolated-vm.ts";
+import { type RunEnvelope, runResult } from "./run-result.ts";
 import {
   memoryLimitMebibytes,
   type SandboxRunRequest,
@@ -23,7 +35,7 @@ import {
 } from "./sandbox.ts";
 
 /*
- * One isolate + one context, the only file that imports isolated-vm. Used by both drivers. Host calls are always
+ * One isolate + one context (with `bootstrap-entry.ts`, the only files that reach isolated-vm). Used by both drivers. Host calls are always
  * synchronous callbacks; what differs is where the isolate runs:
  * - "isolate-thread" (in process): on isolated-vm's own thread, so model code never blocks the caller's event
  *   loop; each host call hops to the main thread.
@@ -50,88 +62,6 @@ export interface IsolateSessionOptions {
   memoryLimitBytes: number;
   thread: ExecutionThread;
 }
-
-type Failure = { kind: ExecutionErrorKind; name: string; message: string };
-
-/** The isolate half as a script whose value is the closure `evalClosure` would make (same line numbers). */
-let bootstrapScript: string | undefined;
-function bootstrapScriptSource(): string {
-  bootstrapScript ??= `(function ($0, $1, $2, $3) {${isolateClosureSource()}\n})`;
-  return bootstrapScript;
-}
-const BOOTSTRAP_FILENAME = "moss-sandbox-bootstrap.js";
-
-/**
- * V8's code cache of the bootstrap, made by this process's first isolate: compiling the ~50 kB bootstrap in every
- * new isolate cost ~1.5–3 ms of each session's open; from the cache it costs ~0.5 ms. V8 checks the cache
- * against the source and its flags and compiles afresh when it does not fit. Only trusted host source goes in.
- */
-let bootstrapCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
-
-/** The bootstrap closure in a new context, compiled from the code cache when this process has one. */
-async function bootstrapEntry(
-  isolate: ivm.Isolate,
-  context: ivm.Context,
-  bridges: [ivm.Callback, ivm.Callback, ivm.Callback, ivm.Callback],
-): Promise<ivm.Reference> {
-  const cached = bootstrapCache;
-  const script = (await isolate.compileScript(
-    bootstrapScriptSource(),
-    cached === undefined
-      ? { filename: BOOTSTRAP_FILENAME, produceCachedData: true }
-      : { filename: BOOTSTRAP_FILENAME, cachedData: cached },
-  )) as ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer>; cachedDataRejected?: boolean };
-  if (cached === undefined || script.cachedDataRejected === true) bootstrapCache = script.cachedData;
-  try {
-    const closure = (await script.run(context, { reference: true })) as ivm.Reference;
-    try {
-      return (await closure.apply(undefined, bridges, { result: { reference: true } })) as ivm.Reference;
-    } finally {
-      closure.release();
-    }
-  } finally {
-    script.release();
-  }
-}
-
-interface ActiveRun {
-  readonly limits: ExecutionLimits;
-  readonly filename: string;
-  readonly startedAt: number;
-  readonly cpuStart: bigint;
-  hostCalls: number;
-  lastCpuMs: number;
-  readonly stdout: string[];
-  ended: boolean;
-  finish?: (envelope: string | typeof PAUSED) => void;
-  /** Host calls waiting for a decision (their isolate promises never settle in this run). */
-  waiting: number;
-  /** Host promises whose settlement has not entered the isolate yet. */
-  outstanding: number;
-  /** Settlements waiting for their one entry into the isolate (`[promiseId, tag, wire]`), in the order they came. */
-  settlements: Array<[number, "v" | "e", string]>;
-  /** The envelope `done` delivered; the run finishes once no entry into the isolate is still in flight. */
-  envelope?: string;
-  /** Entries into the isolate (the script, promise settlements) not yet returned: their microtasks belong to the run. */
-  inFlight: number;
-  /** The first rejected promise of model code that nothing handled (isolated-vm reports it as the entry's error). */
-  unhandled?: { name: string; message: string };
-  failure?: Failure;
-  abort(failure: Failure): void;
-  readonly aborted: Promise<Failure>;
-}
-
-const ABORTED = Symbol("aborted");
-/** What `finish` receives when the run paused instead of delivering an envelope. */
-const PAUSED = Symbol("paused");
-
-class RunAborted extends Error {
-  constructor(readonly failure: Failure) {
-    super(failure.message);
-  }
-}
-
-const TIMED_OUT = "Script execution timed out.";
 
 export { memoryLimitMebibytes };
 
@@ -240,12 +170,7 @@ export class IsolateSession {
     if (this.#host !== undefined)
       throw new MossError("sandbox-failed", "the isolate session is already installed");
     this.#host = host;
-    const fields = JSON.stringify(setup.dataFields);
-    await this.#apply(
-      this.#install,
-      [setup.globals, setup.mossData, setup.mossServices, fields, setup.definitions ?? ""],
-      5_000,
-    );
+    await this.#apply(this.#install, installArguments(setup), 5_000);
   }
 
   /** Runs one script and its target; faults of the model's code come back as data, never thrown. */
@@ -255,31 +180,7 @@ export class IsolateSession {
     if (!this.alive) return crashResult("the sandbox session is no longer alive");
     this.#running = true;
     const limits = request.limits;
-    let abort!: (failure: Failure) => void;
-    const aborted = new Promise<Failure>((resolve) => {
-      abort = resolve;
-    });
-    const run: ActiveRun = {
-      limits,
-      filename: request.filename,
-      startedAt: performance.now(),
-      cpuStart: this.#isolate.cpuTime,
-      hostCalls: 0,
-      inFlight: 0,
-      waiting: 0,
-      outstanding: 0,
-      settlements: [],
-      lastCpuMs: 0,
-      stdout: [],
-      ended: false,
-      aborted,
-      abort: (failure) => {
-        if (run.failure !== undefined) return;
-        run.failure = failure;
-        this.#kill();
-        abort(failure);
-      },
-    };
+    const run = startRun(limits, request.filename, this.#isolate.cpuTime, () => this.#kill());
     this.#active = run;
     const watchdog = setInterval(() => this.#watch(run), pollIntervalMs(limits));
     watchdog.unref();
@@ -313,12 +214,12 @@ export class IsolateSession {
     });
   }
 
-  /** Disposes the isolate; idempotent. */
   /** Ends the run in flight, if any, with kind `aborted` (the isolate is discarded, as after a timeout). */
   stop(message: string): void {
     this.#active?.abort({ kind: "aborted", name: "AbortError", message });
   }
 
+  /** Disposes the isolate (a run in flight ends with kind `crash`); idempotent. */
   dispose(): void {
     if (this.#disposed) return;
     const run = this.#active;
@@ -333,22 +234,14 @@ export class IsolateSession {
   }
 
   async #execute(run: ActiveRun, request: SandboxRunRequest): Promise<SandboxRunResult> {
-    const limits = run.limits;
     const finished = new Promise<string | typeof PAUSED>((resolve) => {
       run.finish = resolve;
     });
-    // One entry evaluates the script and starts the target: each entry into the isolate is a thread hop.
-    const args = [
-      limits.maxStdoutBytes,
-      request.script,
-      request.filename,
-      request.target,
-      JSON.stringify(request.args),
-      limits.maxResultBytes,
-      request.replay === undefined ? "" : JSON.stringify(request.replay),
-    ];
     // A limit failure of this entry aborts the run (the guard throws it); an unhandled rejection is recorded.
-    await this.#guard(run, this.#enter(run, this.#runScript, args, this.#syncTimeout(run)));
+    await this.#guard(
+      run,
+      this.#enter(run, this.#runScript, runScriptArguments(request), this.#syncTimeout(run)),
+    );
     const outcome = await this.#guard(run, finished);
     if (outcome === PAUSED) return this.#paused(run);
     const envelope = JSON.parse(outcome) as SandboxEnvelope;
@@ -408,54 +301,8 @@ export class IsolateSession {
     return later(() => reference.applySync(undefined, args, { timeout }));
   }
 
-  #result(
-    run: ActiveRun,
-    envelope: Omit<SandboxEnvelope, "error"> & { error?: Failure & { stack?: string } },
-  ): SandboxRunResult {
-    const result: SandboxRunResult = {
-      ok: envelope.ok === true,
-      stdout: run.stdout.join(""),
-      warnings: boundedWarnings(envelope.warnings),
-      hostCalls: Math.min(run.hostCalls, run.limits.maxHostCalls),
-      cpuTimeMs: this.#cpuSince(run),
-    };
-    if (envelope.returns !== undefined) result.returns = envelope.returns;
-    if (envelope.mossData !== undefined) result.mossData = envelope.mossData;
-    if (envelope.error === undefined && run.unhandled !== undefined) {
-      result.ok = false;
-      delete result.returns;
-      envelope = { ...envelope, error: { kind: "runtime", ...run.unhandled } };
-    }
-    if (envelope.error !== undefined) {
-      const { kind, name, message, stack } = envelope.error;
-      // Error text comes from model code: bounded so it cannot carry more than a result may.
-      result.error = {
-        kind,
-        name: boundedText(name, MAX_ERROR_NAME),
-        message: boundedText(message, MAX_ERROR_MESSAGE),
-      };
-      const filtered =
-        typeof stack === "string"
-          ? filterStack(boundedText(stack, MAX_ERROR_STACK), run.filename)
-          : undefined;
-      if (filtered !== undefined) result.error.stack = filtered;
-    }
-    // The isolate bounds the expanded value and the runtime checks it again before decoding; here only the text
-    // in transit is bounded (wire text runs up to WIRE_TEXT_SLACK times the expanded size: indices, tags, base64).
-    const returnsBytes = result.returns === undefined ? 0 : result.returns.length;
-    const dataBytes = result.mossData === undefined ? 0 : result.mossData.length;
-    const maxTextLength = WIRE_TEXT_SLACK * run.limits.maxResultBytes;
-    if (returnsBytes + dataBytes > maxTextLength) {
-      result.ok = false;
-      delete result.returns;
-      if (dataBytes > maxTextLength) delete result.mossData;
-      result.error = {
-        kind: "output-limit",
-        name: "RangeError",
-        message: `the result (return value plus moss data) exceeds the limit of ${run.limits.maxResultBytes} bytes`,
-      };
-    }
-    return result;
+  #result(run: ActiveRun, envelope: RunEnvelope): SandboxRunResult {
+    return runResult(run, envelope, this.#cpuSince(run));
   }
 
   /** Races an isolate promise against the run's watchdog; a rejection after dispose is swallowed. */
@@ -739,11 +586,6 @@ export class IsolateSession {
   }
 }
 
-/** Why a run that made too many host calls failed. */
-function callLimitMessage(limits: ExecutionLimits): string {
-  return `the run exceeded its limit of ${limits.maxHostCalls} host calls`;
-}
-
 /** Runs a synchronous isolated-vm call as a promise (its throw becomes a rejection). */
 function later<T>(action: () => T): Promise<T> {
   try {
@@ -751,58 +593,4 @@ function later<T>(action: () => T): Promise<T> {
   } catch (error) {
     return Promise.reject(error);
   }
-}
-
-function pollIntervalMs(limits: ExecutionLimits): number {
-  return Math.min(50, Math.max(5, Math.floor(Math.min(limits.wallTimeMs, limits.cpuTimeMs) / 20)));
-}
-
-function timeoutFailure(message: string): Failure {
-  return { kind: "timeout", name: "TimeoutError", message };
-}
-
-const MAX_ERROR_NAME = 200;
-const MAX_ERROR_MESSAGE = 8 * 1024;
-const MAX_ERROR_STACK = 16 * 1024;
-const MAX_WARNINGS = 50;
-const MAX_WARNING_BYTES = 16 * 1024;
-
-/** Text from model code cut to `max` characters with a visible marker. */
-function boundedText(value: unknown, max: number): string {
-  const text = typeof value === "string" ? value : String(value ?? "");
-  return text.length <= max ? text : `${text.slice(0, max)}… [${text.length - max} more characters]`;
-}
-
-/** Warnings are produced inside the isolate, so model code decides how many: keep a readable, bounded list. */
-function boundedWarnings(value: unknown): string[] {
-  if (!Array.isArray(value)) return [];
-  const warnings: string[] = [];
-  let bytes = 0;
-  for (const item of value) {
-    if (typeof item !== "string") continue;
-    if (warnings.length >= MAX_WARNINGS || bytes + item.length > MAX_WARNING_BYTES) {
-      warnings.push(`… and ${value.length - warnings.length} more warnings`);
-      break;
-    }
-    warnings.push(boundedText(item, 1024));
-    bytes += item.length;
-  }
-  return warnings;
-}
-
-/** Keeps the header of a V8 stack and only the frames located in `filename`. */
-export function filterStack(stack: string, filename: string): string | undefined {
-  const lines = stack.split("\n");
-  const kept: string[] = [];
-  let header = true;
-  for (const line of lines) {
-    const isFrame = /^\s+at /.test(line);
-    if (!isFrame) {
-      if (header) kept.push(line);
-      continue;
-    }
-    header = false;
-    if (line.includes(`(${filename}:`) || line.includes(`at ${filename}:`)) kept.push(line);
-  }
-  return kept.length === 0 ? undefined : kept.join("\n");
 }
