@@ -36,7 +36,6 @@ export {
   batchedCallOf,
   callMembrane,
   checkBatch,
-  errorWire,
   type HostCall,
   hostCallOf,
   parseBatch,

@@ -3,9 +3,9 @@ import {
   answerInOrder,
   callMembrane,
   checkBatch,
-  errorWire,
   type HostMembrane,
   type HostOutcome,
+  hostErrorWire,
 } from "../membrane/index.ts";
 import { eventLoopAwake } from "./event-loop-awake.ts";
 import {
@@ -53,7 +53,7 @@ export class CallPipe {
     const membrane = this.#options.membraneOf(call.session);
     const outcome =
       membrane === undefined
-        ? { kind: "error" as const, wire: errorWire(new Error("the session is closed")) }
+        ? { kind: "error" as const, wire: hostErrorWire(new Error("the session is closed")) }
         : callMembrane(membrane, call);
     this.#reply(this.#callReply(outcome));
   }
@@ -66,7 +66,7 @@ export class CallPipe {
       if (membrane === undefined) throw new Error("the session is closed");
       outcomes = answerInOrder(checkBatch(call.batch), (batched) => callMembrane(membrane, batched));
     } catch (error) {
-      outcomes = [{ kind: "error", wire: errorWire(error) }];
+      outcomes = [{ kind: "error", wire: hostErrorWire(error) }];
     }
     this.#reply(outcomes.map((outcome) => this.#callReply(outcome)));
   }
@@ -83,7 +83,7 @@ export class CallPipe {
             ? { type: "settle", promiseId, kind: "pending" }
             : { type: "settle", promiseId, kind: settled.kind, wire: settled.wire },
         ),
-      (error: unknown) => settle({ type: "settle", promiseId, kind: "error", wire: errorWire(error) }),
+      (error: unknown) => settle({ type: "settle", promiseId, kind: "error", wire: hostErrorWire(error) }),
     );
     return { kind: "promise", promiseId };
   }

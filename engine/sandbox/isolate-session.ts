@@ -1,12 +1,12 @@
 import { MossError } from "../errors.ts";
 import {
   answerInOrder,
-  errorWire,
   type HostBatchBridge,
   type HostCall,
   type HostCallBridge,
   type HostOutcome,
   hostCallOf,
+  hostErrorWire,
   parseBatch,
   type SandboxEnvelope,
 } from "../membrane/index.ts";
@@ -389,7 +389,7 @@ export class IsolateSession {
     try {
       return this.#reply(run, this.#host!.call(call));
     } catch (error) {
-      return `e${errorWire(error)}`;
+      return `e${hostErrorWire(error)}`;
     }
   }
 
@@ -423,7 +423,7 @@ export class IsolateSession {
         try {
           return host.call(call);
         } catch (error) {
-          return { kind: "error", wire: errorWire(error) };
+          return { kind: "error", wire: hostErrorWire(error) };
         }
       };
       let outcomes: HostOutcome[];
@@ -431,7 +431,7 @@ export class IsolateSession {
         outcomes =
           host.callBatch === undefined ? answerInOrder(admitted, answerOne) : host.callBatch(admitted);
       } catch (error) {
-        outcomes = [{ kind: "error", wire: errorWire(error) }];
+        outcomes = [{ kind: "error", wire: hostErrorWire(error) }];
       }
       // Calls the host did not make were not made: they count as the calls model code makes after a refusal do.
       run.hostCalls -= admitted.length - outcomes.length;
@@ -512,7 +512,7 @@ export class IsolateSession {
   #admit(): ActiveRun | string {
     const run = this.#active;
     if (run === undefined || run.ended || this.#host === undefined) {
-      return `e${errorWire(new Error("host objects can only be used while the code runs"))}`;
+      return `e${hostErrorWire(new Error("host objects can only be used while the code runs"))}`;
     }
     run.hostCalls++;
     if (run.hostCalls > run.limits.maxHostCalls) return `l${callLimitMessage(run.limits)}`;
@@ -538,7 +538,7 @@ export class IsolateSession {
         settled.kind === "pending"
           ? this.#waitInstead(run)
           : this.#deliver(run, promiseId, settled.kind === "value" ? "v" : "e", settled.wire),
-      (error: unknown) => this.#deliver(run, promiseId, "e", errorWire(error)),
+      (error: unknown) => this.#deliver(run, promiseId, "e", hostErrorWire(error)),
     );
     return `p${promiseId}`;
   }

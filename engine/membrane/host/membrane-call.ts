@@ -75,11 +75,6 @@ export function callMembrane(membrane: HostMembrane, call: HostCall): HostOutcom
   }
 }
 
-/** Wire text of `{ name, message }` for a host-side failure: host paths removed, never its stack. */
-export function errorWire(error: unknown): string {
-  return hostErrorWire(error);
-}
-
 /**
  * Answers a batch's calls in order, each by `answer` as if it were made alone, and stops after an outcome that ends
  * the run's calls (refused, paused): the calls after it are not made (model code sees them fail as it would have).
