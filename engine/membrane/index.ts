@@ -36,9 +36,11 @@ export {
 export {
   answerInOrder,
   type BatchedCall,
+  batchedCallOf,
   callMembrane,
   checkBatch,
-  errorWire,
+  type HostCall,
+  hostCallOf,
   parseBatch,
 } from "./host/membrane-call.ts";
 export {

@@ -65,10 +65,10 @@ export class InProcessDriver implements SandboxDriver {
     await this.#room();
     const spinMicroseconds = this.#spinMicroseconds;
     const host: SessionHost = {
-      call: (operation, handle, member, args, line, nondeterminism) => {
+      call: (call) => {
         // The isolate runs on after the answer: its next call (or its end) is likely close behind.
         eventLoopAwake.awake(spinMicroseconds);
-        return callMembrane(membrane, operation, handle, member, args, line, nondeterminism);
+        return callMembrane(membrane, call);
       },
     };
     // A new isolate under a memory limit, with the session's setup as the runtime gives it now.

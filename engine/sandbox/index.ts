@@ -1,4 +1,15 @@
-// The sandbox front door: drivers, the driver factory and the wire codec.
+/*
+ * The sandbox: where model code runs, one isolate and context per session, within its limits, with host calls
+ * crossing to the membrane of this process. The contract is `sandbox.ts`; two drivers implement it:
+ * - in process (`in-process-driver.ts`): isolates on isolated-vm's thread, no crash containment;
+ * - in a supervised pool of sandbox processes (`process-driver.ts`: the pool, placement and spares;
+ *   `process-session.ts`: a session there; `sandbox-child.ts`: one process, its run queue and supervision, with
+ *   `call-pipe.ts` answering its host calls on fd 4, `child-death.ts` naming its death and `sandbox-entry.ts` starting
+ *   it; `sandbox-process.ts` is the process's own entry, over `line-channel.ts`).
+ * Both run `isolate-session.ts` (one isolate: `bootstrap-entry.ts` installs the isolate half, `active-run.ts` holds a
+ * run's state, `run-result.ts` bounds its result), kept warm by `warm-isolates.ts`.
+ * This front door: the drivers, the driver factory and the wire codec.
+ */
 import { InProcessDriver, type InProcessDriverOptions } from "./in-process-driver.ts";
 import { ProcessDriver, type ProcessDriverOptions } from "./process-driver.ts";
 import type { SandboxDriver } from "./sandbox.ts";

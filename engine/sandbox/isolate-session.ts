@@ -1,20 +1,32 @@
 import { MossError } from "../errors.ts";
 import {
   answerInOrder,
-  type BatchedCall,
-  errorWire,
   type HostBatchBridge,
+  type HostCall,
   type HostCallBridge,
-  type HostOperation,
   type HostOutcome,
-  isolateClosureSource,
+  hostCallOf,
+  hostErrorWire,
   parseBatch,
   type SandboxEnvelope,
-  WIRE_TEXT_SLACK,
 } from "../membrane/index.ts";
-import { DEFAULT_LIMITS, type ExecutionErrorKind, type ExecutionLimits } from "../types.ts";
+import { DEFAULT_LIMITS } from "../types.ts";
+import {
+  ABORTED,
+  type ActiveRun,
+  callLimitMessage,
+  type Failure,
+  PAUSED,
+  pollIntervalMs,
+  RunAborted,
+  startRun,
+  TIMED_OUT,
+  timeoutFailure,
+} from "./active-run.ts";
+import { bootstrapEntry, installArguments, runScriptArguments } from "./bootstrap-entry.ts";
 import { crashResult } from "./crash-result.ts";
 import ivm from "./isolated-vm.ts";
+import { type RunEnvelope, runResult } from "./run-result.ts";
 import {
   memoryLimitMebibytes,
   type SandboxRunRequest,
@@ -23,7 +35,7 @@ import {
 } from "./sandbox.ts";
 
 /*
- * One isolate + one context, the only file that imports isolated-vm. Used by both drivers. Host calls are always
+ * One isolate + one context (with `bootstrap-entry.ts`, the only files that reach isolated-vm). Used by both drivers. Host calls are always
  * synchronous callbacks; what differs is where the isolate runs:
  * - "isolate-thread" (in process): on isolated-vm's own thread, so model code never blocks the caller's event
  *   loop; each host call hops to the main thread.
@@ -34,20 +46,12 @@ import {
 
 /** What an isolate session asks of the host: the membrane itself, or a blocking channel to the parent process. */
 export interface SessionHost {
-  call(
-    operation: HostOperation,
-    handle: number,
-    member: string | null,
-    args: string,
-    line: number,
-    /** The clock and random values the run read since its previous host call (JSON), or "" when none. */
-    nondeterminism?: string,
-  ): HostOutcome;
+  call(call: HostCall): HostOutcome;
   /**
    * Answers a batch of calls in order in one exchange (see `answerInOrder`): a host across a pipe crosses once for
    * all of them. Without it each call goes through `call`.
    */
-  callBatch?(calls: BatchedCall[]): HostOutcome[];
+  callBatch?(calls: HostCall[]): HostOutcome[];
 }
 
 /** Where the isolate executes: on isolated-vm's thread (never blocks the caller) or on the calling thread. */
@@ -58,88 +62,6 @@ export interface IsolateSessionOptions {
   memoryLimitBytes: number;
   thread: ExecutionThread;
 }
-
-type Failure = { kind: ExecutionErrorKind; name: string; message: string };
-
-/** The isolate half as a script whose value is the closure `evalClosure` would make (same line numbers). */
-let bootstrapScript: string | undefined;
-function bootstrapScriptSource(): string {
-  bootstrapScript ??= `(function ($0, $1, $2, $3) {${isolateClosureSource()}\n})`;
-  return bootstrapScript;
-}
-const BOOTSTRAP_FILENAME = "moss-sandbox-bootstrap.js";
-
-/**
- * V8's code cache of the bootstrap, made by this process's first isolate: compiling the ~50 kB bootstrap in every
- * new isolate cost ~1.5–3 ms of each session's open; from the cache it costs ~0.5 ms. V8 checks the cache
- * against the source and its flags and compiles afresh when it does not fit. Only trusted host source goes in.
- */
-let bootstrapCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
-
-/** The bootstrap closure in a new context, compiled from the code cache when this process has one. */
-async function bootstrapEntry(
-  isolate: ivm.Isolate,
-  context: ivm.Context,
-  bridges: [ivm.Callback, ivm.Callback, ivm.Callback, ivm.Callback],
-): Promise<ivm.Reference> {
-  const cached = bootstrapCache;
-  const script = (await isolate.compileScript(
-    bootstrapScriptSource(),
-    cached === undefined
-      ? { filename: BOOTSTRAP_FILENAME, produceCachedData: true }
-      : { filename: BOOTSTRAP_FILENAME, cachedData: cached },
-  )) as ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer>; cachedDataRejected?: boolean };
-  if (cached === undefined || script.cachedDataRejected === true) bootstrapCache = script.cachedData;
-  try {
-    const closure = (await script.run(context, { reference: true })) as ivm.Reference;
-    try {
-      return (await closure.apply(undefined, bridges, { result: { reference: true } })) as ivm.Reference;
-    } finally {
-      closure.release();
-    }
-  } finally {
-    script.release();
-  }
-}
-
-interface ActiveRun {
-  readonly limits: ExecutionLimits;
-  readonly filename: string;
-  readonly startedAt: number;
-  readonly cpuStart: bigint;
-  hostCalls: number;
-  lastCpuMs: number;
-  readonly stdout: string[];
-  ended: boolean;
-  finish?: (envelope: string | typeof PAUSED) => void;
-  /** Host calls waiting for a decision (their isolate promises never settle in this run). */
-  waiting: number;
-  /** Host promises whose settlement has not entered the isolate yet. */
-  outstanding: number;
-  /** Settlements waiting for their one entry into the isolate (`[promiseId, tag, wire]`), in the order they came. */
-  settlements: Array<[number, "v" | "e", string]>;
-  /** The envelope `done` delivered; the run finishes once no entry into the isolate is still in flight. */
-  envelope?: string;
-  /** Entries into the isolate (the script, promise settlements) not yet returned: their microtasks belong to the run. */
-  inFlight: number;
-  /** The first rejected promise of model code that nothing handled (isolated-vm reports it as the entry's error). */
-  unhandled?: { name: string; message: string };
-  failure?: Failure;
-  abort(failure: Failure): void;
-  readonly aborted: Promise<Failure>;
-}
-
-const ABORTED = Symbol("aborted");
-/** What `finish` receives when the run paused instead of delivering an envelope. */
-const PAUSED = Symbol("paused");
-
-class RunAborted extends Error {
-  constructor(readonly failure: Failure) {
-    super(failure.message);
-  }
-}
-
-const TIMED_OUT = "Script execution timed out.";
 
 export { memoryLimitMebibytes };
 
@@ -199,7 +121,7 @@ export class IsolateSession {
     let session: IsolateSession | undefined;
     try {
       const context = await isolate.createContext();
-      const answer: HostCallBridge = (...call) => session!.#answer(...call);
+      const answer: HostCallBridge = (...call) => session!.#answer(hostCallOf(call));
       const bridge = new ivm.Callback(answer);
       // On the isolate thread stdout is fire-and-forget; on the caller thread a direct call keeps it in order.
       const emit = new ivm.Callback(
@@ -248,12 +170,7 @@ export class IsolateSession {
     if (this.#host !== undefined)
       throw new MossError("sandbox-failed", "the isolate session is already installed");
     this.#host = host;
-    const fields = JSON.stringify(setup.dataFields);
-    await this.#apply(
-      this.#install,
-      [setup.globals, setup.mossData, setup.mossServices, fields, setup.definitions ?? ""],
-      5_000,
-    );
+    await this.#apply(this.#install, installArguments(setup), 5_000);
   }
 
   /** Runs one script and its target; faults of the model's code come back as data, never thrown. */
@@ -263,31 +180,7 @@ export class IsolateSession {
     if (!this.alive) return crashResult("the sandbox session is no longer alive");
     this.#running = true;
     const limits = request.limits;
-    let abort!: (failure: Failure) => void;
-    const aborted = new Promise<Failure>((resolve) => {
-      abort = resolve;
-    });
-    const run: ActiveRun = {
-      limits,
-      filename: request.filename,
-      startedAt: performance.now(),
-      cpuStart: this.#isolate.cpuTime,
-      hostCalls: 0,
-      inFlight: 0,
-      waiting: 0,
-      outstanding: 0,
-      settlements: [],
-      lastCpuMs: 0,
-      stdout: [],
-      ended: false,
-      aborted,
-      abort: (failure) => {
-        if (run.failure !== undefined) return;
-        run.failure = failure;
-        this.#kill();
-        abort(failure);
-      },
-    };
+    const run = startRun(limits, request.filename, this.#isolate.cpuTime, () => this.#kill());
     this.#active = run;
     const watchdog = setInterval(() => this.#watch(run), pollIntervalMs(limits));
     watchdog.unref();
@@ -321,12 +214,12 @@ export class IsolateSession {
     });
   }
 
-  /** Disposes the isolate; idempotent. */
   /** Ends the run in flight, if any, with kind `aborted` (the isolate is discarded, as after a timeout). */
   stop(message: string): void {
     this.#active?.abort({ kind: "aborted", name: "AbortError", message });
   }
 
+  /** Disposes the isolate (a run in flight ends with kind `crash`); idempotent. */
   dispose(): void {
     if (this.#disposed) return;
     const run = this.#active;
@@ -341,22 +234,14 @@ export class IsolateSession {
   }
 
   async #execute(run: ActiveRun, request: SandboxRunRequest): Promise<SandboxRunResult> {
-    const limits = run.limits;
     const finished = new Promise<string | typeof PAUSED>((resolve) => {
       run.finish = resolve;
     });
-    // One entry evaluates the script and starts the target: each entry into the isolate is a thread hop.
-    const args = [
-      limits.maxStdoutBytes,
-      request.script,
-      request.filename,
-      request.target,
-      JSON.stringify(request.args),
-      limits.maxResultBytes,
-      request.replay === undefined ? "" : JSON.stringify(request.replay),
-    ];
     // A limit failure of this entry aborts the run (the guard throws it); an unhandled rejection is recorded.
-    await this.#guard(run, this.#enter(run, this.#runScript, args, this.#syncTimeout(run)));
+    await this.#guard(
+      run,
+      this.#enter(run, this.#runScript, runScriptArguments(request), this.#syncTimeout(run)),
+    );
     const outcome = await this.#guard(run, finished);
     if (outcome === PAUSED) return this.#paused(run);
     const envelope = JSON.parse(outcome) as SandboxEnvelope;
@@ -416,54 +301,8 @@ export class IsolateSession {
     return later(() => reference.applySync(undefined, args, { timeout }));
   }
 
-  #result(
-    run: ActiveRun,
-    envelope: Omit<SandboxEnvelope, "error"> & { error?: Failure & { stack?: string } },
-  ): SandboxRunResult {
-    const result: SandboxRunResult = {
-      ok: envelope.ok === true,
-      stdout: run.stdout.join(""),
-      warnings: boundedWarnings(envelope.warnings),
-      hostCalls: Math.min(run.hostCalls, run.limits.maxHostCalls),
-      cpuTimeMs: this.#cpuSince(run),
-    };
-    if (envelope.returns !== undefined) result.returns = envelope.returns;
-    if (envelope.mossData !== undefined) result.mossData = envelope.mossData;
-    if (envelope.error === undefined && run.unhandled !== undefined) {
-      result.ok = false;
-      delete result.returns;
-      envelope = { ...envelope, error: { kind: "runtime", ...run.unhandled } };
-    }
-    if (envelope.error !== undefined) {
-      const { kind, name, message, stack } = envelope.error;
-      // Error text comes from model code: bounded so it cannot carry more than a result may.
-      result.error = {
-        kind,
-        name: boundedText(name, MAX_ERROR_NAME),
-        message: boundedText(message, MAX_ERROR_MESSAGE),
-      };
-      const filtered =
-        typeof stack === "string"
-          ? filterStack(boundedText(stack, MAX_ERROR_STACK), run.filename)
-          : undefined;
-      if (filtered !== undefined) result.error.stack = filtered;
-    }
-    // The isolate bounds the expanded value and the runtime checks it again before decoding; here only the text
-    // in transit is bounded (wire text runs up to WIRE_TEXT_SLACK times the expanded size: indices, tags, base64).
-    const returnsBytes = result.returns === undefined ? 0 : result.returns.length;
-    const dataBytes = result.mossData === undefined ? 0 : result.mossData.length;
-    const maxTextLength = WIRE_TEXT_SLACK * run.limits.maxResultBytes;
-    if (returnsBytes + dataBytes > maxTextLength) {
-      result.ok = false;
-      delete result.returns;
-      if (dataBytes > maxTextLength) delete result.mossData;
-      result.error = {
-        kind: "output-limit",
-        name: "RangeError",
-        message: `the result (return value plus moss data) exceeds the limit of ${run.limits.maxResultBytes} bytes`,
-      };
-    }
-    return result;
+  #result(run: ActiveRun, envelope: RunEnvelope): SandboxRunResult {
+    return runResult(run, envelope, this.#cpuSince(run));
   }
 
   /** Races an isolate promise against the run's watchdog; a rejection after dispose is swallowed. */
@@ -544,21 +383,13 @@ export class IsolateSession {
   }
 
   /** Answers a host call from the isolate (synchronous for the isolate on either thread). */
-  #answer(
-    operation: HostOperation,
-    handle: number,
-    member: string | null,
-    args: string,
-    line: number,
-    nondeterminism: string,
-  ): string {
+  #answer(call: HostCall): string {
     const run = this.#admit();
     if (typeof run === "string") return run;
     try {
-      const given = typeof nondeterminism === "string" ? nondeterminism : "";
-      return this.#reply(run, this.#host!.call(operation, handle, member, args, line, given));
+      return this.#reply(run, this.#host!.call(call));
     } catch (error) {
-      return `e${errorWire(error)}`;
+      return `e${hostErrorWire(error)}`;
     }
   }
 
@@ -569,13 +400,13 @@ export class IsolateSession {
    */
   #answerBatch(text: string): string {
     const replies: string[] = [];
-    let calls: BatchedCall[];
+    let calls: HostCall[];
     try {
       calls = parseBatch(text);
     } catch {
       return "[]";
     }
-    const admitted: BatchedCall[] = [];
+    const admitted: HostCall[] = [];
     let refused: string | undefined;
     for (const call of calls) {
       const run = this.#admit();
@@ -588,11 +419,11 @@ export class IsolateSession {
     const run = this.#active;
     if (admitted.length > 0 && run !== undefined) {
       const host = this.#host!;
-      const answerOne = (call: BatchedCall): HostOutcome => {
+      const answerOne = (call: HostCall): HostOutcome => {
         try {
-          return host.call(...call);
+          return host.call(call);
         } catch (error) {
-          return { kind: "error", wire: errorWire(error) };
+          return { kind: "error", wire: hostErrorWire(error) };
         }
       };
       let outcomes: HostOutcome[];
@@ -600,7 +431,7 @@ export class IsolateSession {
         outcomes =
           host.callBatch === undefined ? answerInOrder(admitted, answerOne) : host.callBatch(admitted);
       } catch (error) {
-        outcomes = [{ kind: "error", wire: errorWire(error) }];
+        outcomes = [{ kind: "error", wire: hostErrorWire(error) }];
       }
       // Calls the host did not make were not made: they count as the calls model code makes after a refusal do.
       run.hostCalls -= admitted.length - outcomes.length;
@@ -681,7 +512,7 @@ export class IsolateSession {
   #admit(): ActiveRun | string {
     const run = this.#active;
     if (run === undefined || run.ended || this.#host === undefined) {
-      return `e${errorWire(new Error("host objects can only be used while the code runs"))}`;
+      return `e${hostErrorWire(new Error("host objects can only be used while the code runs"))}`;
     }
     run.hostCalls++;
     if (run.hostCalls > run.limits.maxHostCalls) return `l${callLimitMessage(run.limits)}`;
@@ -707,7 +538,7 @@ export class IsolateSession {
         settled.kind === "pending"
           ? this.#waitInstead(run)
           : this.#deliver(run, promiseId, settled.kind === "value" ? "v" : "e", settled.wire),
-      (error: unknown) => this.#deliver(run, promiseId, "e", errorWire(error)),
+      (error: unknown) => this.#deliver(run, promiseId, "e", hostErrorWire(error)),
     );
     return `p${promiseId}`;
   }
@@ -755,11 +586,6 @@ export class IsolateSession {
   }
 }
 
-/** Why a run that made too many host calls failed. */
-function callLimitMessage(limits: ExecutionLimits): string {
-  return `the run exceeded its limit of ${limits.maxHostCalls} host calls`;
-}
-
 /** Runs a synchronous isolated-vm call as a promise (its throw becomes a rejection). */
 function later<T>(action: () => T): Promise<T> {
   try {
@@ -767,58 +593,4 @@ function later<T>(action: () => T): Promise<T> {
   } catch (error) {
     return Promise.reject(error);
   }
-}
-
-function pollIntervalMs(limits: ExecutionLimits): number {
-  return Math.min(50, Math.max(5, Math.floor(Math.min(limits.wallTimeMs, limits.cpuTimeMs) / 20)));
-}
-
-function timeoutFailure(message: string): Failure {
-  return { kind: "timeout", name: "TimeoutError", message };
-}
-
-const MAX_ERROR_NAME = 200;
-const MAX_ERROR_MESSAGE = 8 * 1024;
-const MAX_ERROR_STACK = 16 * 1024;
-const MAX_WARNINGS = 50;
-const MAX_WARNING_BYTES = 16 * 1024;
-
-/** Text from model code cut to `max` characters with a visible marker. */
-function boundedText(value: unknown, max: number): string {
-  const text = typeof value === "string" ? value : String(value ?? "");
-  return text.length <= max ? text : `${text.slice(0, max)}… [${text.length - max} more characters]`;
-}
-
-/** Warnings are produced inside the isolate, so model code decides how many: keep a readable, bounded list. */
-function boundedWarnings(value: unknown): string[] {
-  if (!Array.isArray(value)) return [];
-  const warnings: string[] = [];
-  let bytes = 0;
-  for (const item of value) {
-    if (typeof item !== "string") continue;
-    if (warnings.length >= MAX_WARNINGS || bytes + item.length > MAX_WARNING_BYTES) {
-      warnings.push(`… and ${value.length - warnings.length} more warnings`);
-      break;
-    }
-    warnings.push(boundedText(item, 1024));
-    bytes += item.length;
-  }
-  return warnings;
-}
-
-/** Keeps the header of a V8 stack and only the frames located in `filename`. */
-export function filterStack(stack: string, filename: string): string | undefined {
-  const lines = stack.split("\n");
-  const kept: string[] = [];
-  let header = true;
-  for (const line of lines) {
-    const isFrame = /^\s+at /.test(line);
-    if (!isFrame) {
-      if (header) kept.push(line);
-      continue;
-    }
-    header = false;
-    if (line.includes(`(${filename}:`) || line.includes(`at ${filename}:`)) kept.push(line);
-  }
-  return kept.length === 0 ? undefined : kept.join("\n");
 }

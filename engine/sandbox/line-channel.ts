@@ -1,25 +1,20 @@
 import type { Duplex } from "node:stream";
-import type { BatchedCall, HostOperation } from "../membrane/index.ts";
+import type { BatchedCall, HostCall } from "../membrane/index.ts";
 import type { SandboxRunRequest, SandboxRunResult, SessionSetup } from "./sandbox.ts";
 
 /*
  * The parent <-> sandbox-process protocol: one JSON message per line. JSON escapes newlines, so a line is always
  * one whole message; wire payloads travel as JSON strings inside it, except on the control channel, where a long
  * one follows its message's line as a raw frame (`LineChannel`'s `frames`). Control messages use fd 3; host calls use
- * fd 4, where the sandbox process writes a `HostCall` line and blocks reading its `CallReply` line.
+ * fd 4, where the sandbox process writes a `SessionCall` line and blocks reading its `CallReply` line.
  */
 
-/** A host call from an isolate, as the sandbox process writes it on the call pipe. */
-export interface HostCall {
+/**
+ * A host call from an isolate, as the sandbox process writes it on the call pipe: the session's id, then the call's
+ * fields (`nondeterminism` absent when none).
+ */
+export interface SessionCall extends HostCall {
   session: number;
-  operation: HostOperation;
-  handle: number;
-  member: string | null;
-  args: string;
-  /** The script line that made the call (0: unknown). */
-  line: number;
-  /** The clock and random values the run read since its previous host call (JSON); absent when none. */
-  nondeterminism?: string;
 }
 
 /** The calls of one batch (`HostBatchBridge`) as the sandbox process writes them; the reply is one array line. */
@@ -44,16 +39,7 @@ export type ChildMessage =
   | { type: "ready" }
   | { type: "opened"; session: number }
   | { type: "open-failed"; session: number; message: string }
-  | { type: "result"; session: number; result: SandboxRunResult; alive: boolean }
-  | {
-      type: "call";
-      session: number;
-      call: number;
-      operation: HostOperation;
-      handle: number;
-      member: string | null;
-      args: string;
-    };
+  | { type: "result"; session: number; result: SandboxRunResult; alive: boolean };
 
 /**
  * A string at least this long in a message on a channel with frames travels as a raw frame after the message's line

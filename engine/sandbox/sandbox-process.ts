@@ -1,16 +1,22 @@
 import { readSync, writeSync } from "node:fs";
 import { Socket } from "node:net";
-import type {
-  BatchedCall,
-  CallReply,
-  HostOperation,
-  HostOutcome,
-  SettledOutcome,
+import {
+  batchedCallOf,
+  type CallReply,
+  type HostCall,
+  type HostOutcome,
+  type SettledOutcome,
 } from "../membrane/index.ts";
 import { crashResult } from "./crash-result.ts";
 import { eventLoopAwake, spinPays } from "./event-loop-awake.ts";
 import { type IsolateSession, memoryLimitMebibytes } from "./isolate-session.ts";
-import { type ChildMessage, LineChannel, type ParentMessage } from "./line-channel.ts";
+import {
+  type ChildMessage,
+  type HostCallBatch,
+  LineChannel,
+  type ParentMessage,
+  type SessionCall,
+} from "./line-channel.ts";
 import { WarmIsolates } from "./warm-isolates.ts";
 
 /*
@@ -88,16 +94,9 @@ function handle(message: ParentMessage): void {
 }
 
 /** Sends one host call to the parent and blocks until its reply line arrives. */
-function callParent(
-  session: number,
-  operation: HostOperation,
-  handle: number,
-  member: string | null,
-  args: string,
-  line: number,
-  nondeterminism = "",
-): HostOutcome {
-  const call = {
+function callParent(session: number, call: HostCall): HostOutcome {
+  const { operation, handle, member, args, line, nondeterminism } = call;
+  const message: SessionCall = {
     session,
     operation,
     handle,
@@ -106,12 +105,13 @@ function callParent(
     line,
     ...(nondeterminism ? { nondeterminism } : {}),
   };
-  return outcomeOf(exchange(call) as CallReply);
+  return outcomeOf(exchange(message) as CallReply);
 }
 
 /** Sends a batch of host calls to the parent in one line and blocks until the line of their replies arrives. */
-function callParentBatch(session: number, batch: BatchedCall[]): HostOutcome[] {
-  const replies = exchange({ session, batch });
+function callParentBatch(session: number, calls: HostCall[]): HostOutcome[] {
+  const batch: HostCallBatch = { session, batch: calls.map(batchedCallOf) };
+  const replies = exchange(batch);
   return Array.isArray(replies) ? replies.map((reply: CallReply) => outcomeOf(reply)) : [];
 }
 
@@ -172,9 +172,8 @@ async function open(
     // The process holds several sessions: taking the warm isolate warms its successor for the next one.
     const session = await warm.take(memoryLimitMebibytes(memoryLimitBytes));
     await session.install(setup, {
-      call: (operation, handle, member, args, line, nondeterminism) =>
-        callParent(id, operation, handle, member, args, line, nondeterminism),
-      callBatch: (batch) => callParentBatch(id, batch),
+      call: (call) => callParent(id, call),
+      callBatch: (calls) => callParentBatch(id, calls),
     });
     sessions.set(id, session);
     channel.send({ type: "opened", session: id });

@@ -14,7 +14,7 @@ export {
 /*
  * The sandbox contract. Implementations: an isolated-vm driver running isolates in a supervised pool
  * of child processes (the default), and an in-process isolated-vm driver (faster, no crash containment).
- * Only `isolated-vm-driver`/the sandbox process entry import `isolated-vm`.
+ * Only `isolated-vm.ts` loads `isolated-vm`; only `isolate-session.ts` and `bootstrap-entry.ts` use it.
  *
  * Values cross the boundary as strings in the wire encoding of `membrane/wire/` (a typed JSON encoding where
  * Date, Map, Set, bigint, undefined, NaN/Infinity and -0 survive, and host objects appear as handles).

@@ -32,14 +32,14 @@ function recordingHost(): { host: SessionHost; exchanges: Exchange[]; events: st
     };
   };
   const host: SessionHost = {
-    call: (_operation, _handle, member, args) => {
+    call: ({ member, args }) => {
       exchanges.push({ call: String(member) });
       return answer(member, args);
     },
     callBatch: (calls) => {
-      exchanges.push({ batch: calls.map((call) => String(call[2])) });
+      exchanges.push({ batch: calls.map((call) => String(call.member)) });
       const outcomes: HostOutcome[] = [];
-      for (const [, , member, args] of calls) outcomes.push(answer(member, args));
+      for (const { member, args } of calls) outcomes.push(answer(member, args));
       return outcomes;
     },
   };

@@ -8,17 +8,50 @@ import {
 } from "../protocol.ts";
 import { hostErrorWire } from "./host-error.ts";
 
+/**
+ * One host call as the host half handles it: the operation a proxy asked for on a handle (member null: the handle
+ * itself), its wire-encoded arguments, where in the run's script it was made and the clock and random values the run
+ * read before it. The isolate's bridge (`HostCallBridge`) and the pipe of a sandbox process carry the same fields
+ * positionally (`BatchedCall`); `hostCallOf` and `batchedCallOf` convert at those edges.
+ */
+export interface HostCall {
+  operation: HostOperation;
+  handle: number;
+  member: string | null;
+  /** Wire-encoded arguments (`[question, options]` for `ask`, `[image]` for `show`). */
+  args: string;
+  /** The call site, `line * CALL_SITE_COLUMNS + column` (0: unknown; `CALL_SITE_OUTSIDE`, `CALL_SITE_UNREADABLE`). */
+  line: number;
+  /** The clock and random values the run read since its previous host call (JSON); "" or absent when none. */
+  nondeterminism?: string;
+}
+
+/** One call of a batch (`HostBatchBridge`) as it crosses: the arguments of `HostCallBridge`, in its order. */
+export type BatchedCall = Parameters<HostCallBridge>;
+
+/** The record of a call the bridge made positionally (its nondeterminism "" when it gave none). */
+export function hostCallOf(call: BatchedCall): HostCall {
+  const [operation, handle, member, args, line, nondeterminism] = call;
+  return {
+    operation,
+    handle,
+    member,
+    args,
+    line,
+    nondeterminism: typeof nondeterminism === "string" ? nondeterminism : "",
+  };
+}
+
+/** A call as a batch carries it across a pipe (`HostBatchBridge`'s order). */
+export function batchedCallOf(call: HostCall): BatchedCall {
+  return [call.operation, call.handle, call.member, call.args, call.line, call.nondeterminism ?? ""];
+}
+
 /** Dispatches one proxy access to the membrane; a membrane that throws becomes an error outcome. */
-export function callMembrane(
-  membrane: HostMembrane,
-  operation: HostOperation,
-  handle: number,
-  member: string | null,
-  args: string,
-  given = 0,
-  nondeterminism?: string,
-): HostOutcome {
+export function callMembrane(membrane: HostMembrane, call: HostCall): HostOutcome {
+  const { operation, handle, member, args, nondeterminism } = call;
   // The line comes from the isolate (or a sandbox process): only a plain call site (or a known reason) is passed on.
+  const given = call.line;
   const line =
     Number.isSafeInteger(given) &&
     (given > 0 || given === CALL_SITE_OUTSIDE || given === CALL_SITE_UNREADABLE)
@@ -42,21 +75,13 @@ export function callMembrane(
   }
 }
 
-/** Wire text of `{ name, message }` for a host-side failure: host paths removed, never its stack. */
-export function errorWire(error: unknown): string {
-  return hostErrorWire(error);
-}
-
-/** One call of a batch (`HostBatchBridge`): the arguments of `HostCallBridge`, in its order. */
-export type BatchedCall = Parameters<HostCallBridge>;
-
 /**
  * Answers a batch's calls in order, each by `answer` as if it were made alone, and stops after an outcome that ends
  * the run's calls (refused, paused): the calls after it are not made (model code sees them fail as it would have).
  */
 export function answerInOrder(
-  calls: readonly BatchedCall[],
-  answer: (call: BatchedCall) => HostOutcome,
+  calls: readonly HostCall[],
+  answer: (call: HostCall) => HostOutcome,
 ): HostOutcome[] {
   const outcomes: HostOutcome[] = [];
   for (const call of calls) {
@@ -68,12 +93,12 @@ export function answerInOrder(
 }
 
 /** The calls of a batch's JSON text, each checked for its shape; throws for anything else. */
-export function parseBatch(text: string): BatchedCall[] {
+export function parseBatch(text: string): HostCall[] {
   return checkBatch(JSON.parse(text));
 }
 
 /** A batch that crossed a pipe, each call checked for its shape; throws a TypeError for anything else. */
-export function checkBatch(parsed: unknown): BatchedCall[] {
+export function checkBatch(parsed: unknown): HostCall[] {
   if (!Array.isArray(parsed)) throw new TypeError("invalid host call batch");
   for (const call of parsed) {
     if (
@@ -88,5 +113,5 @@ export function checkBatch(parsed: unknown): BatchedCall[] {
     )
       throw new TypeError("invalid host call batch");
   }
-  return parsed as BatchedCall[];
+  return (parsed as BatchedCall[]).map(hostCallOf);
 }
