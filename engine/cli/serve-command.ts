@@ -1,6 +1,6 @@
 import { join, resolve } from "node:path";
 import type { LanguageModel } from "../agent/index.ts";
-import { DEFAULT_HTTP_TIMEOUTS } from "../server/http-timeouts.ts";
+import { DEFAULT_HTTP_TIMEOUTS } from "../server/http/http-timeouts.ts";
 import type { DatabaseLocation } from "../server/index.ts";
 import { LOG_LEVELS } from "../server/log-levels.ts";
 import { loadMossConfig } from "../server/moss-config.ts";
@@ -250,7 +250,7 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
     await Promise.all([
       import("../server/moss-server.ts"),
       import("../agent/openai-language-model.ts"),
-      import("../server/database.ts"),
+      import("../server/store/database.ts"),
       import("../server/server-log.ts"),
     ]);
   const model: LanguageModel = new OpenAILanguageModel({

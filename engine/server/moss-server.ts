@@ -5,16 +5,16 @@ import { compileModuleRuntime } from "../agent/module-runtime.ts";
 import { MossAgent, type MossAgentOptions } from "../agent/moss-agent.ts";
 import { ModuleCache } from "../compiler/index.ts";
 import { MossError } from "../errors.ts";
-import { type Database, type DatabaseLocation, openDatabase } from "./database.ts";
-import { DatabaseContextStore, DatabaseConversationStore } from "./database-stores.ts";
-import { EventHub } from "./event-hub.ts";
-import { answerClientErrors, type HttpTimeouts, httpServerOptions } from "./http-timeouts.ts";
-import { type CreateThreadAgent, RunWorker, type RunWorkerOptions } from "./run-worker.ts";
-import { createServerApp, type TenantLimits } from "./server-app.ts";
+import { answerClientErrors, type HttpTimeouts, httpServerOptions } from "./http/http-timeouts.ts";
+import { createServerApp, type TenantLimits } from "./http/server-app.ts";
 import { createServerLogger, loggedError, type ServerLogger } from "./server-log.ts";
-import { ServerStore } from "./server-store.ts";
+import { type Database, type DatabaseLocation, openDatabase } from "./store/database.ts";
+import { DatabaseContextStore, DatabaseConversationStore } from "./store/database-stores.ts";
+import { EventHub } from "./store/event-hub.ts";
+import { ServerStore } from "./store/server-store.ts";
 import type { TenantTokens } from "./tenant-tokens.ts";
 import { TenantView } from "./tenant-view.ts";
+import { type CreateThreadAgent, RunWorker, type RunWorkerOptions } from "./worker/run-worker.ts";
 
 /** The agent options a server passes to every thread's MossAgent. */
 export type ServerAgentOptions = Omit<

@@ -1,11 +1,11 @@
 import { createHash, randomUUID } from "node:crypto";
-import { requestAnswerProblem } from "../runtime/index.ts";
-import type { Answer, Answers, ImageContent, PendingRequest } from "../types.ts";
-import { LIST_PAGE_BYTES } from "./answer-bounds.ts";
+import { requestAnswerProblem } from "../../runtime/index.ts";
+import type { Answer, Answers, ImageContent, PendingRequest } from "../../types.ts";
+import { LIST_PAGE_BYTES } from "../answer-bounds.ts";
+import { ServerError } from "../server-error.ts";
+import { TenantView } from "../tenant-view.ts";
 import type { Database, SqlExecutor } from "./database.ts";
-import { ServerError } from "./server-error.ts";
 import { readStoredJson, readStoredText, storedJson, storedText } from "./stored-text.ts";
-import { TenantView } from "./tenant-view.ts";
 
 /** A conversation of one tenant; its id is chosen by the client or generated. */
 export interface Thread {

@@ -1,7 +1,7 @@
 import type { SSEStreamingApi } from "hono/streaming";
-import { EVENT_PAGE_BYTES } from "./answer-bounds.ts";
-import type { EventHub } from "./event-hub.ts";
-import type { ServerStore, StoredEvent } from "./server-store.ts";
+import { EVENT_PAGE_BYTES } from "../answer-bounds.ts";
+import type { EventHub } from "../store/event-hub.ts";
+import type { ServerStore, StoredEvent } from "../store/server-store.ts";
 
 /** Stored events read per query while a stream catches up (and at most EVENT_PAGE_BYTES of them). */
 const EVENT_PAGE = 500;

@@ -1,7 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import { type AgentEvent, type AgentRunResult, type ConversationStore, MossAgent } from "../agent/index.ts";
-import { createServerLogger, loggedError, type ServerLogger } from "./server-log.ts";
+import {
+  type AgentEvent,
+  type AgentRunResult,
+  type ConversationStore,
+  MossAgent,
+} from "../../agent/index.ts";
+import { createServerLogger, loggedError, type ServerLogger } from "../server-log.ts";
 import {
   CHANNELS,
   type ClaimedRun,
@@ -9,9 +14,9 @@ import {
   type LeaseState,
   runStatusEvent,
   ServerStore,
-} from "./server-store.ts";
-import type { TenantFailure } from "./tenant-view.ts";
-import { DEFAULT_MAX_TAKEOVERS } from "./worker-defaults.ts";
+} from "../store/server-store.ts";
+import type { TenantFailure } from "../tenant-view.ts";
+import { DEFAULT_MAX_TAKEOVERS } from "../worker-defaults.ts";
 
 /** The fields every log record of a run carries. */
 function runFields(claimed: ClaimedRun): Record<string, unknown> {

@@ -1,17 +1,17 @@
 import { Hono } from "hono";
 import { cors } from "hono/cors";
 import { streamSSE } from "hono/streaming";
-import { registerAguiRoute } from "./agui-route.ts";
-import { checkMetadataSize } from "./answer-bounds.ts";
+import { checkMetadataSize } from "../answer-bounds.ts";
+import { ServerError } from "../server-error.ts";
+import type { EventHub } from "../store/event-hub.ts";
+import { type ServerStore, threadNotFound } from "../store/server-store.ts";
+import type { TenantTokens } from "../tenant-tokens.ts";
+import { registerAguiRoute } from "./agui/agui-route.ts";
 import { checkEventKnown, eventId } from "./event-cursor.ts";
-import type { EventHub } from "./event-hub.ts";
 import { followThreadEvents } from "./follow-thread-events.ts";
-import { registerPlayground } from "./playground-route.ts";
+import { registerPlayground } from "./playground/playground-route.ts";
 import { readJson } from "./read-json-body.ts";
 import { runImages } from "./run-images.ts";
-import { ServerError } from "./server-error.ts";
-import { type ServerStore, threadNotFound } from "./server-store.ts";
-import type { TenantTokens } from "./tenant-tokens.ts";
 import { checkRequestText } from "./text-input.ts";
 
 /** Limits of one tenant. */

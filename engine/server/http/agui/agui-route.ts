@@ -1,13 +1,13 @@
 import { type BaseEvent, EventType, type Interrupt, type RunAgentInput } from "@ag-ui/core";
 import type { Context, Hono } from "hono";
 import { streamSSE } from "hono/streaming";
-import { checkEventKnown, eventId } from "./event-cursor.ts";
-import type { EventHub } from "./event-hub.ts";
-import { followThreadEvents } from "./follow-thread-events.ts";
-import { readJson } from "./read-json-body.ts";
-import { runImages } from "./run-images.ts";
-import { ServerError } from "./server-error.ts";
-import type { ServerStore, StoredEvent } from "./server-store.ts";
+import { ServerError } from "../../server-error.ts";
+import type { EventHub } from "../../store/event-hub.ts";
+import type { ServerStore, StoredEvent } from "../../store/server-store.ts";
+import { checkEventKnown, eventId } from "../event-cursor.ts";
+import { followThreadEvents } from "../follow-thread-events.ts";
+import { readJson } from "../read-json-body.ts";
+import { runImages } from "../run-images.ts";
 
 /** What the AG-UI route needs of the server app. */
 export interface AguiRouteOptions {
