@@ -1,6 +1,9 @@
-// The multi-user server: threads, runs, workers and their database. Every export is named here.
+// The multi-user server (`moss serve`) in three rooms over one protocol: `http/` (the API, AG-UI, the playground),
+// `store/` (the database and every rule about threads, runs, events and answers), `worker/` (runs claimed and run);
+// `protocol.ts` is the shapes they share with moss-ts/client (types only); `moss-server.ts` puts them together.
+// Every export is named here.
 
-export { DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts } from "./http/http-timeouts.ts";
+export { DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts } from "./http/index.ts";
 export { CONFIG_FILE, type ConfigValue, loadMossConfig, MossConfig, renderConfig } from "./moss-config.ts";
 export {
   type MossServer,
@@ -8,6 +11,11 @@ export {
   type ServerAgentOptions,
   startMossServer,
 } from "./moss-server.ts";
-export { type Database, type DatabaseLocation, openDatabase } from "./store/database.ts";
-export { DatabaseContextStore, DatabaseConversationStore } from "./store/database-stores.ts";
+export {
+  type Database,
+  DatabaseContextStore,
+  DatabaseConversationStore,
+  type DatabaseLocation,
+  openDatabase,
+} from "./store/index.ts";
 export { TenantTokens } from "./tenant-tokens.ts";

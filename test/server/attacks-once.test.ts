@@ -12,8 +12,9 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import type { LanguageModel, LanguageModelRequest, LanguageModelResponse } from "../../engine/agent/index.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import { type MossServer, startMossServer } from "../../engine/server/moss-server.ts";
+import type { Run } from "../../engine/server/protocol.ts";
 import type { DatabaseLocation } from "../../engine/server/store/database.ts";
-import type { Run, ServerStore } from "../../engine/server/store/server-store.ts";
+import type { ServerStore } from "../../engine/server/store/index.ts";
 import { createPostgresDatabase } from "../helpers/postgres-database.ts";
 import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
 import { type BankCall, bankHost } from "./fixtures/once/context.host.ts";

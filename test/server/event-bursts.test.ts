@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Database, type DatabaseLocation, openDatabase } from "../../engine/server/store/database.ts";
-import { CHANNELS, ServerStore } from "../../engine/server/store/server-store.ts";
+import { CHANNELS, ServerStore } from "../../engine/server/store/index.ts";
 import { createPostgresDatabase, type PostgresDatabase } from "../helpers/postgres-database.ts";
 import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
 

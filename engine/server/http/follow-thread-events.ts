@@ -1,7 +1,6 @@
 import type { SSEStreamingApi } from "hono/streaming";
 import { EVENT_PAGE_BYTES } from "../answer-bounds.ts";
-import type { EventHub } from "../store/event-hub.ts";
-import type { ServerStore, StoredEvent } from "../store/server-store.ts";
+import type { EventHub, ServerStore, StoredEvent } from "../store/index.ts";
 
 /** Stored events read per query while a stream catches up (and at most EVENT_PAGE_BYTES of them). */
 const EVENT_PAGE = 500;

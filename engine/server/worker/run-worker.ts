@@ -14,7 +14,7 @@ import {
   type LeaseState,
   runStatusEvent,
   ServerStore,
-} from "../store/server-store.ts";
+} from "../store/index.ts";
 import type { TenantFailure } from "../tenant-view.ts";
 import { DEFAULT_MAX_TAKEOVERS } from "../worker-defaults.ts";
 

@@ -2,8 +2,7 @@ import { type BaseEvent, EventType, type Interrupt, type RunAgentInput } from "@
 import type { Context, Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import { ServerError } from "../../server-error.ts";
-import type { EventHub } from "../../store/event-hub.ts";
-import type { ServerStore, StoredEvent } from "../../store/server-store.ts";
+import type { EventHub, ServerStore, StoredEvent } from "../../store/index.ts";
 import { checkEventKnown, eventId } from "../event-cursor.ts";
 import { followThreadEvents } from "../follow-thread-events.ts";
 import { readJson } from "../read-json-body.ts";
