@@ -2,7 +2,7 @@
 // stored and streamed) and the error body. The server builds these shapes; moss-ts/client reads them with
 // `import type` (nothing here exists at run time, so the client bundles none of the engine).
 import type { AgentEvent } from "../agent/index.ts";
-import type { PendingRequest } from "../types.ts";
+import type { Execution, PendingRequest } from "../types.ts";
 
 /** A conversation of one tenant; its id is chosen by the client or generated. */
 export interface Thread {
@@ -48,12 +48,18 @@ export interface PublishedFailure {
   message: string;
 }
 
+/** An execution as published: without the saved context, and a pause as its requests only (no continuation). */
+export type PublishedExecution = Omit<Execution, "context" | "pending"> & {
+  pending?: { requests: PendingRequest[] };
+};
+
 /**
  * An event as a thread publishes it (the `data:` of the native stream, as stored): an agent event without the
  * server's own state, or a `run-status`, with the run it belongs to. A failure reads as its code and sentence.
  */
 export type PublishedEvent = (
-  | Exclude<AgentEvent, { type: "error" }>
+  | Exclude<AgentEvent, { type: "error" | "execution" }>
+  | (Omit<Extract<AgentEvent, { type: "execution" }>, "execution"> & { execution: PublishedExecution })
   | { type: "error"; error: PublishedFailure; message: string }
   | RunStatusEvent
 ) & { runId: string | null };
