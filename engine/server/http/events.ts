@@ -41,7 +41,8 @@ export function eventRoutes(options: EventRoutesOptions): Hono<ApiEnv> {
           await stream.writeSSE({
             id: String(event.id),
             event: event.type,
-            data: JSON.stringify(event.data),
+            // Streamed as stored: the data's JSON text as it was written.
+            data: event.json,
           });
           return false;
         },

@@ -84,7 +84,7 @@ export async function followThreadEvents(
         EVENT_PAGE,
         EVENT_PAGE_BYTES,
       );
-      const sizes = page.map((event) => Buffer.byteLength(JSON.stringify(event.data)));
+      const sizes = page.map((event) => event.bytes);
       let held = sizes.reduce((sum, size) => sum + size, 0);
       heldBytes.set(key, held);
       for (const [index, event] of page.entries()) {

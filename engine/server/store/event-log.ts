@@ -5,12 +5,40 @@ import type { TenantView } from "../tenant-view.ts";
 import type { Database, SqlExecutor } from "./database.ts";
 import { CHANNELS, threadNotFound } from "./store-rows.ts";
 
-/** An event as stored: its per-thread id, its run, its AgentEvent type and its data (the event plus `runId`). */
+/**
+ * An event as stored: its per-thread id, its run, its AgentEvent type and its data (the event plus `runId`). `json`
+ * is the data's text exactly as stored, what the native stream sends (read once, never parsed for it); `data` is
+ * parsed from it when first read (AG-UI reads it).
+ */
 export interface StoredEvent {
   id: number;
   runId: string | null;
   type: string;
-  data: Record<string, unknown>;
+  /** The stored JSON text of `data`, and its size in UTF-8 bytes. */
+  json: string;
+  bytes: number;
+  readonly data: Record<string, unknown>;
+}
+
+function storedEvent(
+  id: number,
+  runId: string | null,
+  type: string,
+  json: string,
+  bytes: number,
+): StoredEvent {
+  let data: Record<string, unknown> | undefined;
+  return {
+    id,
+    runId,
+    type,
+    json,
+    bytes,
+    get data() {
+      data ??= JSON.parse(json) as Record<string, unknown>;
+      return data;
+    },
+  };
 }
 
 /** An event as a writer hands it to the log (before the tenant's view and `runId` are applied). */
@@ -66,14 +94,16 @@ export async function eventPage(
   limit: number,
   maxBytes: number,
 ): Promise<{ events: StoredEvent[]; more: boolean }> {
+  // The data as its stored text (`data::text` of a `json` column is the text written): no parse, no stringify.
   const rows = await database.query<{
     id: number;
     run_id: string | null;
     type: string;
-    data: Record<string, unknown>;
+    data: string;
+    size: number | string;
     page_rows: number | string;
   }>(
-    `SELECT id, run_id, type, data, page_rows FROM (
+    `SELECT id, run_id, type, data::text AS data, size, page_rows FROM (
        SELECT id, run_id, type, data, size, count(*) OVER () AS page_rows,
          sum(size) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) - size AS before_bytes
        FROM (SELECT id, run_id, type, data, octet_length(data::text) AS size FROM moss_events
@@ -82,7 +112,7 @@ export async function eventPage(
      WHERE before_bytes = 0 OR before_bytes + size <= $5::bigint ORDER BY id`,
     [tenant, threadId, after, limit, maxBytes],
   );
-  const events = rows.map((row) => ({ id: row.id, runId: row.run_id, type: row.type, data: row.data }));
+  const events = rows.map((row) => storedEvent(row.id, row.run_id, row.type, row.data, Number(row.size)));
   const pageRows = rows.length === 0 ? 0 : Number(rows[0]!.page_rows);
   return { events, more: pageRows === limit || pageRows > rows.length };
 }
