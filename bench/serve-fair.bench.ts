@@ -5,7 +5,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { streamHeldBytes } from "../engine/server/follow-thread-events.ts";
+import { streamHeldBytes } from "../engine/server/http/follow-thread-events.ts";
 import type { MossServer } from "../engine/server/moss-server.ts";
 import { startLedgerServer } from "./bench-server.ts";
 import { summarize } from "./stats.ts";

@@ -134,7 +134,7 @@ export async function measureServeStagesInChild([dataDirectory]: string[]): Prom
   const stages: Array<{ stage: string; rss: number }> = [];
   const mark = (stage: string) => stages.push({ stage, rss: process.memoryUsage().rss });
   mark("Node, the bench runner and tsx");
-  const { openDatabase } = await import("../engine/server/database.ts");
+  const { openDatabase } = await import("../engine/server/store/database.ts");
   const database = await openDatabase({ dataDirectory: dataDirectory! });
   mark("the embedded database (PGlite, its thread), opened");
   const { ModuleCache } = await import("../engine/compiler/module-cache.ts");

@@ -1,12 +1,9 @@
+import type { PublishedExecution, StreamedEvent } from "../engine/server/protocol.ts";
 import { FormatType, MomentType, type ResolvedEventConfig, ScopeType } from "./event-config.ts";
 import { APPROVAL_CHOICES, type PublishedMessage } from "./published-message.ts";
 
-/** One event of the thread's stream as the server sent it (`id:`, `event:`, `data:`). */
-export interface ServerEvent {
-  id: number;
-  type: string;
-  data: Record<string, any>;
-}
+/** One event of the thread's stream as the server sent it (`id:`, `event:`, `data:`): the server's protocol. */
+export type ServerEvent = StreamedEvent;
 
 /** Run statuses after which a request has nothing more to wait for. */
 const SETTLED = new Set(["completed", "failed", "cancelled", "pending"]);
@@ -27,8 +24,7 @@ export class MessageTranslator {
 
   /** The messages `event` publishes (none for another run's events). */
   translate(event: ServerEvent): PublishedMessage[] {
-    const data = event.data;
-    if (data.runId !== this.#runId) return [];
+    if (event.data.runId !== this.#runId) return [];
     const out: PublishedMessage[] = [];
     const emit = (message: PublishedMessage) => {
       const answerOnly = this.#config.scope === ScopeType.Answer;
@@ -37,7 +33,7 @@ export class MessageTranslator {
     };
     switch (event.type) {
       case "text-delta": {
-        const delta = String(data.delta ?? "");
+        const delta = String(event.data.delta ?? "");
         if (this.#text === undefined) {
           this.#text = { id: String(event.id), eventId: event.id, content: "" };
           if (this.#config.moments.has(MomentType.Start)) {
@@ -51,8 +47,9 @@ export class MessageTranslator {
         break;
       }
       case "message": {
-        if (data.message?.role !== "assistant") break;
-        const content = String(data.message.content ?? "");
+        const { message } = event.data;
+        if (message?.role !== "assistant") break;
+        const content = String(message.content ?? "");
         const id = this.#text?.id ?? String(event.id);
         const started = this.#text !== undefined;
         this.#text = undefined;
@@ -66,16 +63,18 @@ export class MessageTranslator {
         break;
       }
       case "code":
-        emit(this.#verbose({ id: String(event.id), type: "code", code: String(data.code ?? "") }, event));
+        emit(
+          this.#verbose({ id: String(event.id), type: "code", code: String(event.data.code ?? "") }, event),
+        );
         break;
       case "execution": {
-        const execution = data.execution ?? {};
+        const { execution } = event.data;
         const error =
-          execution.ok === true
+          execution?.ok === true
             ? undefined
-            : execution.error !== undefined
+            : execution?.error !== undefined
               ? errorText(execution.error)
-              : execution.pending !== undefined
+              : execution?.pending !== undefined
                 ? "The code paused, waiting for a person's answer."
                 : "The code failed.";
         emit(
@@ -83,8 +82,8 @@ export class MessageTranslator {
             {
               id: String(event.id),
               type: "execution",
-              ok: execution.ok === true,
-              stdout: String(execution.stdout ?? ""),
+              ok: execution?.ok === true,
+              stdout: String(execution?.stdout ?? ""),
               ...(error === undefined ? {} : { error }),
             },
             event,
@@ -94,8 +93,8 @@ export class MessageTranslator {
       }
       case "approval-request":
       case "clarification-request": {
-        const request = data.request ?? {};
-        if (request.kind === "approval") {
+        const { request, description } = event.data;
+        if (request?.kind === "approval") {
           const name =
             request.service === undefined ? request.member : `${request.service}.${request.member}`;
           const args: unknown[] = Array.isArray(request.args) ? request.args : [];
@@ -108,7 +107,7 @@ export class MessageTranslator {
                 requestId: String(request.id),
                 kind: "approval",
                 // The engine's words for the call (its one describer, stored with the event).
-                question: String(data.description ?? name),
+                question: String(description ?? name),
                 choices: [...APPROVAL_CHOICES],
                 ...(request.service === undefined ? {} : { service: String(request.service) }),
                 member: String(request.member),
@@ -124,10 +123,10 @@ export class MessageTranslator {
                 id: String(event.id),
                 type: "clarification",
                 runId: this.#runId,
-                requestId: String(request.id),
+                requestId: String(request?.id),
                 kind: "question",
-                question: String(request.question ?? ""),
-                choices: Array.isArray(request.choices) ? request.choices.map(String) : [],
+                question: String(request?.question ?? ""),
+                choices: Array.isArray(request?.choices) ? request.choices.map(String) : [],
               },
               event,
             ),
@@ -135,7 +134,8 @@ export class MessageTranslator {
         }
         break;
       }
-      case "error":
+      case "error": {
+        const data = event.data;
         this.#errorPublished = true;
         emit(
           this.#verbose(
@@ -150,7 +150,9 @@ export class MessageTranslator {
           ),
         );
         break;
+      }
       case "run-end": {
+        const data = event.data;
         const answer = typeof data.answer === "string" ? data.answer : undefined;
         if (data.stopReason === "answer" && answer !== undefined) {
           emit(this.#verbose({ id: String(event.id), type: "answer", content: answer }, event));
@@ -171,6 +173,7 @@ export class MessageTranslator {
         break;
       }
       case "run-status": {
+        const data = event.data;
         const status = String(data.status);
         if (!SETTLED.has(status)) break;
         if ((status === "failed" || status === "cancelled") && !this.#errorPublished) {
@@ -194,26 +197,28 @@ export class MessageTranslator {
     if (this.#config.format !== FormatType.Verbose) return message;
     const data = event.data;
     const details: Record<string, unknown> = { eventId: event.id };
-    if (typeof data.step === "number") details.step = data.step;
+    if ("step" in data && typeof data.step === "number") details.step = data.step;
     if (event.type === "execution") {
-      details.observation = data.observation;
-      details.calls = data.execution?.calls;
-      details.returns = data.execution?.returns;
+      details.observation = event.data.observation;
+      details.calls = event.data.execution?.calls;
+      details.returns = event.data.execution?.returns;
     }
     if (event.type === "approval-request" || event.type === "clarification-request") {
-      details.line = data.request?.line;
-      details.codeFrame = data.request?.code;
-      details.reason = data.request?.reason;
+      // A question has no `reason`: it reads as undefined, as an approval's absent one does.
+      const request: { line?: unknown; code?: unknown; reason?: unknown } | undefined = event.data.request;
+      details.line = request?.line;
+      details.codeFrame = request?.code;
+      details.reason = request?.reason;
     }
     if (event.type === "run-end") {
-      details.stopReason = data.stopReason;
-      details.usage = data.usage;
+      details.stopReason = event.data.stopReason;
+      details.usage = event.data.usage;
     }
     return { ...message, ...details };
   }
 }
 
-function errorText(error: any): string {
+function errorText(error: PublishedExecution["error"] | string): string {
   if (typeof error === "string") return error;
   const name = typeof error?.name === "string" && error.name !== "" ? `${error.name}: ` : "";
   return `${name}${String(error?.message ?? "the code failed")}`;

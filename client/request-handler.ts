@@ -1,4 +1,5 @@
 import { createParser } from "eventsource-parser";
+import type { ErrorBody, Run, ThreadState } from "../engine/server/protocol.ts";
 import {
   type AnsweredClarifications,
   answerOf,
@@ -110,7 +111,7 @@ export class RequestHandler {
         );
       }
       await this.#send("POST", "/v1/threads", { id: this.#threadId }, abort.signal);
-      const state = await this.#send(
+      const state = await this.#send<ThreadState>(
         "GET",
         `/v1/threads/${encodeURIComponent(this.#threadId)}`,
         undefined,
@@ -167,8 +168,8 @@ export class RequestHandler {
     this.#abort?.abort();
   }
 
-  async #fresh(message: string, signal: AbortSignal): Promise<Record<string, any>> {
-    const response = await this.#send(
+  async #fresh(message: string, signal: AbortSignal): Promise<Run> {
+    const response = await this.#send<{ run: Run }>(
       "POST",
       `/v1/threads/${encodeURIComponent(this.#threadId)}/runs`,
       { message },
@@ -185,11 +186,11 @@ export class RequestHandler {
 
   async #clarification(
     given: ClarificationPayload,
-    state: Record<string, any>,
+    state: ThreadState,
     answered: AnsweredClarifications,
     lastEventId: number,
     signal: AbortSignal,
-  ): Promise<Record<string, any>> {
+  ): Promise<Run> {
     const payload = this.#bound(given);
     const waitingRun = typeof state.runId === "string" ? state.runId : undefined;
     const pending: Array<{ id: string }> = state.status === "pending" ? (state.pending ?? []) : [];
@@ -216,7 +217,7 @@ export class RequestHandler {
       .map(([id, answer]) => `${id}=${JSON.stringify(answer)}`)
       .sort()
       .join("&")}`;
-    const response = await this.#send(
+    const response = await this.#send<{ run: Run }>(
       "POST",
       `/v1/threads/${encodeURIComponent(this.#threadId)}/answers`,
       { answers, ...(payload.runId === undefined ? {} : { runId: payload.runId }) },
@@ -252,7 +253,12 @@ export class RequestHandler {
         const parser = createParser({
           onEvent(event) {
             if (event.id === undefined || event.event === undefined) return;
-            received.push({ id: Number(event.id), type: event.event, data: JSON.parse(event.data) });
+            // The server's protocol: `data:` is the event as the thread published it, of the type `event:` names.
+            received.push({
+              id: Number(event.id),
+              type: event.event,
+              data: JSON.parse(event.data),
+            } as ServerEvent);
           },
         });
         try {
@@ -294,13 +300,14 @@ export class RequestHandler {
     return { authorization: `Bearer ${this.#token}` };
   }
 
-  async #send(
+  /** The server's JSON answer to a request, as the protocol shapes it (a refusal throws its `RequestFailure`). */
+  async #send<Body = Record<string, unknown>>(
     method: string,
     path: string,
     body: unknown,
     signal?: AbortSignal,
     headers: Record<string, string> = {},
-  ): Promise<Record<string, any>> {
+  ): Promise<Body> {
     let response: Response;
     try {
       response = await this.#fetch(`${this.#serverUrl}${path}`, {
@@ -321,7 +328,7 @@ export class RequestHandler {
       );
     }
     if (!response.ok) throw await failureOf(response);
-    return (await response.json()) as Record<string, any>;
+    return (await response.json()) as Body;
   }
 }
 
@@ -329,7 +336,7 @@ export class RequestHandler {
 async function failureOf(response: Response): Promise<RequestFailure> {
   const text = await response.text().catch(() => "");
   try {
-    const { error } = JSON.parse(text) as { error: { code: string; message: string } };
+    const { error } = JSON.parse(text) as ErrorBody;
     if (typeof error?.message === "string") {
       return new RequestFailure(error.message, String(error.code), response.status);
     }

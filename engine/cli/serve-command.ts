@@ -124,7 +124,7 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
     await Promise.all([
       import("../server/moss-server.ts"),
       import("../agent/openai-language-model.ts"),
-      import("../server/database.ts"),
+      import("../server/store/database.ts"),
       import("../server/server-log.ts"),
     ]);
   const model: LanguageModel = new OpenAILanguageModel({

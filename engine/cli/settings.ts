@@ -10,7 +10,7 @@ import {
   DEFAULT_MAX_TOKENS,
   DEFAULT_MODEL,
 } from "../agent/stop-reasons.ts";
-import { DEFAULT_HTTP_TIMEOUTS } from "../server/http-timeouts.ts";
+import { DEFAULT_HTTP_TIMEOUTS } from "../server/http/http-timeouts.ts";
 import { LOG_LEVELS } from "../server/log-levels.ts";
 import {
   DEFAULT_CONCURRENCY,

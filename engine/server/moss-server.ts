@@ -5,16 +5,26 @@ import { compileModuleRuntime } from "../agent/module-runtime.ts";
 import { MossAgent, type MossAgentOptions } from "../agent/moss-agent.ts";
 import { ModuleCache } from "../compiler/index.ts";
 import { MossError } from "../errors.ts";
-import { type Database, type DatabaseLocation, openDatabase } from "./database.ts";
-import { DatabaseContextStore, DatabaseConversationStore } from "./database-stores.ts";
-import { EventHub } from "./event-hub.ts";
-import { answerClientErrors, type HttpTimeouts, httpServerOptions } from "./http-timeouts.ts";
-import { type CreateThreadAgent, RunWorker, type RunWorkerOptions } from "./run-worker.ts";
-import { createServerApp, type TenantLimits } from "./server-app.ts";
+import {
+  answerClientErrors,
+  createServerApp,
+  type HttpTimeouts,
+  httpServerOptions,
+  type TenantLimits,
+} from "./http/index.ts";
 import { createServerLogger, loggedError, type ServerLogger } from "./server-log.ts";
-import { ServerStore } from "./server-store.ts";
+import {
+  type Database,
+  DatabaseContextStore,
+  DatabaseConversationStore,
+  type DatabaseLocation,
+  EventHub,
+  openDatabase,
+  ServerStore,
+} from "./store/index.ts";
 import type { TenantTokens } from "./tenant-tokens.ts";
 import { TenantView } from "./tenant-view.ts";
+import { type CreateThreadAgent, RunWorker, type RunWorkerOptions } from "./worker/index.ts";
 
 /** The agent options a server passes to every thread's MossAgent. */
 export type ServerAgentOptions = Omit<

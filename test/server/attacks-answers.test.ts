@@ -15,8 +15,8 @@ import {
   ResponseStreamHandler,
 } from "../../client/index.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
-import type { DatabaseLocation } from "../../engine/server/database.ts";
 import type { MossServer } from "../../engine/server/moss-server.ts";
+import type { DatabaseLocation } from "../../engine/server/store/database.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
 import { createPostgresDatabase, type PostgresDatabase } from "../helpers/postgres-database.ts";
 import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";

@@ -14,9 +14,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
 import { SecretRedactor } from "../../engine/membrane/index.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
-import type { DatabaseLocation } from "../../engine/server/database.ts";
 import type { MossServer } from "../../engine/server/moss-server.ts";
 import { createServerLogger } from "../../engine/server/server-log.ts";
+import type { DatabaseLocation } from "../../engine/server/store/database.ts";
 import { TenantTokens } from "../../engine/server/tenant-tokens.ts";
 import {
   type FakeOpenAIServer,

@@ -5,8 +5,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Database, type DatabaseLocation, openDatabase } from "../../engine/server/database.ts";
-import { CHANNELS, ServerStore } from "../../engine/server/server-store.ts";
+import { type Database, type DatabaseLocation, openDatabase } from "../../engine/server/store/database.ts";
+import { CHANNELS, ServerStore } from "../../engine/server/store/index.ts";
 import { createPostgresDatabase, type PostgresDatabase } from "../helpers/postgres-database.ts";
 import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
 

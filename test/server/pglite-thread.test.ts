@@ -4,8 +4,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import type { Database } from "../../engine/server/database.ts";
-import { openPGliteThread } from "../../engine/server/pglite-thread.ts";
+import type { Database } from "../../engine/server/store/database.ts";
+import { openPGliteThread } from "../../engine/server/store/pglite-thread.ts";
 
 let directory: string;
 let database: Database;

@@ -7,10 +7,14 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { MossAgent } from "../../engine/agent/moss-agent.ts";
 import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
-import { type Database, openDatabase } from "../../engine/server/database.ts";
-import { DatabaseContextStore, DatabaseConversationStore } from "../../engine/server/database-stores.ts";
-import { RunWorker } from "../../engine/server/run-worker.ts";
-import { type Run, ServerStore } from "../../engine/server/server-store.ts";
+import type { Run } from "../../engine/server/protocol.ts";
+import { type Database, openDatabase } from "../../engine/server/store/database.ts";
+import {
+  DatabaseContextStore,
+  DatabaseConversationStore,
+} from "../../engine/server/store/database-stores.ts";
+import { ServerStore } from "../../engine/server/store/index.ts";
+import { RunWorker } from "../../engine/server/worker/run-worker.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
 
 let directory: string;

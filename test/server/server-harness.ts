@@ -8,8 +8,8 @@ import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { afterAll, beforeAll } from "vitest";
 import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
-import type { DatabaseLocation } from "../../engine/server/database.ts";
 import { type MossServer, type MossServerOptions, startMossServer } from "../../engine/server/moss-server.ts";
+import type { DatabaseLocation } from "../../engine/server/store/database.ts";
 import { TenantTokens } from "../../engine/server/tenant-tokens.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
 

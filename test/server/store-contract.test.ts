@@ -9,8 +9,11 @@ import { Conversation } from "../../engine/agent/conversation.ts";
 import { type ConversationStore, FileConversationStore } from "../../engine/agent/conversation-store.ts";
 import type { ContextStore } from "../../engine/context/context-store.ts";
 import { createContext, encodeProperties, FileContextStore } from "../../engine/context/index.ts";
-import { type Database, openDatabase } from "../../engine/server/database.ts";
-import { DatabaseContextStore, DatabaseConversationStore } from "../../engine/server/database-stores.ts";
+import { type Database, openDatabase } from "../../engine/server/store/database.ts";
+import {
+  DatabaseContextStore,
+  DatabaseConversationStore,
+} from "../../engine/server/store/database-stores.ts";
 import { createPostgresDatabase, type PostgresDatabase } from "../helpers/postgres-database.ts";
 import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
 

@@ -1,7 +1,12 @@
 // The one encoding at the store's edge (issue 23 §2): what PostgreSQL cannot hold in `text` or `jsonb` (NUL, lone
 // surrogates) is escaped, and every string comes back exactly; the store's own round trips are in attacks-once.test.ts.
 import { describe, expect, it } from "vitest";
-import { readStoredJson, readStoredText, storedJson, storedText } from "../../engine/server/stored-text.ts";
+import {
+  readStoredJson,
+  readStoredText,
+  storedJson,
+  storedText,
+} from "../../engine/server/store/stored-text.ts";
 
 const TEXTS = [
   "",

@@ -1,7 +1,6 @@
 import type { SSEStreamingApi } from "hono/streaming";
-import { EVENT_PAGE_BYTES } from "./answer-bounds.ts";
-import type { EventHub } from "./event-hub.ts";
-import type { ServerStore, StoredEvent } from "./server-store.ts";
+import { EVENT_PAGE_BYTES } from "../answer-bounds.ts";
+import type { EventHub, ServerStore, StoredEvent } from "../store/index.ts";
 
 /** Stored events read per query while a stream catches up (and at most EVENT_PAGE_BYTES of them). */
 const EVENT_PAGE = 500;
@@ -85,7 +84,7 @@ export async function followThreadEvents(
         EVENT_PAGE,
         EVENT_PAGE_BYTES,
       );
-      const sizes = page.map((event) => Buffer.byteLength(JSON.stringify(event.data)));
+      const sizes = page.map((event) => event.bytes);
       let held = sizes.reduce((sum, size) => sum + size, 0);
       heldBytes.set(key, held);
       for (const [index, event] of page.entries()) {

@@ -1,6 +1,6 @@
 import { mkdir } from "node:fs/promises";
 import { resolve } from "node:path";
-import { MossError } from "../errors.ts";
+import { MossError } from "../../errors.ts";
 import { migrate } from "./migrations.ts";
 import { openPGliteThread } from "./pglite-thread.ts";
 

@@ -2,8 +2,8 @@ import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import type { Hono } from "hono";
 
-const PAGE = new URL("./playground/index.html", import.meta.url);
-const SCRIPT = new URL("./playground/playground.js", import.meta.url);
+const PAGE = new URL("./index.html", import.meta.url);
+const SCRIPT = new URL("./playground.js", import.meta.url);
 const HEADERS = {
   "content-security-policy":
     "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",

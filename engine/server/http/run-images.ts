@@ -1,6 +1,6 @@
-import { imageProblem } from "../runtime/index.ts";
-import type { ImageContent } from "../types.ts";
-import { ServerError } from "./server-error.ts";
+import { imageProblem } from "../../runtime/index.ts";
+import type { ImageContent } from "../../types.ts";
+import { ServerError } from "../server-error.ts";
 
 /** Images one new message may carry (each is also bounded by the agent's image rules and the tenant's body size). */
 export const MAX_RUN_IMAGES = 8;

@@ -1,5 +1,5 @@
 import type { Database } from "./database.ts";
-import { CHANNELS } from "./server-store.ts";
+import { CHANNELS } from "./store-rows.ts";
 
 /**
  * Wakes the event streams of a thread when any process on the database stores an event of it (one LISTEN per

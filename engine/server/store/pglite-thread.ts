@@ -1,8 +1,8 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { Worker } from "node:worker_threads";
-import { MossError } from "../errors.ts";
-import { runnableEntry } from "../runnable-entry.ts";
+import { MossError } from "../../errors.ts";
+import { runnableEntry } from "../../runnable-entry.ts";
 import type { Database, SqlExecutor } from "./database.ts";
 
 /** What the thread that owns the embedded database is asked to do. */

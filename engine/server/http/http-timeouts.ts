@@ -1,7 +1,7 @@
 import { type Server, type ServerOptions, STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
-import { MossError } from "../errors.ts";
-import { ServerError } from "./server-error.ts";
+import { MossError } from "../../errors.ts";
+import { ServerError } from "../server-error.ts";
 
 /** How long a client may take to send a request: its headers, and the whole request with its body. */
 export interface HttpTimeouts {

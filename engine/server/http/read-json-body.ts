@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { ServerError } from "./server-error.ts";
+import { ServerError } from "../server-error.ts";
 import { checkJsonText } from "./text-input.ts";
 
 /** Levels of nested objects and arrays a body may have: deeper ones overflow the stack where they are stored. */

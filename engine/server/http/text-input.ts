@@ -1,5 +1,5 @@
 import type { Context, Next } from "hono";
-import { ServerError } from "./server-error.ts";
+import { ServerError } from "../server-error.ts";
 
 /**
  * Text the server takes from a request and may store: no NUL byte (PostgreSQL's text and JSON cannot hold one) and

@@ -1,7 +1,7 @@
-import { Conversation as ConversationTree } from "../agent/conversation.ts";
-import type { Conversation, ConversationStore } from "../agent/index.ts";
-import { type ContextStore, validateContext } from "../context/index.ts";
-import type { MossContext } from "../types.ts";
+import { Conversation as ConversationTree } from "../../agent/conversation.ts";
+import type { Conversation, ConversationStore } from "../../agent/index.ts";
+import { type ContextStore, validateContext } from "../../context/index.ts";
+import type { MossContext } from "../../types.ts";
 import type { Database } from "./database.ts";
 
 /**

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import { type AgentEvent, type AgentRunResult, type ConversationStore, MossAgent } from "../agent/index.ts";
-import { createServerLogger, loggedError, type ServerLogger } from "./server-log.ts";
+import type { AgentEvent, AgentRunResult, ConversationStore, MossAgent } from "../../agent/index.ts";
+import { createServerLogger, loggedError, type ServerLogger } from "../server-log.ts";
 import {
   CHANNELS,
   type ClaimedRun,
@@ -9,9 +9,10 @@ import {
   type LeaseState,
   runStatusEvent,
   ServerStore,
-} from "./server-store.ts";
-import type { TenantFailure } from "./tenant-view.ts";
-import { DEFAULT_CONCURRENCY, DEFAULT_LEASE_MS, DEFAULT_MAX_TAKEOVERS } from "./worker-defaults.ts";
+} from "../store/index.ts";
+import type { TenantFailure } from "../tenant-view.ts";
+import { DEFAULT_CONCURRENCY, DEFAULT_LEASE_MS, DEFAULT_MAX_TAKEOVERS } from "../worker-defaults.ts";
+import { branchBeforeTask, pendFromCheckpoint } from "./takeover.ts";
 
 /** The fields every log record of a run carries. */
 function runFields(claimed: ClaimedRun): Record<string, unknown> {
@@ -350,8 +351,9 @@ export class RunWorker {
     let resumeCheckpoint = false;
     if (claimed.recovered && claimed.answers === undefined) {
       resumeCheckpoint =
-        claimed.checkpoint !== undefined && (await this.#pendFromCheckpoint(sessionId, claimed.checkpoint));
-      if (!resumeCheckpoint) await this.#branchBeforeTask(sessionId, run.message);
+        claimed.checkpoint !== undefined &&
+        (await pendFromCheckpoint(this.#conversations, sessionId, claimed.checkpoint));
+      if (!resumeCheckpoint) await branchBeforeTask(this.#conversations, sessionId, run.message);
     }
     const agent = this.#createAgent(sessionId, { onCheckpoint });
     let result: AgentRunResult | undefined;
@@ -468,35 +470,6 @@ export class RunWorker {
       return { ...event, reason: failure.message };
     }
     return event;
-  }
-
-  /**
-   * A run taken over from a dead worker whose step was running code (its model answer and the observations of the
-   * step's completed actions are stored, the running action's code left a checkpoint) continues that step: the
-   * checkpoint becomes the paused step of the conversation's head, which the agent resumes with no answers,
-   * replaying the host calls the dead worker completed, then running the step's later actions; the model is not
-   * asked again and no completed action runs again. Resolves false when the conversation is not at such a step.
-   */
-  async #pendFromCheckpoint(sessionId: string, checkpoint: string): Promise<boolean> {
-    const conversation = await this.#conversations.load(sessionId);
-    if (conversation === undefined || !MossAgent.pendFromCheckpoint(conversation, checkpoint)) return false;
-    await this.#conversations.save(sessionId, conversation);
-    return true;
-  }
-
-  /**
-   * A run taken over from a dead worker starts again from its task: the conversation's head moves back to before
-   * the task's message, so the lost attempt stays as an abandoned branch and the model does not see it twice.
-   */
-  async #branchBeforeTask(sessionId: string, message: string): Promise<void> {
-    const conversation = await this.#conversations.load(sessionId);
-    if (conversation === undefined) return;
-    const task = [...conversation.thread()]
-      .reverse()
-      .find((entry) => entry.role === "user" && entry.content === message);
-    if (task === undefined) return;
-    conversation.checkout(task.parentId);
-    await this.#conversations.save(sessionId, conversation);
   }
 }
 

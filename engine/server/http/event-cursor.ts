@@ -1,4 +1,4 @@
-import { ServerError } from "./server-error.ts";
+import { ServerError } from "../server-error.ts";
 
 /**
  * A thread event id a client sends back (`Last-Event-ID`, `?after=`, the parts of an AG-UI event id): a

@@ -1,0 +1,78 @@
+// The server's protocol, as types only: the thread, the run and their statuses, the events a thread publishes (as
+// stored and streamed) and the error body. The server builds these shapes; moss-ts/client reads them with
+// `import type` (nothing here exists at run time, so the client bundles none of the engine).
+import type { AgentEvent } from "../agent/index.ts";
+import type { Execution, PendingRequest } from "../types.ts";
+
+/** A conversation of one tenant; its id is chosen by the client or generated. */
+export interface Thread {
+  id: string;
+  metadata: Record<string, unknown>;
+  createdAt: string;
+}
+
+/** Where a run is: waiting for a worker, running, waiting for a person, or over. */
+export type RunStatus = "queued" | "running" | "pending" | "completed" | "failed" | "cancelled";
+
+/** One user message's run of the agent in a thread (resumed in place when its pending requests are answered). */
+export interface Run {
+  id: string;
+  threadId: string;
+  status: RunStatus;
+  message: string;
+  createdAt: string;
+  updatedAt: string;
+  /** How many times a worker claimed it (more than once after a worker was lost or the run was resumed). */
+  attempts: number;
+  stopReason?: string;
+  answer?: string;
+  error?: string;
+}
+
+/** What a thread is doing now, for `GET /v1/threads/:id`. */
+export interface ThreadState {
+  thread: Thread;
+  status: "idle" | "running" | "pending";
+  /** The active run (queued, running or waiting for a person): the run `pending` belongs to. */
+  runId?: string;
+  pending: PendingRequest[];
+  lastEventId: number;
+}
+
+/** The `run-status` event stored whenever a run changes status. */
+export type RunStatusEvent = { type: "run-status"; status: RunStatus; run: Run };
+
+/** A failure as a tenant reads it: a stable code (`model-unavailable`, `server-error`, …) and a sentence. */
+export interface PublishedFailure {
+  code: string;
+  message: string;
+}
+
+/** An execution as published: without the saved context, and a pause as its requests only (no continuation). */
+export type PublishedExecution = Omit<Execution, "context" | "pending"> & {
+  pending?: { requests: PendingRequest[] };
+};
+
+/**
+ * An event as a thread publishes it (the `data:` of the native stream, as stored): an agent event without the
+ * server's own state, or a `run-status`, with the run it belongs to. A failure reads as its code and sentence.
+ */
+export type PublishedEvent = (
+  | Exclude<AgentEvent, { type: "error" | "execution" }>
+  | (Omit<Extract<AgentEvent, { type: "execution" }>, "execution"> & { execution: PublishedExecution })
+  | { type: "error"; error: PublishedFailure; message: string }
+  | RunStatusEvent
+) & { runId: string | null };
+
+/** The type of a published event (the native stream's `event:`). */
+export type PublishedEventType = PublishedEvent["type"];
+
+/** One event of the native stream: its per-thread id (`id:`), its type (`event:`) and its data (`data:`). */
+export type StreamedEvent = {
+  [Type in PublishedEventType]: { id: number; type: Type; data: Extract<PublishedEvent, { type: Type }> };
+}[PublishedEventType];
+
+/** The body of every refused request: a stable code and a sentence. */
+export interface ErrorBody {
+  error: { code: string; message: string };
+}
