@@ -66,6 +66,7 @@ import {
 import { stripFences } from "./fenced-code.ts";
 import { HostMembrane, outsideRun } from "./host-membrane.ts";
 import { MAX_IMAGE_BYTES, ShownImages } from "./image-content.ts";
+import { type LogEntry, newRequestTag } from "./log-entry.ts";
 import {
   mapCallSiteToSnippet,
   mapStack,
@@ -73,7 +74,7 @@ import {
   prepareSnippet,
   SNIPPET_SCRIPT,
 } from "./prepare-snippet.ts";
-import { type LogEntry, newRequestTag, RunLog, tracer } from "./run-log.ts";
+import { RunLog, tracer } from "./run-log.ts";
 import { RunSignal } from "./run-signal.ts";
 import { SessionDefinitions } from "./session-definitions.ts";
 import { sharedSandboxDriver } from "./shared-sandbox.ts";
