@@ -10,7 +10,7 @@ export {
 } from "./continuation.ts";
 export { type FencedCode, stripFences } from "./fenced-code.ts";
 export { imageFromFile, imageProblem, ShownImages, toImageContent } from "./image-content.ts";
-export { MossRuntime, type MossRuntimeOptions, type ResumeOptions } from "./moss-runtime.ts";
+export { MossRuntime } from "./moss-runtime.ts";
 export {
   type PreparedSnippet,
   prepareSnippet,
@@ -18,6 +18,7 @@ export {
   type SnippetSyntaxError,
 } from "./prepare-snippet.ts";
 export { currentRunSignal, withRunSignal } from "./run-signal.ts";
+export type { MossRuntimeOptions, ResumeOptions } from "./runtime-options.ts";
 export {
   closeSharedSandboxes,
   configureSharedSandboxes,
