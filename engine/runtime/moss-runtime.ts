@@ -8,7 +8,7 @@ import { contextVersion, createContext } from "../context/index.ts";
 import { codeFrame, MossError } from "../errors.ts";
 import { addHostRoot, encodeWire } from "../membrane/index.ts";
 import type { Injection } from "../moss.ts";
-import { MossPrompter } from "../prompter/moss-prompter.ts";
+import { MossPrompter } from "../prompter/index.ts";
 import { abortedResult } from "../sandbox/index.ts";
 import type {
   HostMembrane as HostMembraneContract,
