@@ -106,12 +106,6 @@ export const ALLOWED = [
       "the runtime opens sessions through the sandbox's contract and drivers; sandbox/index.ts loads both drivers",
   },
   {
-    from: "engine/runtime/moss-runtime.ts",
-    to: "engine/prompter/moss-prompter.ts",
-    reason:
-      "runtime.prompter(); moss-runtime.ts is under heavy parallel edits this round (prompter/index.ts is new)",
-  },
-  {
     from: "engine/cli/",
     to: [
       "engine/agent/moss-agent.ts",

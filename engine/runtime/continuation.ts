@@ -2,7 +2,7 @@ import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { MossError } from "../errors.ts";
 import type { Nondeterminism } from "../sandbox/sandbox.ts";
 import type { PendingRequest } from "../types.ts";
-import type { LogEntry } from "./run-log.ts";
+import type { LogEntry } from "./log-entry.ts";
 
 /*
  * A paused run as a string: everything a resume needs (the code, its target and arguments, the run's log, the data

@@ -1,5 +1,9 @@
 // The runtime: one session of a compiled module, executing checked snippets in the sandbox. Every export is named
-// here; the membrane's host half (host-membrane.ts, run-log.ts, declared-members.ts) is internal to this folder.
+// here. Inside: the session (moss-runtime.ts, session-setup.ts, session-data.ts, session-definitions.ts), the snippet
+// (fenced-code.ts, checked-snippet.ts, prepare-snippet.ts), the run (run-plan.ts, run-verdict.ts, run-signal.ts),
+// durable runs (continuation.ts, run-continuation.ts, answers.ts), and the membrane's host half (host-membrane.ts,
+// declared-members.ts, run-log.ts with log-entry.ts, call-decision.ts, denotations.ts, handle-wire.ts,
+// host-outcome.ts), which is internal to this folder.
 export { answerShapeProblem, checkAnswers, missingAnswers, requestAnswerProblem } from "./answers.ts";
 export {
   type ContinuationPayload,
@@ -10,7 +14,7 @@ export {
 } from "./continuation.ts";
 export { type FencedCode, stripFences } from "./fenced-code.ts";
 export { imageFromFile, imageProblem, ShownImages, toImageContent } from "./image-content.ts";
-export { MossRuntime, type MossRuntimeOptions, type ResumeOptions } from "./moss-runtime.ts";
+export { MossRuntime } from "./moss-runtime.ts";
 export {
   type PreparedSnippet,
   prepareSnippet,
@@ -18,6 +22,7 @@ export {
   type SnippetSyntaxError,
 } from "./prepare-snippet.ts";
 export { currentRunSignal, withRunSignal } from "./run-signal.ts";
+export type { MossRuntimeOptions, ResumeOptions } from "./runtime-options.ts";
 export {
   closeSharedSandboxes,
   configureSharedSandboxes,

@@ -2,34 +2,16 @@ import { createHash, randomUUID } from "node:crypto";
 import path from "node:path";
 import { context as otelContext, trace as otelTrace, SpanStatusCode } from "@opentelemetry/api";
 import { type Container, destroyOnce } from "../../container/index.ts";
-import { DEFAULT_TYPE_CHECK_TIMEOUT_MS, renderDiagnostics, WorkerModuleChecker } from "../check/index.ts";
-import { type CompiledModule, hiddenNames, visibleValueNames } from "../compiler/compiled-module.ts";
-import { dataFieldMisfits } from "../compiler/fits-declared-type.ts";
-import {
-  contextVersion,
-  createContext,
-  decodeProperties,
-  encodeWireProperties,
-  partitionProperties,
-  type WireDocument,
-  wireDocument,
-} from "../context/index.ts";
+import type { WorkerModuleChecker } from "../check/index.ts";
+import { type CompiledModule, visibleValueNames } from "../compiler/compiled-module.ts";
+import { contextVersion, createContext } from "../context/index.ts";
 import { codeFrame, MossError } from "../errors.ts";
-import {
-  addHostRoot,
-  encodeWire,
-  encodeWireFields,
-  joinWireRecord,
-  joinWireRecords,
-  redactHostPaths,
-  splitWireRecord,
-} from "../membrane/index.ts";
+import { addHostRoot, encodeWire } from "../membrane/index.ts";
 import type { Injection } from "../moss.ts";
-import { MossPrompter } from "../prompter/moss-prompter.ts";
+import { MossPrompter } from "../prompter/index.ts";
 import { abortedResult } from "../sandbox/index.ts";
 import type {
   HostMembrane as HostMembraneContract,
-  Nondeterminism,
   SandboxDriver,
   SandboxRunResult,
   SandboxSession,
@@ -48,99 +30,49 @@ import {
   type TypeCheckMode,
 } from "../types.ts";
 import { checkAnswers } from "./answers.ts";
+import { checkedSnippet } from "./checked-snippet.ts";
 import {
   type ContinuationPayload,
   claimContinuation,
   continuationKey,
   DEFAULT_CONTINUATION_TTL_MS,
-  MAX_CONTINUATION_RESULTS,
   openContinuation,
-  signContinuation,
 } from "./continuation.ts";
-import {
-  type DeclaredType,
-  type ModuleDeclarations,
-  moduleDeclarations,
-  RUNTIME,
-} from "./declared-members.ts";
+import { type DeclaredType, type ModuleDeclarations, moduleDeclarations } from "./declared-members.ts";
 import { stripFences } from "./fenced-code.ts";
 import { HostMembrane, outsideRun } from "./host-membrane.ts";
 import { MAX_IMAGE_BYTES, ShownImages } from "./image-content.ts";
+import { newRequestTag } from "./log-entry.ts";
 import {
   mapCallSiteToSnippet,
-  mapStack,
   type PreparedSnippet,
   prepareSnippet,
   SNIPPET_SCRIPT,
 } from "./prepare-snippet.ts";
-import { type LogEntry, newRequestTag, RunLog, tracer } from "./run-log.ts";
+import { PrintedOutput } from "./printed-output.ts";
+import {
+  assertResumedAsPaused,
+  type ContinuationOwner,
+  plainNondeterminism,
+  resumedPlan,
+  resumedRequest,
+  signRun,
+  tellCheckpoint,
+} from "./run-continuation.ts";
+import { RunLog, tracer } from "./run-log.ts";
+import { defaultLocalArgs, type RunPlan } from "./run-plan.ts";
 import { RunSignal } from "./run-signal.ts";
+import { decodeFailure, execution, runtimeError, runVerdict } from "./run-verdict.ts";
+import type { ExecHook, MossRuntimeOptions, ResumeOptions } from "./runtime-options.ts";
+import { SessionData } from "./session-data.ts";
 import { SessionDefinitions } from "./session-definitions.ts";
+import { installedNames, moduleChecker, serviceClassTest } from "./session-setup.ts";
 import { sharedSandboxDriver } from "./shared-sandbox.ts";
 
 /** Node 20.4+ and 22+ define Symbol.asyncDispose; older runtimes get Node's registered symbol. */
 const asyncDispose: typeof Symbol.asyncDispose =
   Symbol.asyncDispose ?? (Symbol.for("nodejs.asyncDispose") as typeof Symbol.asyncDispose);
-/** Options the compiler passes to the runtime it builds. */
-export interface MossRuntimeOptions {
-  module: CompiledModule;
-  container: Container;
-  locals: Record<string, unknown>;
-  context?: MossContext;
-  typeCheck?: TypeCheckMode;
-  limits?: Partial<ExecutionLimits>;
-  /** `process` (default): isolates in supervised child processes; `in-process`; or a driver of your own. */
-  sandbox?: "process" | "in-process" | SandboxDriver;
-  /** Warnings of the compile that built this runtime (binding conflicts). */
-  compileWarnings?: readonly string[];
-  /** Decide each host call from model code (the compiler's `policy()`, then the module's `__moss_policy__`). */
-  policies?: readonly CallPolicy[];
-  /** Signs continuations of paused runs (HMAC-SHA256); default: a random key of this process. */
-  continuationKey?: string | Uint8Array;
-  /** How long a continuation can be resumed. Default one hour. */
-  continuationTtlMs?: number;
-  /**
-   * Whether runs can pause for approvals and questions (default true). When false, a call that needs a decision is
-   * denied (`ApprovalDenied`) instead of pausing; the call trace is kept either way.
-   */
-  durableRuns?: boolean;
-}
 
-/** Options of `runtime.resume()`. */
-export interface ResumeOptions {
-  /** Overrides any limit for the resumed run. */
-  limits?: Partial<ExecutionLimits>;
-  /** Stops the resumed run when it aborts (see `ExecuteRequest.signal`). */
-  signal?: AbortSignal;
-}
-
-/** One run of model code: a new execute, or a resume replaying a log. */
-interface RunPlan {
-  code: string;
-  prepared: PreparedSnippet;
-  target: string;
-  /** Wire-encoded extra arguments. */
-  args: string[];
-  localArgs: string[];
-  limits: ExecutionLimits;
-  replay: readonly LogEntry[];
-  nondeterminism?: Nondeterminism;
-  answers: Answers;
-  /** The data fields' encoded properties when the run began (a continuation carries them). */
-  dataBefore: Record<string, unknown>;
-  /** Stops the run when it aborts (see `ExecuteRequest.signal`). */
-  signal?: AbortSignal;
-  /** The run's part of its request ids, drawn when it first starts and kept across its pauses and takeovers. */
-  requestTag: string;
-}
-
-type ExecHook = (
-  runtime: MossRuntime,
-  request: ExecuteRequest,
-  next: (request: ExecuteRequest) => Promise<Execution>,
-) => Promise<Execution>;
-
-const MAX_CUMULATIVE_STDOUT = 1024 * 1024;
 /** A run's log (kept for its continuation) holds at most this many times `maxResultBytes` of arguments and results. */
 const MAX_LOG_RESULTS = 4;
 
@@ -166,36 +98,23 @@ export class MossRuntime {
   /** Images the run in progress showed with `moss.show`. */
   #shownImages: ShownImages | undefined;
   readonly #checkpointListeners = new Set<(checkpoint: string) => unknown>();
-  /** The data fields: a host value, or (once persisted) the wire text it was persisted as, never decoded here. */
-  #data: Record<string, unknown> = {};
+  /** The data fields: what a new isolate installs, what a run changed, what the context persists. */
+  readonly #data: SessionData;
   #context: MossContext;
   #hostMoss: Record<string, unknown> | undefined;
   #prompter: MossPrompter | undefined;
   #checker: WorkerModuleChecker | undefined;
   /** The one record of the session's kept definitions: the checker and every new isolate of the session get it. */
   readonly #definitions: SessionDefinitions;
-  /** The record compiled into the classic script a new isolate evaluates (made when a session opens). */
-  #definitionsScript: { text: string; script: string } = { text: "", script: "" };
   #membrane: HostMembrane | undefined;
-  #serviceClasses: Set<unknown> | undefined;
+  /** Whether a class is one model code may never construct (see `serviceClassTest`). */
+  readonly #isServiceClass: (value: object) => boolean;
   readonly #declarations: ModuleDeclarations;
   #session: SandboxSession | undefined;
-  #stdout: string[] = [];
-  /** Data fields refused when the session was installed, reported with the next execution. */
-  readonly #installWarnings: string[] = [];
-  #stdoutBytes = 0;
+  readonly #printed = new PrintedOutput();
   #busy = false;
   #closed = false;
   #closing: Promise<void> | undefined;
-  /** The wire snapshot of the data fields last persisted cleanly (a run leaving the same text changed nothing). */
-  #persistedSnapshot: { wire: string; maxBytes: number } | undefined;
-  /**
-   * The expanded size of each data field as the sandbox last sent it: a snapshot carries only the fields that
-   * changed, and with the ones it left out it stays within the result limit.
-   */
-  readonly #fieldSizes = new Map<string, number>();
-  /** Whether the last persist saved every field it was given (else the next one encodes every field again). */
-  #persistedClean = false;
 
   constructor(options: MossRuntimeOptions) {
     this.#module = options.module;
@@ -211,11 +130,13 @@ export class MossRuntime {
     this.#durableRuns = options.durableRuns ?? true;
     addHostRoot(path.dirname(options.module.path));
     this.#declarations = moduleDeclarations(options.module.analysis.declaredTypes);
+    this.#data = new SessionData(options.module);
+    this.#isServiceClass = serviceClassTest(options.module, this.#services, options.container);
     const context = options.context ?? createContext(options.module.displayPath);
     // The session's identity: made once, then saved with the context (old documents without one get one here).
     this.#context = { ...context, id: context.id ?? randomUUID(), module: options.module.displayPath };
     this.#definitions = new SessionDefinitions(context.definitions);
-    this.#context = this.#withDefinitions(this.#context);
+    this.#context = this.#definitions.into(this.#context);
   }
 
   /** Called by the compiler: injects services (calling `onInject`) and the initial data fields. */
@@ -225,9 +146,7 @@ export class MossRuntime {
       if (injection && typeof injection.onInject === "function") await injection.onInject(this, field);
       this.#services.set(field, service);
     }
-    this.#data = data;
-    this.#persistedSnapshot = undefined;
-    this.#fieldSizes.clear();
+    this.#data.replace(data);
     const moss = new this.#module.mossClass() as Record<string, unknown>;
     for (const [field, service] of this.#services) moss[field] = service;
     Object.assign(moss, data);
@@ -246,12 +165,7 @@ export class MossRuntime {
    * (the compiler checked them against the declared types first, `dataFieldMisfits`).
    */
   adoptHostData(leftOut: readonly string[] = []): void {
-    const moss = this.hostMoss();
-    for (const field of this.#dataFields()) if (field in moss) this.#data[field] = moss[field];
-    // Fields the host left undefined where their type has no room for it (`when!: Date`): not stored.
-    for (const field of leftOut) delete this.#data[field];
-    this.#persistedSnapshot = undefined;
-    this.#fieldSizes.clear();
+    this.#data.adopt(this.hostMoss(), leftOut);
     this.#persist([]);
   }
 
@@ -282,7 +196,7 @@ export class MossRuntime {
   /** Type-checks the model's code against the module without running it (in a worker thread, within limits). */
   async typecheck(code: string): Promise<Diagnostic[]> {
     this.#assertOpen();
-    return this.#hinted(await this.#moduleChecker().check(stripFences(code)));
+    return this.#definitions.hint(await this.#moduleChecker().check(stripFences(code)));
   }
 
   /** Runs the model's code; faults of that code come back in `Execution.error`, never as exceptions. */
@@ -295,10 +209,17 @@ export class MossRuntime {
         {},
       );
     }
+    return this.#hooked(request, (given) => this.#executeDefault(given));
+  }
+
+  /** Runs a request through the module's `__moss_exec__` (when it has one), one run at a time. */
+  async #hooked(
+    request: ExecuteRequest,
+    next: (request: ExecuteRequest) => Promise<Execution>,
+  ): Promise<Execution> {
     this.#busy = true;
     try {
       const hook = this.#module.hooks.__moss_exec__ as ExecHook | undefined;
-      const next = (next: ExecuteRequest) => this.#executeDefault(next);
       return hook ? await hook(this, request, next) : await next(request);
     } finally {
       this.#busy = false;
@@ -307,7 +228,7 @@ export class MossRuntime {
 
   /** Everything the model's code printed on this runtime, across executions. */
   dumpStdOutput(): string {
-    return this.#stdout.join("");
+    return this.#printed.text();
   }
 
   /** The current MossContext (a copy). */
@@ -396,23 +317,10 @@ export class MossRuntime {
       session: this.#sessionId(),
     });
     checkAnswers(payload.requests, answers);
-    this.#busy = true;
-    try {
-      // `__moss_exec__` wraps a resumed run as it wraps an execute; the code is the continuation's.
-      const request: ExecuteRequest = {
-        code: payload.code,
-        target: payload.target,
-        localArgs: [...payload.localArgs],
-        resumed: true,
-        ...(options.limits === undefined ? {} : { limits: { ...options.limits } }),
-        ...(options.signal === undefined ? {} : { signal: options.signal }),
-      };
-      const hook = this.#module.hooks.__moss_exec__ as ExecHook | undefined;
-      const next = (given: ExecuteRequest) => this.#resumeDefault(continuation, payload, answers, given);
-      return hook ? await hook(this, request, next) : await next(request);
-    } finally {
-      this.#busy = false;
-    }
+    // `__moss_exec__` wraps a resumed run as it wraps an execute; the code is the continuation's.
+    return this.#hooked(resumedRequest(payload, options), (given) =>
+      this.#resumeDefault(continuation, payload, answers, given),
+    );
   }
 
   async #resumeDefault(
@@ -421,18 +329,7 @@ export class MossRuntime {
     answers: Answers,
     request: ExecuteRequest,
   ): Promise<Execution> {
-    if (
-      request.code !== payload.code ||
-      (request.target ?? "main") !== payload.target ||
-      request.args !== undefined ||
-      (request.localArgs !== undefined && request.localArgs.join("\0") !== payload.localArgs.join("\0"))
-    ) {
-      throw new MossError(
-        "invalid-argument",
-        "__moss_exec__ changed the code, target or arguments of a resumed run: a resumed run runs the code the person approved",
-        {},
-      );
-    }
+    assertResumedAsPaused(request, payload);
     const started = performance.now();
     const prepared = await prepareSnippet(payload.code);
     if (!("script" in prepared)) {
@@ -440,14 +337,7 @@ export class MossRuntime {
     }
     claimContinuation(continuation);
     // The run starts over from the data as it was when it first began (a paused run persisted nothing).
-    this.#data = {
-      ...this.#data,
-      ...decodeProperties(partitionProperties(payload.data, this.#dataFields()).declared, {
-        maxBytes: this.#limits.maxResultBytes,
-      }),
-    };
-    this.#persistedSnapshot = undefined;
-    this.#fieldSizes.clear();
+    this.#data.restore(payload.data, this.#limits.maxResultBytes);
     this.#context = {
       ...this.#context,
       properties: payload.data,
@@ -455,65 +345,29 @@ export class MossRuntime {
       executed: false,
     };
     await this.#discardSession();
-    return this.#run(
-      {
-        code: payload.code,
-        prepared,
-        target: payload.target,
-        args: payload.args,
-        localArgs: payload.localArgs,
-        limits: this.#limitsOf(request),
-        replay: payload.log,
-        nondeterminism: payload.nondeterminism,
-        answers,
-        dataBefore: payload.data,
-        ...(request.signal === undefined ? {} : { signal: request.signal }),
-        requestTag: payload.requestTag ?? "",
-      },
-      [],
-      started,
-    );
+    const plan = resumedPlan(payload, prepared, answers, this.#limitsOf(request), request.signal);
+    return this.#run(plan, [], started);
   }
 
-  /**
-   * Tells the checkpoint listeners the run so far (see `onCheckpoint`); resolves once the promises they returned
-   * resolved, rejects when one of them rejected (the journal could not store it); undefined when none returned one.
-   */
+  /** Tells the checkpoint listeners the run so far, waiting for nothing (see `onCheckpoint`, `tellCheckpoint`). */
   #checkpoint(plan: RunPlan, runLog: RunLog): Promise<unknown> | undefined {
-    const now = Date.now();
-    const payload: ContinuationPayload = {
-      v: 1,
+    const signed = signRun(this.#continuationOwner(), plan, {
+      log: runLog.checkpointLog(),
+      nondeterminism: { clock: [...runLog.nondeterminism.clock], random: [...runLog.nondeterminism.random] },
+      requests: [],
+    });
+    return "tooLarge" in signed ? undefined : tellCheckpoint(this.#checkpointListeners, signed.text);
+  }
+
+  /** Whose continuations this runtime signs, and how. */
+  #continuationOwner(): ContinuationOwner {
+    return {
       module: this.#module.displayPath,
       moduleHash: this.#hash(),
       session: this.#sessionId(),
-      code: plan.code,
-      target: plan.target,
-      args: plan.args,
-      localArgs: plan.localArgs,
-      log: runLog.checkpointLog(),
-      nondeterminism: { clock: [...runLog.nondeterminism.clock], random: [...runLog.nondeterminism.random] },
-      data: plan.dataBefore,
-      requests: [],
-      requestTag: plan.requestTag,
-      issuedAt: now,
-      expiresAt: now + this.#continuationTtlMs,
+      key: this.#continuationKey,
+      ttlMs: this.#continuationTtlMs,
     };
-    const signed = signContinuation(
-      payload,
-      this.#continuationKey,
-      MAX_CONTINUATION_RESULTS * plan.limits.maxResultBytes,
-    );
-    if ("tooLarge" in signed) return undefined;
-    const waits: Promise<unknown>[] = [];
-    for (const listener of this.#checkpointListeners) {
-      try {
-        const returned = listener(signed.text);
-        if (returned instanceof Promise) waits.push(returned);
-      } catch (error) {
-        process.emitWarning(`a checkpoint listener threw: ${(error as Error).message}`);
-      }
-    }
-    return waits.length === 0 ? undefined : Promise.all(waits);
   }
 
   /** The limits of a run: the runtime's, then the request's `limits`, then its `timeoutMs`. */
@@ -534,45 +388,20 @@ export class MossRuntime {
     const fail = (error: ExecutionError): Execution =>
       this.#finish({ ok: false, returns: undefined, stdout: "", error, calls: [] }, code, warnings, started);
 
-    const mode = request.typeCheck ?? this.#typeCheck;
-    let preparing: ReturnType<typeof prepareSnippet> | undefined;
-    if (mode !== "off") {
-      // The execute's wall-time limit bounds its type-check too, from the execute's start: waiting for the module's
-      // checker (behind other sessions' checks) and for a worker counts, so a type bomb, this session's or another's,
-      // cannot hold this execute past its own limit. Loading a new worker does not count (`startTimeoutMs` bounds it).
-      const wallTimeMs = request.timeoutMs ?? request.limits?.wallTimeMs ?? this.#limits.wallTimeMs;
-      const timeoutMs = Math.min(
-        request.limits?.typeCheckTimeoutMs ??
-          this.#limits.typeCheckTimeoutMs ??
-          DEFAULT_TYPE_CHECK_TIMEOUT_MS,
-        wallTimeMs,
-      );
-      const checking = this.#moduleChecker().check(code, {
-        timeoutMs,
-        deadlineMs: wallTimeMs,
-        startedAt: started,
-      });
-      // The snippet compiles on the host while its check runs in the worker (started once the check is posted); the
-      // check's verdict still comes first.
-      preparing = new Promise<void>((resolve) => setImmediate(resolve)).then(() => prepareSnippet(code));
-      preparing.catch(() => {});
-      const diagnostics = this.#hinted(await checking);
-      const errors = diagnostics.filter((diagnostic) => diagnostic.severity === "error");
-      if (errors.length > 0 && mode === "strict") return fail(typeError(errors, code));
-      if (diagnostics.length > 0) warnings.push(renderDiagnostics(diagnostics));
-    }
-
-    const prepared = await (preparing ?? prepareSnippet(code));
-    if (!("script" in prepared)) {
-      return fail({
-        kind: "syntax",
-        name: "SyntaxError",
-        message: prepared.message,
-        line: prepared.line,
-        column: prepared.column,
-        frame: codeFrame(code, prepared.line, prepared.column, 0),
-      });
-    }
+    const checked = await checkedSnippet(
+      code,
+      request,
+      {
+        mode: request.typeCheck ?? this.#typeCheck,
+        limits: this.#limits,
+        checker: () => this.#moduleChecker(),
+        hint: (diagnostics) => this.#definitions.hint(diagnostics),
+        started,
+      },
+      warnings,
+    );
+    if ("error" in checked) return fail(checked.error);
+    const { prepared } = checked;
 
     const limits = this.#limitsOf(request);
     const target = request.target ?? "main";
@@ -697,65 +526,44 @@ export class MossRuntime {
       runEnded.end();
       this.#shownImages = undefined;
     }
-    warnings.push(...this.#installWarnings.splice(0), ...result.warnings, ...runLog.warnings);
+    warnings.push(...this.#data.installWarnings.splice(0), ...result.warnings, ...runLog.warnings);
     if (!session.alive) this.#session = undefined;
-    const calls = runLog.calls;
+    return this.#conclude(plan, result, runLog, shown, warnings, started);
+  }
 
-    // A run that waits for a person but left its log (the code caught the divergence) or outgrew it cannot be
-    // resumed: it fails as it is, and keeps nothing.
-    const unresumable: ExecutionError | undefined =
-      runLog.diverged !== undefined
-        ? { kind: "replay-diverged", name: "Error", message: runLog.diverged }
-        : runLog.overflowed !== undefined
-          ? { kind: "output-limit", name: "RangeError", message: runLog.overflowed }
-          : undefined;
-    if (result.paused && unresumable !== undefined && result.error === undefined) {
-      this.#recordStdout(result.stdout);
-      if (runLog.diverged !== undefined) await this.#discardSession();
-      return this.#finish(
-        { ok: false, returns: undefined, stdout: result.stdout, error: unresumable, calls },
-        code,
-        warnings,
-        started,
-      );
-    }
-    if (result.paused && runLog.requests.length > 0 && result.error === undefined) {
+  /** What a run that ended (or paused) leaves: a pause's continuation, or its data persisted, its definitions kept. */
+  async #conclude(
+    plan: RunPlan,
+    result: SandboxRunResult,
+    runLog: RunLog,
+    shown: ShownImages,
+    warnings: string[],
+    started: number,
+  ): Promise<Execution> {
+    const { code, limits } = plan;
+    const calls = runLog.calls;
+    const verdict = runVerdict(result, runLog);
+    if (verdict.kind !== "ended") {
       // Nothing of a paused run persists: the isolate it changed is gone, the data stay as they were.
-      this.#recordStdout(result.stdout);
-      const payload: ContinuationPayload = {
-        v: 1,
-        module: this.#module.displayPath,
-        moduleHash: this.#hash(),
-        session: this.#sessionId(),
-        code,
-        target: plan.target,
-        args: plan.args,
-        localArgs: plan.localArgs,
-        log: runLog.entries,
-        nondeterminism: plainNondeterminism(result.nondeterminism),
-        data: plan.dataBefore,
-        requests: runLog.requests,
-        requestTag: plan.requestTag,
-        issuedAt: Date.now(),
-        expiresAt: Date.now() + this.#continuationTtlMs,
-      };
-      const maxPayloadBytes = MAX_CONTINUATION_RESULTS * limits.maxResultBytes;
-      const signed = signContinuation(payload, this.#continuationKey, maxPayloadBytes);
-      if ("tooLarge" in signed) {
-        const message = `the paused run cannot be kept: its continuation (the log of host calls, the clock and random values read, the code and data) is ${signed.tooLarge} bytes, more than ${MAX_CONTINUATION_RESULTS} x maxResultBytes (${maxPayloadBytes})`;
-        return this.#finish(
-          {
-            ok: false,
-            returns: undefined,
-            stdout: result.stdout,
-            error: { kind: "output-limit", name: "RangeError", message },
-            calls,
-          },
+      this.#printed.record(result.stdout);
+      const failed = (error: ExecutionError) =>
+        this.#finish(
+          { ok: false, returns: undefined, stdout: result.stdout, error, calls },
           code,
           warnings,
           started,
         );
+      if (verdict.kind === "unkept") {
+        if (verdict.diverged) await this.#discardSession();
+        return failed(verdict.error);
       }
+      const signed = signRun(this.#continuationOwner(), plan, {
+        log: runLog.entries,
+        nondeterminism: plainNondeterminism(result.nondeterminism),
+        requests: runLog.requests,
+      });
+      if ("tooLarge" in signed)
+        return failed({ kind: "output-limit", name: "RangeError", message: signed.message });
       const pending = { requests: structuredClone(runLog.requests), continuation: signed.text };
       return this.#finish(
         { ok: false, returns: undefined, stdout: result.stdout, pending, calls },
@@ -765,8 +573,8 @@ export class MossRuntime {
       );
     }
 
-    const membrane = this.#membrane!;
-    if (result.mossData === undefined && session.alive) {
+    const session = this.#session;
+    if (result.mossData === undefined && session?.alive) {
       // The isolate holds data that could not be snapshotted (too large, say): keeping it would fail every later
       // execute, so the next one starts a fresh isolate from the last persisted context.
       await session.dispose();
@@ -775,97 +583,51 @@ export class MossRuntime {
         "moss data could not be saved after this run; the next run starts from the last saved data",
       );
     }
-    let sandboxError = result.error;
-    if (sandboxError === undefined && runLog.diverged !== undefined) {
-      // The run left its log where no later call noticed (a call run again answered otherwise): nothing is kept.
-      sandboxError = { kind: "replay-diverged", name: "Error", message: runLog.diverged };
-    } else if (sandboxError === undefined && result.ok && !runLog.replayComplete) {
-      sandboxError = {
-        kind: "replay-diverged",
-        name: "Error",
-        message: `the resumed run ended before its log did: it never made call ${runLog.callCount + 1} (${runLog.firstMissed}); its effects were not kept`,
-      };
-    }
-    const diverged = sandboxError?.kind === "replay-diverged";
+    const { diverged } = verdict;
     let returns: unknown;
     let decodeError: ExecutionError | undefined;
     // The isolate bounded these already; the host checks again before it builds anything (the isolate is untrusted).
     const warningsBeforeData = warnings.length;
     // The data a run left exactly as the last persisted snapshot (same wire text): nothing to decode or persist.
-    const snapshot = this.#persistedSnapshot;
-    const unchanged =
-      !diverged &&
-      result.mossData !== undefined &&
-      snapshot !== undefined &&
-      snapshot.wire === result.mossData &&
-      snapshot.maxBytes === limits.maxResultBytes;
+    const unchanged = !diverged && this.#data.unchanged(result.mossData, limits.maxResultBytes);
     // The fields the snapshot carries: the sandbox leaves out those that did not change since it last sent them.
     let changedFields: string[] | undefined;
     // A changed field refused by the declared-type rule: the isolate holds it, so the session goes after the persist.
     let misfit = false;
     try {
-      if (result.mossData !== undefined && !diverged && !unchanged) {
-        // Each changed field's wire text is checked and kept as sent: it is what gets persisted (no value is built).
-        const sizes = new Map<string, number>();
-        const data: Record<string, PersistedWire> = {};
-        splitWireRecord(result.mossData, {
-          maxExpandedBytes: limits.maxResultBytes,
-          onRefused: (field, reason) => warnings.push(refusedFieldWarning(field, reason)),
-          onField: (field, wire, size) => {
-            sizes.set(field, size);
-            data[field] = new PersistedWire(wire, size);
-          },
-        });
-        const problem = this.#oversizedData(sizes, limits.maxResultBytes);
-        if (problem !== undefined) warnings.push(problem);
-        else {
-          for (const field of this.#refuseMisfits(data, limits.maxResultBytes, warnings)) {
-            delete data[field];
-            sizes.delete(field);
-            misfit = true;
-          }
-          this.#data = { ...this.#data, ...data };
-          for (const [field, size] of sizes) this.#fieldSizes.set(field, size);
-          changedFields = Object.keys(data);
-        }
-      }
+      if (result.mossData !== undefined && !diverged && !unchanged)
+        ({ changed: changedFields, misfit } = this.#data.take(
+          result.mossData,
+          limits.maxResultBytes,
+          warnings,
+        ));
       if (result.ok && result.returns !== undefined && !diverged)
-        returns = membrane.decode(result.returns, limits.maxResultBytes);
+        returns = this.#membrane!.decode(result.returns, limits.maxResultBytes);
     } catch (error) {
-      decodeError = MossError.is(error, "wire-limit")
-        ? {
-            kind: "output-limit",
-            name: "RangeError",
-            message: `the return value cannot be sent back: ${error.message}`,
-          }
-        : {
-            kind: "runtime",
-            name: "TypeError",
-            message: `the sandbox returned a malformed result: ${(error as Error).message}`,
-          };
+      decodeError = decodeFailure(error);
     }
     if (diverged) {
       // A run that left its log is not the run that was approved: nothing of it is kept, and its isolate goes.
       await this.#discardSession();
     } else if (!unchanged) {
       this.#persist(warnings, limits.maxResultBytes, changedFields);
-      this.#persistedSnapshot =
+      this.#data.persisted(
         result.mossData !== undefined && decodeError === undefined && warnings.length === warningsBeforeData
           ? { wire: result.mossData, maxBytes: limits.maxResultBytes }
-          : undefined;
+          : undefined,
+      );
       // The live session keeps the last good value too: the next run starts from the persisted data.
       if (misfit) await this.#discardSession();
     }
-    if (sandboxError?.kind !== "syntax" && !diverged) this.#acceptDefinitions(code, prepared.parsed);
+    if (verdict.error?.kind !== "syntax" && !diverged) this.#acceptDefinitions(code, plan.prepared.parsed);
 
-    const stdout = result.stdout;
-    this.#recordStdout(stdout);
-    const error = sandboxError ? runtimeError(sandboxError, prepared, code) : decodeError;
+    this.#printed.record(result.stdout);
+    const error = verdict.error ? runtimeError(verdict.error, plan.prepared, code) : decodeError;
     return this.#finish(
       {
         ok: result.ok && !error,
         returns: error ? undefined : returns,
-        stdout,
+        stdout: result.stdout,
         ...(error ? { error } : {}),
         calls,
         ...(shown.images.length === 0 ? {} : { images: shown.images }),
@@ -884,23 +646,7 @@ export class MossRuntime {
     started: number,
   ): Execution {
     this.#context = { ...this.#context, executeCode: code, executed: partial.ok };
-    // The context is replaced, never changed in place: its copy (a ~1 MB field costs ~20 ms) is made when read.
-    const context = this.#context;
-    let copy: MossContext | undefined;
-    const execution = { ...partial, warnings } as Execution;
-    Object.defineProperty(execution, "context", {
-      enumerable: true,
-      configurable: true,
-      get: () => {
-        copy ??= structuredClone(context);
-        return copy;
-      },
-      set: (value: MossContext) => {
-        copy = value;
-      },
-    });
-    execution.durationMs = performance.now() - started;
-    return execution;
+    return execution(partial, this.#context, warnings, started);
   }
 
   /** Disposes the current session (its isolate holds state a new run must not see). */
@@ -941,41 +687,6 @@ export class MossRuntime {
     return this.#membrane;
   }
 
-  /**
-   * Whether a class is a service type or extends one: the declared class of a `moss` service field, a class bound
-   * in the container as a token, or the class of an injected service. Model code never constructs these (the
-   * service would run a second time with arguments of the code's choice, outside what the host set up).
-   */
-  #isServiceClass(value: object): boolean {
-    if (typeof value !== "function") return false;
-    if (this.#serviceClasses === undefined) {
-      this.#serviceClasses = new Set();
-      for (const field of this.#module.analysis.mossClass?.fields ?? []) {
-        if (field.kind !== "service") continue;
-        const token = field.token?.kind === "class" ? this.#module.locals[field.token.name] : undefined;
-        if (typeof token === "function") this.#serviceClasses.add(token);
-      }
-      for (const service of this.#services.values()) {
-        const owner = typeof service === "object" && service !== null ? service.constructor : undefined;
-        if (typeof owner === "function" && owner !== Object) this.#serviceClasses.add(owner);
-      }
-    }
-    for (
-      let current: unknown = value;
-      typeof current === "function";
-      current = Object.getPrototypeOf(current)
-    ) {
-      if (current === Function.prototype) break;
-      if (this.#serviceClasses.has(current)) return true;
-      try {
-        if (this.#container.bound(current as new () => unknown)) return true;
-      } catch {
-        return true;
-      }
-    }
-    return false;
-  }
-
   /** What the sandbox calls: the run log of the run in progress (outside a run, the membrane refuses by itself). */
   #dispatch(): HostMembraneContract {
     const current = () => this.#runLog ?? this.#membraneFor();
@@ -1006,10 +717,7 @@ export class MossRuntime {
     // A function: the driver may rebuild the session elsewhere before a run, from the data (and the definitions, compiled
     // only when an isolate is built) as they are then.
     this.#session = await driver.open(
-      async () => {
-        await this.#compileDefinitions();
-        return this.#sessionSetup(limits);
-      },
+      async () => this.#sessionSetup(limits, await this.#definitions.script()),
       this.#dispatch(),
       limits,
     );
@@ -1017,308 +725,44 @@ export class MossRuntime {
   }
 
   /** What a new isolate of this session installs: the module's names, the services as handles, the data. */
-  #sessionSetup(limits: ExecutionLimits): SessionSetup {
-    const declarations = this.#declarations;
+  #sessionSetup(limits: ExecutionLimits, definitions: string): SessionSetup {
     const membrane = this.#membraneFor();
-    // Each name and each service field is encoded on its own: its handles are its own and name it (one object bound
-    // to two fields is two handles, each labelled by the field the code used).
-    const globals = new Map<string, string>();
-    for (const name of visibleValueNames(this.#module)) {
-      const wire = membrane.encodeRoot(this.#module.locals[name], name, declarations.name(name), { name });
-      globals.set(name, wire);
-    }
-    // withLocals values have no static type: the host handed them over as they are.
-    for (const [name, value] of Object.entries(this.#locals))
-      globals.set(name, membrane.encodeRoot(value, name, RUNTIME, { name }));
-    const services: Array<[string, string]> = [];
-    for (const field of this.#module.analysis.mossClass?.fields ?? []) {
-      if (field.kind !== "service") continue;
-      const wire = membrane.encodeRoot(
-        this.#services.get(field.name),
-        `moss.${field.name}`,
-        declarations.field(field.name),
-        { service: field.name },
-      );
-      services.push([field.name, wire]);
-    }
+    const names = installedNames(this.#module, this.#locals, this.#services, membrane, this.#declarations);
     return {
-      globals: joinWireRecord([...globals]),
-      mossData: this.#dataWire(limits.maxResultBytes),
-      mossServices: joinWireRecord(services),
-      dataFields: this.#dataFields(),
-      definitions: this.#definitionsScript.script,
+      globals: names.globals,
+      mossData: this.#data.installWire(limits.maxResultBytes),
+      mossServices: names.mossServices,
+      dataFields: this.#data.fields(),
+      definitions,
     };
   }
 
-  #dataFields(): string[] {
-    return (this.#module.analysis.mossClass?.fields ?? [])
-      .filter((field) => field.kind === "data")
-      .map((field) => field.name);
-  }
-
-  /**
-   * The data fields as one wire record for a new isolate: a persisted field's wire text as it is, a host value
-   * encoded (plain data only: a value with no plain-data form is refused by name, never turned into a handle).
-   */
-  #dataWire(maxBytes: number): string {
-    const texts = new Map<string, string>();
-    const values: Record<string, unknown> = {};
-    let remaining = maxBytes;
-    const refuse = (field: string, reason: string) =>
-      this.#installWarnings.push(
-        `moss.${field} ${reason}; it is not available inside the sandbox and keeps its saved value`,
-      );
-    for (const [field, value] of Object.entries(this.#data)) {
-      if (!(value instanceof PersistedWire)) {
-        values[field] = value;
-        continue;
-      }
-      if (value.expandedBytes > remaining) {
-        refuse(field, `is larger than the limit of ${maxBytes} bytes once expanded`);
-        continue;
-      }
-      remaining -= value.expandedBytes;
-      texts.set(field, value.wire);
-      // The isolate sends an installed field back only once it changes: its size counts until then.
-      this.#fieldSizes.set(field, value.expandedBytes);
-    }
-    if (Object.keys(values).length > 0) {
-      const encoded = encodeWireFields(values, Object.keys(values), {
-        maxExpandedBytes: remaining,
-        onEncoded: (field, expandedBytes) => this.#fieldSizes.set(field, expandedBytes),
-        onRefused: refuse,
-      });
-      splitWireRecord(encoded, { onRefused: refuse, onField: (field, wire) => texts.set(field, wire) });
-    }
-    return joinWireRecords(
-      Object.keys(this.#data)
-        .filter((field) => texts.has(field))
-        .map((field) => texts.get(field)!),
-    );
-  }
-
-  /**
-   * Writes the data fields into the context as wire documents: only `fields` (those a snapshot carried) when given
-   * and the last persist saved every field, else every field (the others keep their stored form, which nothing
-   * changed). A field the isolate sent is stored as its wire text, never decoded; a host value is encoded with the
-   * same codec, and the runtime keeps the text it was persisted as in its place.
-   */
+  /** Writes the data fields into the context as wire documents (see `SessionData.persist`). */
   #persist(warnings: string[], maxBytes = this.#limits.maxResultBytes, fields?: readonly string[]): void {
-    const partial = fields !== undefined && this.#persistedClean;
-    const names = partial ? fields : Object.keys(this.#data);
-    const properties: Record<string, unknown> = {};
-    const values: Record<string, unknown> = {};
-    for (const field of names) {
-      const value = this.#data[field];
-      if (value instanceof PersistedWire) properties[field] = wireDocument(value.wire);
-      else values[field] = value;
-    }
-    let clean = true;
-    if (Object.keys(values).length > 0) {
-      const encoded = encodeWireProperties(values, { previous: this.#context.properties, maxBytes });
-      warnings.push(...encoded.warnings);
-      clean = encoded.warnings.length === 0;
-      Object.assign(properties, encoded.properties);
-      // From now on the field is what was persisted: a new isolate starts from that text, never encoded again.
-      const data = { ...this.#data };
-      for (const [field, size] of Object.entries(encoded.expandedBytes))
-        data[field] = new PersistedWire((encoded.properties[field] as WireDocument).wire, size);
-      this.#data = data;
-    }
-    this.#persistedClean = clean;
-    const stored = partitionProperties(this.#context.properties, this.#dataFields());
-    const joined = { ...stored.undeclared, ...(partial ? stored.declared : {}), ...properties };
-    this.#context = { ...this.#context, version: contextVersion(joined), properties: joined };
+    const properties = this.#data.persist(this.#context.properties, warnings, maxBytes, fields);
+    this.#context = { ...this.#context, version: contextVersion(properties), properties };
   }
 
-  /**
-   * The write side of the rule a context is read by (`dataFieldMisfits`, which `restoreContext` calls too): each field
-   * a run changed must fit its declared type once decoded as a later compile decodes it. A field that does not is
-   * refused by name (a warning of the execution says which and why) and keeps its last saved value, so a context the
-   * engine wrote always loads again. Returns the refused fields.
-   */
-  #refuseMisfits(data: Record<string, PersistedWire>, maxBytes: number, warnings: string[]): string[] {
-    const misfits = dataFieldMisfits(
-      this.#module.analysis.declaredTypes,
-      Object.keys(data),
-      (field) => decodeProperties({ [field]: wireDocument(data[field]!.wire) }, { maxBytes })[field],
-    );
-    for (const { field, problem } of misfits)
-      warnings.push(refusedFieldWarning(field, `does not fit its declared type (${problem})`));
-    return misfits.map((misfit) => misfit.field);
-  }
-
-  /** Why the data fields a snapshot carried, with those it left unchanged, exceed the limit (undefined: they fit). */
-  #oversizedData(sizes: ReadonlyMap<string, number>, maxBytes: number): string | undefined {
-    let total = 2;
-    for (const size of sizes.values()) total += size;
-    for (const [field, size] of this.#fieldSizes) if (!sizes.has(field)) total += size;
-    if (total <= maxBytes) return undefined;
-    return `moss data is larger than the limit of ${maxBytes} bytes once expanded; it was not persisted and keeps its last saved value`;
-  }
-
-  #recordStdout(text: string): void {
-    if (!text) return;
-    this.#stdout.push(text.endsWith("\n") ? text : `${text}\n`);
-    this.#stdoutBytes += text.length;
-    while (this.#stdoutBytes > MAX_CUMULATIVE_STDOUT && this.#stdout.length > 1) {
-      this.#stdoutBytes -= this.#stdout.shift()!.length;
-    }
-  }
-
+  /** The module's checker for this session (made when first asked for), given the session's definitions. */
   #moduleChecker(): WorkerModuleChecker {
     if (this.#checker) return this.#checker;
-    this.#checker = new WorkerModuleChecker({
-      timeoutMs: this.#limits.typeCheckTimeoutMs,
-      memoryLimitBytes: this.#limits.typeCheckMemoryBytes,
-      modulePath: this.#module.path,
-      source: this.#module.analysis.source,
-      hiddenNames: hiddenNames(this.#module),
-      locals: Object.fromEntries(
-        Object.entries(this.#locals).map(([name, value]) => [name, typeOfLocal(value)]),
-      ),
-      serviceClasses: visibleValueNames(this.#module).filter((name) => {
-        const value = this.#module.locals[name];
-        return typeof value === "function" && this.#isServiceClass(value);
-      }),
-    });
+    this.#checker = moduleChecker(this.#module, this.#locals, this.#limits, this.#isServiceClass);
     if (this.#definitions.text !== "") this.#checker.define(this.#definitions.text);
     return this.#checker;
   }
 
   /**
    * Definitions made by code that ran: the session's record takes those it keeps; the checker gets the record as it
-   * is now, the context saves it, and a new isolate of the session evaluates it compiled (`#compileDefinitions`).
+   * is now, the context saves it, and a new isolate of the session evaluates it compiled (`definitions.script()`).
    */
   #acceptDefinitions(code: string, parsed: PreparedSnippet["parsed"]): void {
     if (!this.#definitions.accept(code, parsed)) return;
-    this.#context = this.#withDefinitions(this.#context);
+    this.#context = this.#definitions.into(this.#context);
     this.#checker?.define(this.#definitions.text);
-  }
-
-  /** A context carrying the session's kept definitions (none: no field). */
-  #withDefinitions(context: MossContext): MossContext {
-    const { definitions: _, ...rest } = context;
-    const text = this.#definitions.text;
-    return text === "" ? rest : { ...rest, definitions: text };
-  }
-
-  /** Compiles the record into the script a new isolate evaluates, unless it is compiled already. */
-  async #compileDefinitions(): Promise<void> {
-    const text = this.#definitions.text;
-    if (this.#definitionsScript.text === text) return;
-    const prepared = text === "" ? undefined : await prepareSnippet(text);
-    // Every kept definition came from a snippet that compiled; the record compiles as they did.
-    const script = prepared !== undefined && "script" in prepared ? prepared.script : "";
-    this.#definitionsScript = { text, script };
-  }
-
-  /** Diagnostics of a name an earlier snippet declared but the session did not keep say why. */
-  #hinted(diagnostics: Diagnostic[]): Diagnostic[] {
-    return diagnostics.map((diagnostic) => {
-      if (diagnostic.code !== 2304 && diagnostic.code !== 2552) return diagnostic;
-      const name = /'([^']+)'/.exec(diagnostic.message)?.[1];
-      const reason = name === undefined ? undefined : this.#definitions.notKept(name);
-      if (reason === undefined) return diagnostic;
-      return {
-        ...diagnostic,
-        message: `${diagnostic.message} An earlier snippet declared '${name}', but it is not kept between executes: ${reason}. Keep state in a \`moss\` data field, or define it again in this snippet.`,
-      };
-    });
   }
 
   #assertOpen(): void {
     if (this.#closed)
       throw new MossError("runtime-closed", `this MossRuntime (${this.modulePath}) is closed`, {});
   }
-}
-
-/** The clock and random log a sandbox reported, as plain numbers (a sandbox process is not trusted). */
-function plainNondeterminism(given: unknown): Nondeterminism {
-  const numbers = (value: unknown) =>
-    Array.isArray(value)
-      ? value.filter((item): item is number => typeof item === "number").slice(0, 1_000_000)
-      : [];
-  const record = (given ?? {}) as { clock?: unknown; random?: unknown };
-  return { clock: numbers(record.clock), random: numbers(record.random) };
-}
-
-/** A data field as persisted: its wire text (checked, plain data) and its expanded size. */
-class PersistedWire {
-  constructor(
-    readonly wire: string,
-    readonly expandedBytes: number,
-  ) {}
-}
-
-function refusedFieldWarning(field: string, reason: string): string {
-  return `moss.${field} ${reason}; it was not persisted and keeps its last saved value`;
-}
-
-/**
- * The type the checker gives a `withLocals` value: exact for primitives, callable for functions, `any` otherwise
- * (a host object's shape is not known statically; the membrane still exposes only its public members).
- */
-function typeOfLocal(value: unknown): string {
-  switch (typeof value) {
-    case "string":
-    case "number":
-    case "boolean":
-    case "bigint":
-      return typeof value;
-    case "function":
-      return /^class[\s{]/.test(Function.prototype.toString.call(value)) ? "any" : "(...args: any[]) => any";
-    case "undefined":
-      return "undefined";
-    default:
-      return value === null ? "null" : Array.isArray(value) ? "any[]" : "any";
-  }
-}
-
-/** The pattern of a target declared without parameters, by target: compiling it cost ~50 µs of every execute. */
-const parameterlessDeclarations = new Map<string, RegExp>();
-
-/** `moss` is passed when the target declares a parameter (a bare `main()` gets nothing). */
-function defaultLocalArgs(code: string, target: string): string[] {
-  let declaration = parameterlessDeclarations.get(target);
-  if (declaration === undefined) {
-    declaration = new RegExp(
-      `function\\s*\\*?\\s*${target}\\s*\\(\\s*\\)|${target}\\s*=\\s*(?:async\\s*)?\\(\\s*\\)\\s*=>`,
-    );
-    if (parameterlessDeclarations.size < 64) parameterlessDeclarations.set(target, declaration);
-  }
-  return declaration.test(code) ? [] : ["moss"];
-}
-
-function typeError(errors: Diagnostic[], code: string): ExecutionError {
-  const first = errors[0]!;
-  const syntax = errors.every((diagnostic) => diagnostic.code >= 1000 && diagnostic.code < 2000);
-  return {
-    kind: syntax ? "syntax" : "type",
-    name: syntax ? "SyntaxError" : "TypeError",
-    message: renderDiagnostics(errors),
-    line: first.line,
-    column: first.column,
-    frame: first.frame ?? codeFrame(code, first.line, first.column, 0),
-    diagnostics: errors,
-  };
-}
-
-function runtimeError(
-  error: NonNullable<Awaited<ReturnType<SandboxSession["run"]>>["error"]>,
-  prepared: PreparedSnippet,
-  code: string,
-): ExecutionError {
-  const mapped = mapStack(error.stack, prepared.map);
-  // Faults of the sandbox machinery (a crash reports the sandbox process's stderr) may name host files; the model's
-  // own errors are its text, and host errors were cleaned when they crossed the membrane.
-  const message = error.kind === "runtime" ? error.message : redactHostPaths(error.message);
-  const located: ExecutionError = { kind: error.kind, name: error.name, message };
-  if (mapped.stack) located.stack = mapped.stack;
-  if (mapped.line !== undefined && mapped.column !== undefined) {
-    located.line = mapped.line;
-    located.column = mapped.column;
-    located.frame = codeFrame(code, mapped.line, mapped.column, 0);
-  }
-  return located;
 }

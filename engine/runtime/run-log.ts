@@ -1,21 +1,28 @@
-import { randomBytes } from "node:crypto";
 import { type Context, trace as otelTrace, type Span, SpanStatusCode } from "@opentelemetry/api";
-import { MossError } from "../errors.ts";
 import {
   type CallbackOperation,
-  decodeWire,
   encodeWire,
   type HandleOperation,
   type HostMembrane as HostMembraneContract,
   type HostOutcome,
   hostErrorWire,
-  type SettledOutcome,
   unknownCallSiteReason,
 } from "../membrane/index.ts";
 import type { Nondeterminism } from "../sandbox/index.ts";
 import type { Answers, CallPolicy, HostCallRecord, PendingRequest } from "../types.ts";
-import { decideByPolicies, type PolicyOutcome } from "./call-policy.ts";
+import { CallDecisions, type Decision, type Verdict } from "./call-decision.ts";
+import { Denotations } from "./denotations.ts";
+import { handleSkeleton, holdsHandles, sameData } from "./handle-wire.ts";
 import type { CallTarget, HostMembrane } from "./host-membrane.ts";
+import {
+  errorOutcome,
+  journalError,
+  replayedOutcome,
+  runNow,
+  settledOf,
+  stoppedError,
+} from "./host-outcome.ts";
+import { ApprovalDenied, type LogEntry, requestId } from "./log-entry.ts";
 import { type RunSignal, withRunSignal } from "./run-signal.ts";
 
 /*
@@ -24,60 +31,8 @@ import { type RunSignal, withRunSignal } from "./run-signal.ts";
  * `execution.calls` and OpenTelemetry spans either way.
  */
 
-/** One host call of a run, in call order, as a continuation carries it. */
-export interface LogEntry {
-  /** What was called: `service.member`, a function's name, `ask`; reads end in ` (read)`. */
-  key: string;
-  /** The wire-encoded arguments, as the isolate sent them. */
-  args: string;
-  /** What the called handle denotes (see `RunLog`): a replayed call must act on the same thing. */
-  on?: string;
-  /** What each handle in `args` denotes, in order: a replayed call must be given the same things. */
-  handles?: string[];
-  /** The result: `value`/`error` answered at once, `promise-value`/`promise-error` through a promise. */
-  result?: { kind: "value" | "error" | "promise-value" | "promise-error"; wire: string; handles: boolean };
-  /** The request the call waited for (still waiting when `result` is absent). */
-  request?: PendingRequest;
-  /** The runtime that ran the call: its handles (host objects in the result) exist only there. */
-  origin?: string;
-  /**
-   * The call had been dispatched to the host and had no result yet when the checkpoint was taken: it may have run.
-   * A takeover runs it again only when its member is declared `@idempotent`; any other waits for a person's yes.
-   */
-  started?: true;
-}
-
 /** Most clock (and most random) values a checkpoint keeps, as the isolate logs at most this many per kind. */
 const MAX_NONDETERMINISM_VALUES = 100_000;
-
-/** A denied call: model code sees an `Error` named `ApprovalDenied` with `reason` and `member`. */
-export class ApprovalDenied extends Error {
-  static readonly mossErrorFields = ["reason", "member"];
-  override readonly name = "ApprovalDenied";
-  readonly code = "approval-denied";
-  constructor(
-    readonly member: string,
-    readonly reason: string,
-  ) {
-    super(`${member} was not approved: ${reason}`);
-  }
-}
-
-/**
- * The id of the request call `index` of a run makes: `r<call>-<tag>`, the tag being 12 hex digits drawn at random
- * when the run first starts and kept in its continuation and checkpoints (a resumed or taken-over run names its
- * requests as before). So an id names one request of one run: another run, a later step, a server's next run of
- * the thread, each draws its own tag, and an answer given for one of them answers nothing else. A continuation made
- * before tags (no tag) keeps the bare `r<call>`.
- */
-export function requestId(index: number, tag: string): string {
-  return tag === "" ? `r${index + 1}` : `r${index + 1}-${tag}`;
-}
-
-/** A fresh tag for {@link requestId}: 48 random bits, as 12 hex digits. */
-export function newRequestTag(): string {
-  return randomBytes(6).toString("hex");
-}
 
 /** The snippet's 1-based line of a call site in the running script (see `callSiteOf`), when known. */
 export type LineOf = (site: number) => number | undefined;
@@ -119,26 +74,6 @@ export interface RunLogOptions {
   signal?: AbortSignal;
 }
 
-/** What becomes of a new call: it runs, waits for a person (an approval, an answer), or is denied. */
-type Decision =
-  | { kind: "run"; run: () => HostOutcome }
-  | { kind: "pending-approval"; reason: "tag" | "policy" | "in-doubt"; run: () => HostOutcome }
-  | { kind: "pending-ask"; question: string; choices: unknown }
-  | { kind: "denied"; reason: string };
-
-/** What a handle denotes in a run: the first thing found for it, everything found for it, and how a person reads it. */
-interface Denotation {
-  denotes: string;
-  all: Set<string>;
-  description: string;
-}
-
-/** What the policies and the declaration say of a call (a policy may answer later, with a promise). */
-type Verdict =
-  | { kind: "allow" }
-  | { kind: "deny"; reason: string }
-  | { kind: "ask"; reason: "tag" | "policy" };
-
 /** moss-ts's tracer: a no-op unless the host registered an OpenTelemetry tracer provider. */
 export const tracer = () => otelTrace.getTracer("moss-ts");
 
@@ -165,14 +100,10 @@ export class RunLog implements HostMembraneContract {
   diverged: string | undefined;
   /** Calls made so far (the index of the next one in the log). */
   #count = 0;
-  /**
-   * What the handles results of this run brought denote: `@<call>.<n>`, the n-th handle of the result of call
-   * <call> (1-based, as the log counts). Handles the runtime installed denote their position (`moss.silo`); any
-   * other handle denotes itself in this runtime only. A logged call matches a new one only when each handle denotes
-   * the same thing in both: ids differ between runtimes, and pairing ids as they showed up let a resumed run hand an
-   * approved call another host object than the one the person approved.
-   */
-  readonly #denotations = new Map<number, Denotation>();
+  /** What the handles of this run denote (see `Denotations`). */
+  readonly #denotations: Denotations;
+  /** Decides each new call (see `CallDecisions`). */
+  readonly #decisions: CallDecisions;
   /** Bytes the kept log holds. */
   #logBytes = 0;
   /** Entries whose call was handed to the host (run for real) in this run. */
@@ -188,6 +119,8 @@ export class RunLog implements HostMembraneContract {
 
   constructor(options: RunLogOptions) {
     this.#options = options;
+    this.#denotations = new Denotations(options.membrane, options.origin);
+    this.#decisions = new CallDecisions(options.policies, options.membrane, this.#denotations, this.warnings);
   }
 
   /** Whether the run made every call its replayed log holds (a resumed run that ends early took another path). */
@@ -289,27 +222,9 @@ export class RunLog implements HostMembraneContract {
     // An unknown handle: the membrane answers with its own error; nothing to decide or record.
     if (target === undefined) return run();
     const key = `${target.service === undefined ? "" : `${target.service}.`}${target.member}${operation === "get" ? " (read)" : ""}`;
-    return this.#record(target, handle, key, args, scriptLine, (line) => {
-      // Reads are not policy calls, but a read of an `@approval` member (a getter: host code runs) waits for a yes.
-      if (operation === "get" && !target.approval) return { kind: "run", run };
-      const toDecision = (verdict: Verdict): Decision => {
-        if (verdict.kind === "ask") return { kind: "pending-approval", reason: verdict.reason, run };
-        if (verdict.kind === "deny") return { kind: "denied", reason: verdict.reason };
-        return { kind: "run", run };
-      };
-      if (operation === "get") return toDecision({ kind: "ask", reason: "tag" });
-      // Handing host code a function or class whose use needs a person's yes asks for it here, where a run can wait.
-      const handed = this.#handedOver(args);
-      const carried = handed.some(({ callback }) => callback.approval)
-        ? { ...target, approval: true }
-        : target;
-      const verdict = this.#decide(carried, args, line, handle);
-      const withHanded = (decided: Verdict) =>
-        decided.kind === "allow" ? this.#policiesAsk(handed, line) : decided;
-      return verdict instanceof Promise
-        ? verdict.then(withHanded).then(toDecision)
-        : thenOrNow(withHanded(verdict), toDecision);
-    });
+    return this.#record(target, handle, key, args, scriptLine, (line) =>
+      this.#decisions.ofHandle(operation, target, handle, args, line, run),
+    );
   }
 
   /**
@@ -346,7 +261,7 @@ export class RunLog implements HostMembraneContract {
       }
       return this.#run(entry, this.#count - 1, line, trace, run);
     };
-    const verdict = this.#decide(target, args, line, handle);
+    const verdict = this.#decisions.verdict(target, args, line, handle);
     if (!(verdict instanceof Promise)) return act(verdict);
     const later = verdict.then((decided): Decision => ({ kind: "run", run: () => act(decided) }));
     return this.#whenDecided(later, target, entry, trace, (decision) =>
@@ -390,83 +305,6 @@ export class RunLog implements HostMembraneContract {
         },
       ),
     };
-  }
-
-  /** The functions and classes a call's arguments hand host code (their handles), as calls of them are named. */
-  #handedOver(args: string): { handle: number; callback: CallTarget }[] {
-    if (!args.includes('["H",')) return [];
-    const membrane = this.#options.membrane;
-    const handed: { handle: number; callback: CallTarget }[] = [];
-    for (const handle of handleSkeleton(args)?.ids ?? []) {
-      const callback = membrane.handedOver(handle);
-      if (callback !== undefined) handed.push({ handle, callback });
-    }
-    return handed;
-  }
-
-  /**
-   * Whether a policy asks for a function or class handed to host code (its arguments are not known yet: `[]`): the
-   * call that hands it over then asks, since host code's own call of it cannot wait for a person. A policy's deny
-   * or failure is left to the callback's own call, where it is decided with its arguments.
-   */
-  #policiesAsk(
-    handed: readonly { handle: number; callback: CallTarget }[],
-    line: number | undefined,
-  ): Verdict | Promise<Verdict> {
-    const policies = this.#options.policies;
-    if (handed.length === 0 || policies.length === 0) return { kind: "allow" };
-    const outcomes = handed.map(({ handle, callback }) =>
-      decideByPolicies(policies, {
-        service: callback.service,
-        member: callback.member,
-        args: [],
-        target: this.#describe(handle),
-        line,
-      }),
-    );
-    const verdict = (settled: readonly PolicyOutcome[]): Verdict =>
-      settled.some((outcome) => outcome.verdict === "ask" && outcome.warning === undefined)
-        ? { kind: "ask", reason: "policy" }
-        : { kind: "allow" };
-    if (!outcomes.some((outcome) => outcome instanceof Promise)) return verdict(outcomes as PolicyOutcome[]);
-    return Promise.all(outcomes).then(verdict, () => ({ kind: "allow" }) as const);
-  }
-
-  /**
-   * The one place a host call from model code is decided: the policies' strictest verdict (failing closed), then
-   * the declaration's `@approval`. A promise when a policy answers with one. `handle` is the handle called: the
-   * policy reads what it denotes (`target`), and host objects in the arguments as their descriptions.
-   */
-  #decide(
-    target: CallTarget,
-    args: string,
-    line: number | undefined,
-    handle: number | undefined,
-  ): Verdict | Promise<Verdict> {
-    const finish = (outcome: PolicyOutcome | undefined): Verdict => {
-      if (outcome?.warning !== undefined) this.warnings.push(outcome.warning);
-      if (outcome?.verdict === "deny") {
-        const reason =
-          outcome.warning === undefined
-            ? "denied by the host's policy"
-            : "the host's policy did not decide it";
-        return { kind: "deny", reason };
-      }
-      // `@approval` asks whatever the policy allows: the declaration promises a person sees every call.
-      if (target.approval) return { kind: "ask", reason: "tag" };
-      if (outcome?.verdict === "ask") return { kind: "ask", reason: "policy" };
-      return { kind: "allow" };
-    };
-    const policies = this.#options.policies;
-    if (policies.length === 0) return finish(undefined);
-    const outcome = decideByPolicies(policies, {
-      service: target.service,
-      member: target.member,
-      args: this.#argumentsAsData(args),
-      ...(handle === undefined ? {} : { target: this.#describe(handle) }),
-      line,
-    });
-    return outcome instanceof Promise ? outcome.then(finish) : finish(outcome);
   }
 
   /**
@@ -525,20 +363,20 @@ export class RunLog implements HostMembraneContract {
     this.calls.push(trace);
     const ids = args.includes('["H",') ? (handleSkeleton(args)?.ids ?? []) : [];
     const denoted = {
-      ...(handle === undefined ? {} : { on: this.#denote(handle).denotes }),
-      ...(ids.length === 0 ? {} : { handles: ids.map((id) => this.#denote(id).denotes) }),
+      ...(handle === undefined ? {} : { on: this.#denotations.denote(handle).denotes }),
+      ...(ids.length === 0 ? {} : { handles: ids.map((id) => this.#denotations.denote(id).denotes) }),
     };
     const logged = this.#options.replay[index];
     if (logged !== undefined) {
       const differs =
         logged.key !== key
           ? "where the log has"
-          : !this.#denotesAll(
+          : !this.#denotations.denotesAll(
                 logged.on === undefined ? [] : [logged.on],
                 handle === undefined ? [] : [handle],
               )
             ? "on another object than"
-            : !this.#denotesAll(logged.handles ?? [], ids) || !sameData(logged.args, args)
+            : !this.#denotations.denotesAll(logged.handles ?? [], ids) || !sameData(logged.args, args)
               ? "with other arguments than"
               : undefined;
       if (differs !== undefined) {
@@ -550,7 +388,7 @@ export class RunLog implements HostMembraneContract {
         this.#keep({ ...logged });
         trace.outcome = "replayed";
         trace.resultBytes = logged.result.wire.length;
-        this.#learn(index, key, logged.result.wire);
+        this.#denotations.learn(index, key, logged.result.wire);
         return replayedOutcome(logged.result);
       }
       if (logged.request !== undefined && logged.result === undefined) {
@@ -624,8 +462,8 @@ export class RunLog implements HostMembraneContract {
             kind: "approval",
             ...(target.service === undefined ? {} : { service: target.service }),
             member: target.member,
-            ...(handle === undefined ? {} : { target: this.#describe(handle) }),
-            args: this.#argumentsAsData(args),
+            ...(handle === undefined ? {} : { target: this.#denotations.describe(handle) }),
+            args: this.#denotations.argumentsAsData(args),
             reason: decision.reason,
             ...site,
           };
@@ -637,59 +475,6 @@ export class RunLog implements HostMembraneContract {
     this.diverged ??=
       `the resumed run left its log at call ${index + 1} of ${this.#options.replay.length}` +
       `${line === undefined ? "" : ` (line ${line})`}: ${what}; nothing after that ran`;
-  }
-
-  /** Whether each handle given denotes what the logged one did (a handle several calls returned denotes each). */
-  #denotesAll(logged: readonly string[], given: readonly number[]): boolean {
-    return logged.length === given.length && given.every((id, i) => this.#denote(id).all.has(logged[i]!));
-  }
-
-  /** What a handle denotes and how a person reads it (see `#denotations`). */
-  #denote(handle: number): Denotation {
-    const known = this.#denotations.get(handle);
-    if (known !== undefined) return known;
-    const info = this.#options.membrane.info(handle);
-    const type = info?.typeName;
-    const denotes = info?.origin ?? `${this.#options.origin}#${handle}`;
-    return {
-      denotes,
-      all: new Set([denotes]),
-      description:
-        info?.origin === undefined
-          ? `${type ?? "a host object"} from before this run`
-          : `${info.origin}${type === undefined ? "" : `: ${type}`}`,
-    };
-  }
-
-  /** How a person (or a policy) reads a handle: what it denotes, and its declared type. */
-  #describe(handle: number): string {
-    return this.#denote(handle).description;
-  }
-
-  /** The arguments as data, each host object described by what it denotes. */
-  #argumentsAsData(args: string): unknown[] {
-    return this.#options.membrane.argumentsAsData(args, (id) => `[${this.#describe(id)}]`);
-  }
-
-  /** Learns what the handles a call's result brought denote: the n-th handle of call `index`'s result. */
-  #learn(index: number, key: string, wire: string): void {
-    if (!wire.includes('["H",')) return;
-    const ids = handleSkeleton(wire)?.ids ?? [];
-    for (const [n, id] of ids.entries()) {
-      const info = this.#options.membrane.info(id);
-      if (info === undefined || info.origin !== undefined) continue;
-      const denotes = `@${index + 1}.${n}`;
-      const known = this.#denotations.get(id);
-      if (known !== undefined) {
-        known.all.add(denotes);
-        continue;
-      }
-      this.#denotations.set(id, {
-        denotes,
-        all: new Set([denotes]),
-        description: `${info.typeName ?? "a host object"}${ids.length > 1 ? ` #${n + 1}` : ""} returned by call ${index + 1} (${key})`,
-      });
-    }
   }
 
   /** Keeps an entry in the new log (only runs that can pause keep one: nothing else reads it). */
@@ -832,8 +617,8 @@ export class RunLog implements HostMembraneContract {
       run = () => ({
         kind: "promise",
         settled: journaled.then(
-          () => (signal?.aborted ? stoppedOutcome(stoppedError(signal)) : runNow(later)()),
-          (error: unknown) => stoppedOutcome(journalError(error)),
+          () => (signal?.aborted ? errorOutcome(stoppedError(signal)) : runNow(later)()),
+          (error: unknown) => errorOutcome(journalError(error)),
         ),
       });
     }
@@ -859,7 +644,7 @@ export class RunLog implements HostMembraneContract {
         this.#divergeAt(index, line, `${entry.key}, run again, answered otherwise than it did before`);
       }
       // Host code's calls of callbacks answer host code: what they return is no result of model code's call `index`.
-      if (!this.#unlogged.has(entry)) this.#learn(index, entry.key, wire);
+      if (!this.#unlogged.has(entry)) this.#denotations.learn(index, entry.key, wire);
       this.#options.onSettled?.();
       span.setAttribute("moss.result_bytes", wire.length);
       if (kind === "error") span.setStatus({ code: SpanStatusCode.ERROR });
@@ -882,97 +667,5 @@ export class RunLog implements HostMembraneContract {
         return settled;
       }),
     };
-  }
-}
-
-/** Whether a wire text holds a host handle (a node `["H", shape]`). */
-function holdsHandles(wire: string): boolean {
-  if (!wire.includes('["H",')) return false;
-  try {
-    return (JSON.parse(wire) as unknown[]).some((node) => Array.isArray(node) && node[0] === "H");
-  } catch {
-    return true;
-  }
-}
-
-/** Applies `next` to a value now, or once a promise of it settles. */
-function thenOrNow<T, U>(value: T | Promise<T>, next: (value: T) => U): U | Promise<U> {
-  return value instanceof Promise ? value.then(next) : next(value);
-}
-
-/** What a host promise settles to for an outcome decided later (a wait becomes `pending`: never delivered). */
-function settledOf(outcome: HostOutcome): SettledOutcome | Promise<SettledOutcome> {
-  if (outcome.kind === "value" || outcome.kind === "error") return outcome;
-  if (outcome.kind === "promise") return outcome.settled;
-  if (outcome.kind === "refuse") return { kind: "error", wire: hostErrorWire(new Error(outcome.message)) };
-  return { kind: "pending" };
-}
-
-/** Runs a call whose start was journaled first: what it answers, as a host promise settles (a throw is its error). */
-function runNow(run: () => HostOutcome): () => SettledOutcome | Promise<SettledOutcome> {
-  return () => {
-    try {
-      return settledOf(run());
-    } catch (error) {
-      return { kind: "error", wire: hostErrorWire(error) };
-    }
-  };
-}
-
-/** Why a stopped run's call did not run. */
-function stoppedError(signal: AbortSignal): MossError {
-  const reason = signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? "aborted");
-  return new MossError("run-stopped", `the run was stopped (${reason}): this call did not run`, {});
-}
-
-/** A call whose "started" the journal could not store: it did not run (a takeover would not know it may have). */
-function journalError(error: unknown): MossError {
-  const message = error instanceof Error ? error.message : String(error);
-  return new MossError(
-    "run-stopped",
-    `the run's checkpoint could not be stored (${message}): this call did not run`,
-    {},
-  );
-}
-
-function stoppedOutcome(error: Error): SettledOutcome {
-  return { kind: "error", wire: hostErrorWire(error) };
-}
-
-function errorOutcome(error: Error): HostOutcome {
-  return { kind: "error", wire: hostErrorWire(error) };
-}
-
-/** A logged result, answered the way the call was first answered (at once, or through a promise). */
-function replayedOutcome(result: NonNullable<LogEntry["result"]>): HostOutcome {
-  if (result.kind === "value" || result.kind === "error") return { kind: result.kind, wire: result.wire };
-  const kind = result.kind === "promise-value" ? "value" : "error";
-  return { kind: "promise", settled: Promise.resolve({ kind, wire: result.wire }) };
-}
-
-/** Whether two wire texts hold the same data, handles compared by kind only (what they denote is compared apart). */
-function sameData(a: string, b: string): boolean {
-  if (a === b) return true;
-  if (!a.includes('["H",') || !b.includes('["H",')) return false;
-  const left = handleSkeleton(a);
-  const right = handleSkeleton(b);
-  return left !== undefined && right !== undefined && left.text === right.text;
-}
-
-/** A wire's data with its handles left out (by kind), and the handle ids in the order they appear. */
-function handleSkeleton(wire: string): { text: string; ids: number[] } | undefined {
-  const ids: number[] = [];
-  try {
-    const text = encodeWire(
-      decodeWire(wire, {
-        onHandle: (shape) => {
-          ids.push(Number(shape.id));
-          return `[handle ${shape.kind}]`;
-        },
-      }),
-    );
-    return { text, ids };
-  } catch {
-    return undefined;
   }
 }

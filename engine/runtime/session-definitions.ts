@@ -1,4 +1,6 @@
 import { ts } from "ts-morph";
+import type { Diagnostic, MossContext } from "../types.ts";
+import { prepareSnippet, SNIPPET_FILE } from "./prepare-snippet.ts";
 
 /** Most source text a session's definitions keep (the oldest go first, as if redefined by a `let`). */
 const MAX_DEFINITIONS_CHARS = 256 * 1024;
@@ -56,6 +58,8 @@ export class SessionDefinitions {
   /** Names a snippet declared at top level that are not kept, with why (for the checker's diagnostics). */
   readonly #notKept = new Map<string, string>();
   #text: string | undefined = "";
+  /** The record compiled into the classic script a new isolate evaluates (see `script`). */
+  #compiled: { text: string; script: string } = { text: "", script: "" };
 
   /** A record restored from a saved context's `definitions` text (classified again: only what may be kept stays). */
   constructor(saved?: string) {
@@ -73,6 +77,38 @@ export class SessionDefinitions {
     return this.#notKept.get(name);
   }
 
+  /** Diagnostics of a name an earlier snippet declared but the session did not keep say why. */
+  hint(diagnostics: Diagnostic[]): Diagnostic[] {
+    return diagnostics.map((diagnostic) => {
+      if (diagnostic.code !== 2304 && diagnostic.code !== 2552) return diagnostic;
+      const name = /'([^']+)'/.exec(diagnostic.message)?.[1];
+      const reason = name === undefined ? undefined : this.notKept(name);
+      if (reason === undefined) return diagnostic;
+      return {
+        ...diagnostic,
+        message: `${diagnostic.message} An earlier snippet declared '${name}', but it is not kept between executes: ${reason}. Keep state in a \`moss\` data field, or define it again in this snippet.`,
+      };
+    });
+  }
+
+  /** A context carrying the kept definitions (none: no field). */
+  into(context: MossContext): MossContext {
+    const { definitions: _, ...rest } = context;
+    const text = this.text;
+    return text === "" ? rest : { ...rest, definitions: text };
+  }
+
+  /** The record compiled into the script a new isolate evaluates (compiled again only once the record changed). */
+  async script(): Promise<string> {
+    const text = this.text;
+    if (this.#compiled.text === text) return this.#compiled.script;
+    const prepared = text === "" ? undefined : await prepareSnippet(text);
+    // Every kept definition came from a snippet that compiled; the record compiles as they did.
+    const script = prepared !== undefined && "script" in prepared ? prepared.script : "";
+    this.#compiled = { text, script };
+    return script;
+  }
+
   /**
    * Takes the top-level definitions of a snippet that ran: later ones replace earlier ones of the same name. Returns
    * whether the record changed. `parsed`: the snippet as `prepareSnippet` parsed it, when it did (used only if its
@@ -83,7 +119,7 @@ export class SessionDefinitions {
     const sourceFile =
       parsed !== undefined && parsed.text === snippet
         ? parsed
-        : ts.createSourceFile("snippet.ts", snippet, ts.ScriptTarget.ES2022, true, ts.ScriptKind.TS);
+        : ts.createSourceFile(SNIPPET_FILE, snippet, ts.ScriptTarget.ES2022, true, ts.ScriptKind.TS);
     const made: Definition[] = [];
     const notKept = new Map<string, string>();
     const groupOf = new Map<string, Definition>();
