@@ -28,7 +28,7 @@ import type { Injection } from "../moss.ts";
 import { MossPrompter } from "../prompter/moss-prompter.ts";
 import { abortedResult } from "../sandbox/index.ts";
 import type {
-  HostMembrane as HostMembraneContract,
+  HostMembrane,
   Nondeterminism,
   SandboxDriver,
   SandboxRunResult,
@@ -64,7 +64,7 @@ import {
   RUNTIME,
 } from "./declared-members.ts";
 import { stripFences } from "./fenced-code.ts";
-import { HostMembrane, outsideRun } from "./host-membrane.ts";
+import { HandleMembrane, outsideRun } from "./host-membrane.ts";
 import { MAX_IMAGE_BYTES, ShownImages } from "./image-content.ts";
 import {
   mapCallSiteToSnippet,
@@ -176,7 +176,7 @@ export class MossRuntime {
   readonly #definitions: SessionDefinitions;
   /** The record compiled into the classic script a new isolate evaluates (made when a session opens). */
   #definitionsScript: { text: string; script: string } = { text: "", script: "" };
-  #membrane: HostMembrane | undefined;
+  #membrane: HandleMembrane | undefined;
   #serviceClasses: Set<unknown> | undefined;
   readonly #declarations: ModuleDeclarations;
   #session: SandboxSession | undefined;
@@ -921,7 +921,7 @@ export class MossRuntime {
   }
 
   /** The membrane of this runtime (made when the first session opens, or now). */
-  #membraneFor(): HostMembrane {
+  #membraneFor(): HandleMembrane {
     if (this.#membrane) return this.#membrane;
     const declarations = this.#declarations;
     const declared = declarations.types;
@@ -930,7 +930,7 @@ export class MossRuntime {
       const value = this.#module.locals[name];
       if (typeof value === "function") visibleClasses.set(value, declarations.name(name));
     }
-    this.#membrane = new HostMembrane({
+    this.#membrane = new HandleMembrane({
       nearestDeclaredClass: declared.nearestDeclaredClass(visibleClasses),
       programClass: (value) => declared.programClass(value),
     });
@@ -977,7 +977,7 @@ export class MossRuntime {
   }
 
   /** What the sandbox calls: the run log of the run in progress (outside a run, the membrane refuses by itself). */
-  #dispatch(): HostMembraneContract {
+  #dispatch(): HostMembrane {
     const current = () => this.#runLog ?? this.#membraneFor();
     return {
       call: (handle, member, args, line) => current().call(handle, member, args, line),

@@ -6,7 +6,7 @@ import {
   decodeWire,
   encodeWire,
   type HandleOperation,
-  type HostMembrane as HostMembraneContract,
+  type HostMembrane,
   type HostOutcome,
   hostErrorWire,
   type SettledOutcome,
@@ -15,7 +15,7 @@ import {
 import type { Nondeterminism } from "../sandbox/index.ts";
 import type { Answers, CallPolicy, HostCallRecord, PendingRequest } from "../types.ts";
 import { decideByPolicies, type PolicyOutcome } from "./call-policy.ts";
-import type { CallTarget, HostMembrane } from "./host-membrane.ts";
+import type { CallTarget, HandleMembrane } from "./host-membrane.ts";
 import { type RunSignal, withRunSignal } from "./run-signal.ts";
 
 /*
@@ -83,7 +83,7 @@ export function newRequestTag(): string {
 export type LineOf = (site: number) => number | undefined;
 
 export interface RunLogOptions {
-  membrane: HostMembrane;
+  membrane: HandleMembrane;
   /** The log of the run being resumed (empty for a new run). */
   replay: readonly LogEntry[];
   answers: Answers;
@@ -143,7 +143,7 @@ type Verdict =
 export const tracer = () => otelTrace.getTracer("moss-ts");
 
 /** The membrane of one run: replays, decides, records and traces every host call. */
-export class RunLog implements HostMembraneContract {
+export class RunLog implements HostMembrane {
   readonly #options: RunLogOptions;
   /** The new log: replayed entries, then what this run did. */
   readonly entries: LogEntry[] = [];
