@@ -3,7 +3,7 @@
 // set when it is made, so no read or write of it can reach a prototype model code patched; model code never sees it.
 import type { HostBatchBridge, HostCallBridge } from "../protocol.ts";
 import type { WireCodec } from "../wire/codec.ts";
-import { MapClear, MapCtor, ObjectFreeze, ReflectApply } from "../wire/intrinsics.ts";
+import { MapClear, MapCtor, ObjectFreeze, ReflectApply, ReflectSetPrototypeOf } from "../wire/intrinsics.ts";
 import type { CallSiteFrames } from "./call-site.ts";
 
 /**
@@ -103,8 +103,10 @@ export function createState(
   bridges: IsolateBridges,
   makeProxy: (state: IsolateState, shape: any) => object,
 ): IsolateState {
+  // A literal whose prototype is then set to null, not a `__proto__: null` literal: V8 keeps this one's properties
+  // fast (the record is read on every host call and every clock read), the literal's in a dictionary. No model code
+  // runs in between, and a literal defines its properties (it never calls a setter).
   const state: IsolateState = {
-    __proto__: null,
     codec,
     global: globalThis,
     hostCall: bridges.hostCall,
@@ -133,7 +135,8 @@ export function createState(
     dataFields: [],
     knownFields: new MapCtor(),
     saved: new MapCtor(),
-  } as IsolateState;
+  };
+  ReflectSetPrototypeOf(state, null);
   state.decodeOptions = ObjectFreeze({ __proto__: null, onHandle: (shape: any) => makeProxy(state, shape) });
   return state;
 }
