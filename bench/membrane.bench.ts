@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { analyzeModule } from "../engine/compiler/module-analysis.ts";
 import { moduleProject } from "../engine/compiler/module-project.ts";
 import { DeclaredTypes } from "../engine/runtime/declared-members.ts";
-import { HostMembrane } from "../engine/runtime/host-membrane.ts";
+import { HandleMembrane } from "../engine/runtime/host-membrane.ts";
 import { Journal } from "./fixtures/membrane-service.ts";
 import { formatMs, formatRatio, printTable, summarize } from "./stats.ts";
 
@@ -22,7 +22,7 @@ export async function run(): Promise<void> {
   const journalType = declared.of(analysis.declaredTypes.fields.get("journal")!);
   // A fresh membrane per round, so handle tables do not grow across rounds.
   const open = () => {
-    const membrane = new HostMembrane({ nearestDeclaredClass: () => undefined });
+    const membrane = new HandleMembrane({ nearestDeclaredClass: () => undefined });
     const wire = membrane.encode(
       { journal: new Journal() },
       "moss",
@@ -36,7 +36,7 @@ export async function run(): Promise<void> {
   };
   const noArguments = JSON.stringify([["A"]]);
   const oneArgument = JSON.stringify([["A", 1], 1]);
-  const cases: Array<[string, (membrane: HostMembrane, id: number) => unknown]> = [
+  const cases: Array<[string, (membrane: HandleMembrane, id: number) => unknown]> = [
     ["returns a number", (membrane, id) => membrane.call(id, "add", oneArgument)],
     ["returns a declared handle", (membrane, id) => membrane.call(id, "entry", noArguments)],
     ["returns an array of 3 declared handles", (membrane, id) => membrane.call(id, "entries", noArguments)],

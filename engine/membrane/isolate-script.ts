@@ -15,7 +15,7 @@ import { privateTempFolder, touchPrivateFile, writePrivateFile } from "../privat
 /** The global name the bundle assigns its entry module to (local to the closure it is evaluated in). */
 export const ISOLATE_SCRIPT_GLOBAL = "mossIsolate";
 
-/** The esbuild options of the isolate script: also used by scripts/build.js, so both builds are the same. */
+/** The esbuild options of the isolate script: the same whether it is bundled from source or by `npm run build`. */
 export const ISOLATE_SCRIPT_BUILD = {
   bundle: true,
   format: "iife",
@@ -90,8 +90,9 @@ function sourceHash(): string {
 }
 
 /**
- * The body of an `evalClosure` taking `$0` = the host-call bridge, `$1` = the emit bridge and `$2` = the done bridge:
- * the isolate script in strict mode, then its entry started with the bridges (returning the entry points).
+ * The body of an `evalClosure` taking `$0` = the host-call bridge, `$1` = the emit bridge, `$2` = the done bridge and
+ * `$3` = the batch bridge: the isolate script in strict mode, then its entry started with the bridges (returning the
+ * entry points).
  */
 export function isolateClosureSource(): string {
   return `"use strict";\n${isolateScript()}\nreturn ${ISOLATE_SCRIPT_GLOBAL}.start($0, $1, $2, $3);`;

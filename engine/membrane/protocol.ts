@@ -1,7 +1,7 @@
 /*
  * The membrane's one vocabulary: the operations model code can ask of the host, their outcomes, the shapes of the
  * handles host objects cross as, and the envelope a run ends with. The host half (runtime/, sandbox drivers) and the
- * isolate half (bootstrap) use these names; the pipe between a sandbox process and its parent carries them too.
+ * isolate half (isolate/) use these names; the pipe between a sandbox process and its parent carries them too.
  * Values inside travel as wire text (wire/).
  */
 
@@ -11,7 +11,6 @@ export type HostOperation = "call" | "construct" | "get" | "ask" | "show";
 /** The operations that name a handle (`ask` and `show` are `moss`'s own). */
 export type HandleOperation = Extract<HostOperation, "call" | "construct" | "get">;
 
-/** The operations host code can make of a function or class handle it was handed (a callback). */
 /**
  * The host-call bridge the isolate half is started with: one operation on a handle (member null: the handle itself),
  * its wire-encoded arguments, the call site (`line * CALL_SITE_COLUMNS + column`) and the clock and random values
@@ -35,6 +34,7 @@ export type HostCallBridge = (
  */
 export type HostBatchBridge = (calls: string) => string;
 
+/** The operations host code can make of a function or class handle it was handed (a callback). */
 export type CallbackOperation = Extract<HostOperation, "call" | "construct">;
 
 /** What a handle is: `function` callable (and maybe has members), `object` members only, `class` `new` only. */

@@ -3,7 +3,7 @@ import type { CallPolicy } from "../types.ts";
 import { decideByPolicies, type PolicyOutcome } from "./call-policy.ts";
 import type { Denotations } from "./denotations.ts";
 import { handleSkeleton } from "./handle-wire.ts";
-import type { CallTarget, HostMembrane } from "./host-membrane.ts";
+import type { CallTarget, HandleMembrane } from "./host-membrane.ts";
 import { thenOrNow } from "./host-outcome.ts";
 
 /** What becomes of a new call: it runs, waits for a person (an approval, an answer), or is denied. */
@@ -25,14 +25,14 @@ export type Verdict =
  */
 export class CallDecisions {
   readonly #policies: readonly CallPolicy[];
-  readonly #membrane: HostMembrane;
+  readonly #membrane: HandleMembrane;
   readonly #denotations: Denotations;
   /** The run's warnings: policies that failed to decide (their calls were denied). */
   readonly #warnings: string[];
 
   constructor(
     policies: readonly CallPolicy[],
-    membrane: HostMembrane,
+    membrane: HandleMembrane,
     denotations: Denotations,
     warnings: string[],
   ) {

@@ -1,5 +1,5 @@
 import { handleSkeleton } from "./handle-wire.ts";
-import type { HostMembrane } from "./host-membrane.ts";
+import type { HandleMembrane } from "./host-membrane.ts";
 
 /** What a handle denotes in a run: the first thing found for it, everything found for it, and how a person reads it. */
 interface Denotation {
@@ -16,12 +16,12 @@ interface Denotation {
  * resumed run hand an approved call another host object than the one the person approved.
  */
 export class Denotations {
-  readonly #membrane: HostMembrane;
+  readonly #membrane: HandleMembrane;
   /** Identifies the runtime: a handle it knows nothing more of denotes `<origin>#<id>`. */
   readonly #origin: string;
   readonly #known = new Map<number, Denotation>();
 
-  constructor(membrane: HostMembrane, origin: string) {
+  constructor(membrane: HandleMembrane, origin: string) {
     this.#membrane = membrane;
     this.#origin = origin;
   }

@@ -4,7 +4,7 @@ import {
   encodeWire,
   type HandleOperation,
   type HandleShape,
-  type HostMembrane as HostMembraneContract,
+  type HostMembrane,
   type HostOutcome,
   hostErrorWire,
   isReachableName,
@@ -78,7 +78,7 @@ export type NearestDeclaredClass = (value: object) => DeclaredType | undefined;
  * what its run-time class has beyond that. Arguments and results cross as wire text; host objects that are not
  * plain data cross as further handles, typed by the declaration of the position they are in.
  */
-export class HostMembrane implements HostMembraneContract {
+export class HandleMembrane implements HostMembrane {
   readonly #entries = new Map<number, HandleEntry>();
   /** Handle ids of a host object by declared type and label: one object at two `moss` fields is two handles. */
   readonly #ids = new WeakMap<object, Map<DeclaredType, Map<string, number>>>();

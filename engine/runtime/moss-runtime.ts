@@ -11,7 +11,7 @@ import type { Injection } from "../moss.ts";
 import { MossPrompter } from "../prompter/index.ts";
 import { abortedResult } from "../sandbox/index.ts";
 import type {
-  HostMembrane as HostMembraneContract,
+  HostMembrane,
   SandboxDriver,
   SandboxRunResult,
   SandboxSession,
@@ -40,7 +40,7 @@ import {
 } from "./continuation.ts";
 import { type DeclaredType, type ModuleDeclarations, moduleDeclarations } from "./declared-members.ts";
 import { stripFences } from "./fenced-code.ts";
-import { HostMembrane, outsideRun } from "./host-membrane.ts";
+import { HandleMembrane, outsideRun } from "./host-membrane.ts";
 import { MAX_IMAGE_BYTES, ShownImages } from "./image-content.ts";
 import { newRequestTag } from "./log-entry.ts";
 import {
@@ -106,7 +106,7 @@ export class MossRuntime {
   #checker: WorkerModuleChecker | undefined;
   /** The one record of the session's kept definitions: the checker and every new isolate of the session get it. */
   readonly #definitions: SessionDefinitions;
-  #membrane: HostMembrane | undefined;
+  #membrane: HandleMembrane | undefined;
   /** Whether a class is one model code may never construct (see `serviceClassTest`). */
   readonly #isServiceClass: (value: object) => boolean;
   readonly #declarations: ModuleDeclarations;
@@ -667,7 +667,7 @@ export class MossRuntime {
   }
 
   /** The membrane of this runtime (made when the first session opens, or now). */
-  #membraneFor(): HostMembrane {
+  #membraneFor(): HandleMembrane {
     if (this.#membrane) return this.#membrane;
     const declarations = this.#declarations;
     const declared = declarations.types;
@@ -676,7 +676,7 @@ export class MossRuntime {
       const value = this.#module.locals[name];
       if (typeof value === "function") visibleClasses.set(value, declarations.name(name));
     }
-    this.#membrane = new HostMembrane({
+    this.#membrane = new HandleMembrane({
       nearestDeclaredClass: declared.nearestDeclaredClass(visibleClasses),
       programClass: (value) => declared.programClass(value),
     });
@@ -688,7 +688,7 @@ export class MossRuntime {
   }
 
   /** What the sandbox calls: the run log of the run in progress (outside a run, the membrane refuses by itself). */
-  #dispatch(): HostMembraneContract {
+  #dispatch(): HostMembrane {
     const current = () => this.#runLog ?? this.#membraneFor();
     return {
       call: (handle, member, args, line) => current().call(handle, member, args, line),

@@ -3,7 +3,7 @@ import {
   type CallbackOperation,
   encodeWire,
   type HandleOperation,
-  type HostMembrane as HostMembraneContract,
+  type HostMembrane,
   type HostOutcome,
   hostErrorWire,
   unknownCallSiteReason,
@@ -13,7 +13,7 @@ import type { Answers, CallPolicy, HostCallRecord, PendingRequest } from "../typ
 import { CallDecisions, type Decision, type Verdict } from "./call-decision.ts";
 import { Denotations } from "./denotations.ts";
 import { handleSkeleton, holdsHandles, sameData } from "./handle-wire.ts";
-import type { CallTarget, HostMembrane } from "./host-membrane.ts";
+import type { CallTarget, HandleMembrane } from "./host-membrane.ts";
 import {
   errorOutcome,
   journalError,
@@ -38,7 +38,7 @@ const MAX_NONDETERMINISM_VALUES = 100_000;
 export type LineOf = (site: number) => number | undefined;
 
 export interface RunLogOptions {
-  membrane: HostMembrane;
+  membrane: HandleMembrane;
   /** The log of the run being resumed (empty for a new run). */
   replay: readonly LogEntry[];
   answers: Answers;
@@ -78,7 +78,7 @@ export interface RunLogOptions {
 export const tracer = () => otelTrace.getTracer("moss-ts");
 
 /** The membrane of one run: replays, decides, records and traces every host call. */
-export class RunLog implements HostMembraneContract {
+export class RunLog implements HostMembrane {
   readonly #options: RunLogOptions;
   /** The new log: replayed entries, then what this run did. */
   readonly entries: LogEntry[] = [];

@@ -4,7 +4,7 @@ import { type CompiledModule, hiddenNames, visibleValueNames } from "../compiler
 import { joinWireRecord } from "../membrane/index.ts";
 import type { ExecutionLimits } from "../types.ts";
 import { type ModuleDeclarations, RUNTIME } from "./declared-members.ts";
-import type { HostMembrane } from "./host-membrane.ts";
+import type { HandleMembrane } from "./host-membrane.ts";
 
 /*
  * What a session of a module is given of it: the names and services a new isolate installs, the checker of its
@@ -19,7 +19,7 @@ export function installedNames(
   module: CompiledModule,
   locals: Record<string, unknown>,
   services: ReadonlyMap<string, unknown>,
-  membrane: HostMembrane,
+  membrane: HandleMembrane,
   declarations: ModuleDeclarations,
 ): { globals: string; mossServices: string } {
   const globals = new Map<string, string>();

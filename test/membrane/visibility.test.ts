@@ -9,7 +9,7 @@ import { decodeWire, encodeWire } from "../../engine/membrane/host/host-wire.ts"
 import { isReachableMember, isReachableName, NEVER_REACHED_NAMES } from "../../engine/membrane/visibility.ts";
 import { isNonPublicMember } from "../../engine/prompter/render-declaration.ts";
 import { DeclaredTypes } from "../../engine/runtime/declared-members.ts";
-import { HostMembrane } from "../../engine/runtime/host-membrane.ts";
+import { HandleMembrane } from "../../engine/runtime/host-membrane.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import { InProcessDriver } from "../../engine/sandbox/in-process-driver.ts";
@@ -72,7 +72,7 @@ describe("every consumer gives the same answer for the same member", () => {
   let declared: Map<string, boolean>;
   let prompterHides: Map<string, boolean>;
   let isolateSees: Map<string, string>;
-  const membrane = new HostMembrane();
+  const membrane = new HandleMembrane();
   let handle: number;
   let checker: ModuleChecker;
 

@@ -21,7 +21,7 @@ import {
 
 /*
  * Where model code calls the host, read from what model code cannot shape: V8's structured call sites (the CallSite
- * API), taken by `Error.captureStackTrace` as the bootstrap captured it, with a prepareStackTrace of this file's own
+ * API), taken by `Error.captureStackTrace` as captured when the script was evaluated, with a prepareStackTrace of this file's own
  * that model code cannot replace and a stack limit set for that capture, through CallSite methods captured before
  * model code ran. A frame counts only when it belongs to the run's own script, known by its script hash (learnt by
  * the probe the compiled snippet calls first): a method named `snippet.js:2:1`, a prepareStackTrace of model code,
@@ -48,7 +48,7 @@ const DEEP_FRAMES = 256;
 
 const proxyTargets = new WeakMapCtor<object, object>();
 
-/** The bootstrap tells this file the target of every Proxy model code makes (a proxy of Error is Error here). */
+/** lockdown.ts tells this file the target of every Proxy model code makes (a proxy of Error is Error here). */
 export function noteProxyTarget(proxy: object, target: unknown): void {
   if ((typeof target === "object" || typeof target === "function") && target !== null)
     ReflectApply(WeakMapSet, proxyTargets, [proxy, target]);
@@ -129,8 +129,8 @@ function siteIn(frames: CallSiteFrames): number {
 }
 
 /**
- * The one call site of a host call (every operation: call, construct, get, ask, show): `skip` is the bootstrap
- * function whose frames are left out; `frames` are taken first (a caller deeper is looked for in up to
+ * The one call site of a host call (every operation: call, construct, get, ask, show): `skip` is the isolate's
+ * function whose frames are left out (`callHost`); `frames` are taken first (a caller deeper is looked for in up to
  * DEEP_FRAMES).
  */
 export function callSite(skip: Function, frames: number): CallSite {

@@ -100,6 +100,7 @@ export const binaryConstructors: Record<string, BinaryConstructor> = {
   DataView,
 } as unknown as Record<string, BinaryConstructor>;
 export const ReflectGet = Reflect.get;
+export const ReflectConstruct = Reflect.construct;
 export const ReflectHas = Reflect.has;
 export const ReflectSet = Reflect.set;
 export const ReflectGetOwnPropertyDescriptor = Reflect.getOwnPropertyDescriptor;
