@@ -4,7 +4,6 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Project, ts } from "ts-morph";
-import { importsNodeBuiltin, MODULE_COMPILER_OPTIONS, nodeTypeOptions } from "../compiler/module-project.ts";
 import { codeFrame, MossError } from "../errors.ts";
 import {
   isReachableGlobalName,
@@ -12,6 +11,7 @@ import {
   isReachableMossMember,
   MOSS_NAME_PREFIX,
 } from "../membrane/index.ts";
+import { importsNodeBuiltin, MODULE_COMPILER_OPTIONS, nodeTypeOptions } from "../module/index.ts";
 import { ensureModuleSurface } from "../module-surface.ts";
 import type { Diagnostic } from "../types.ts";
 import { CheckHost } from "./check-host.ts";

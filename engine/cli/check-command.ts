@@ -46,7 +46,8 @@ export const checkCommand: CliCommand = async (argv, io) => {
   }
   // TypeScript loads in the checker's worker while this thread loads the module.
   void startSpareCheckWorker().catch(() => {});
-  const { MossCompiler, moduleProjectFiles } = await loadCompiler();
+  const { MossCompiler } = await loadCompiler();
+  const { moduleProjectFiles } = await import("../module/index.ts");
   // Everything the host setup file, the module and their imports read is tracked: the kept result holds while
   // each of those inputs is unchanged (the host setup's code runs again whenever one changed).
   const { value: runtime, tracked } = await trackReads(() =>

@@ -41,7 +41,8 @@ export const promptCommand: CliCommand = async (argv, io) => {
     replayWarnings(cached.warnings);
     result = cached.result;
   } else {
-    const { MossCompiler, moduleProjectFiles } = await loadCompiler();
+    const { MossCompiler } = await loadCompiler();
+    const { moduleProjectFiles } = await import("../module/index.ts");
     // The host setup, the module's hooks and the prompt's own hooks are tracked: the kept prompt holds while every
     // input they read is unchanged.
     const { value, tracked } = await trackReads(async () => {

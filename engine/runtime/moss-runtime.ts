@@ -3,8 +3,6 @@ import path from "node:path";
 import { context as otelContext, trace as otelTrace, SpanStatusCode } from "@opentelemetry/api";
 import { type Container, destroyOnce } from "../../container/index.ts";
 import { DEFAULT_TYPE_CHECK_TIMEOUT_MS, renderDiagnostics, WorkerModuleChecker } from "../check/index.ts";
-import { type CompiledModule, hiddenNames, visibleValueNames } from "../compiler/compiled-module.ts";
-import { dataFieldMisfits } from "../compiler/fits-declared-type.ts";
 import {
   contextVersion,
   createContext,
@@ -24,6 +22,7 @@ import {
   redactHostPaths,
   splitWireRecord,
 } from "../membrane/index.ts";
+import { type CompiledModule, dataFieldMisfits, hiddenNames, visibleValueNames } from "../module/index.ts";
 import type { Injection } from "../moss.ts";
 import { MossPrompter } from "../prompter/moss-prompter.ts";
 import { abortedResult } from "../sandbox/index.ts";
