@@ -26,6 +26,10 @@ export const LAYERS = [
       "engine/private-temp-folder.ts",
       "engine/enable-code-cache.ts",
       "engine/property-access.ts",
+      "engine/answers.ts",
+      "engine/image-content.ts",
+      "engine/fenced-code.ts",
+      "engine/snippet-file.ts",
     ],
   },
   { name: "membrane", members: ["engine/membrane/"] },
@@ -105,8 +109,6 @@ export const ALLOWED = [
       "engine/compiler/esm-package.ts",
       "engine/compiler/load-module.ts",
       "engine/runtime/shared-sandbox.ts",
-      "engine/runtime/answers.ts",
-      "engine/runtime/image-content.ts",
       "engine/server/moss-config.ts",
       "engine/server/tenant-tokens.ts",
       "engine/server/http-timeouts.ts",
@@ -124,12 +126,6 @@ export const ALLOWED = [
     to: ["engine/agent/conversation.ts", "engine/agent/module-runtime.ts", "engine/agent/moss-agent.ts"],
     reason:
       "the server builds agents without loading the OpenAI client; module-runtime.ts is not part of agent/index.ts",
-  },
-  {
-    from: "engine/agent/",
-    to: ["engine/runtime/fenced-code.ts", "engine/runtime/answers.ts", "engine/runtime/image-content.ts"],
-    reason:
-      "the one fence reader, answers rule and image check are leaves the agent shares with the runtime; runtime/index.ts loads the sandbox",
   },
   {
     from: "engine/cli/agent-command.ts",

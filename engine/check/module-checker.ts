@@ -13,6 +13,7 @@ import {
 } from "../membrane/index.ts";
 import { importsNodeBuiltin, MODULE_COMPILER_OPTIONS, nodeTypeOptions } from "../module/index.ts";
 import { ensureModuleSurface } from "../module-surface.ts";
+import { SNIPPET_FILE } from "../snippet-file.ts";
 import type { Diagnostic } from "../types.ts";
 import { CheckHost } from "./check-host.ts";
 import { MOSS_DIAGNOSTIC_CODES } from "./diagnostic-codes.ts";
@@ -52,7 +53,6 @@ export interface ModuleCheckerOptions {
 }
 
 const MOSS_NAME = "Moss";
-const SNIPPET_FILE_NAME = "snippet.ts";
 const CANNOT_FIND_NAME_CODES = new Set([2304, 2552, 2503, 2580, 2582, 2583, 2584, 2591, 2592]);
 /** "Cannot find name" variants whose only difference is a hint about the checker's configuration (dropped). */
 const CANNOT_FIND_NAME_WITH_HINT = new Set([2580, 2582, 2583, 2584, 2591, 2592]);
@@ -259,7 +259,7 @@ export class ModuleChecker {
    * ones win). Sessions sharing one checker each name themselves as owner; their definitions never mix.
    */
   accept(snippet: string, owner = ""): void {
-    const analysis = analyzeSnippet(snippet, SNIPPET_FILE_NAME, MOSS_NAME);
+    const analysis = analyzeSnippet(snippet, SNIPPET_FILE, MOSS_NAME);
     const edited = applySnippetEdits(snippet, analysis);
     // Earlier definitions of a name this snippet declares go; the snippet's own (overloads, merged ones) all stay.
     const declared = new Set(analysis.declarations.flatMap((item) => item.names.map((name) => name.name)));
@@ -314,7 +314,7 @@ export class ModuleChecker {
       );
     }
     try {
-      const analysis = analyzeSnippet(snippet, SNIPPET_FILE_NAME, MOSS_NAME);
+      const analysis = analyzeSnippet(snippet, SNIPPET_FILE, MOSS_NAME);
       const fast = this.#check(snippet, analysis, false);
       // Only referenced names are imported on the fast path; a missing name is checked again with all of them,
       // so that TypeScript can suggest a close module name ("Did you mean 'square'?").

@@ -8,7 +8,7 @@ import {
   type StopReason,
 } from "../agent/stop-reasons.ts";
 import { MossError } from "../errors.ts";
-import { imageFromFile } from "../runtime/image-content.ts";
+import { imageFromFile } from "../image-content.ts";
 import type { PendingRequest } from "../types.ts";
 import {
   answerRequests,

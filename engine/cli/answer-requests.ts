@@ -7,8 +7,8 @@ import { createInterface, type Interface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
 import { isDeepStrictEqual } from "node:util";
 import { formatReturns } from "../agent/observation.ts";
+import { answerShapeProblem, callPartOf } from "../answers.ts";
 import { MossError } from "../errors.ts";
-import { answerShapeProblem, callPartOf } from "../runtime/answers.ts";
 import type { Answer, Answers, ApprovalRequest, PendingRequest } from "../types.ts";
 import { escapeControlCharacters } from "./escape-control-characters.ts";
 

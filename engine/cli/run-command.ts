@@ -7,6 +7,7 @@ import { renderDiagnostics } from "../check/render-diagnostics.ts";
 import { lockContextFile, readContextFile, writeContextFile } from "../context/index.ts";
 import { MossError } from "../errors.ts";
 import { prestartSharedSandbox } from "../runtime/shared-sandbox.ts";
+import { SNIPPET_FILE } from "../snippet-file.ts";
 import type { Execution } from "../types.ts";
 import {
   answerRequests,
@@ -271,7 +272,7 @@ type Pending = Pick<NonNullable<Execution["pending"]>, "requests" | "continuatio
 function printExecution(execution: Execution, io: CliIo, terminal: Terminal, fileName: string): void {
   const colors = terminal.stderr;
   // The code file is named as `moss check` names it (`<stdin>` or its path), never the internal snippet.ts.
-  const named = (text: string) => text.replaceAll("snippet.ts:", `${fileName}:`);
+  const named = (text: string) => text.replaceAll(`${SNIPPET_FILE}:`, `${fileName}:`);
   // Everything below but our own colours is text the model's code controls.
   const safe = escapeControlCharacters;
   if (execution.stdout) {

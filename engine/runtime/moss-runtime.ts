@@ -2,6 +2,7 @@ import { createHash, randomUUID } from "node:crypto";
 import path from "node:path";
 import { context as otelContext, trace as otelTrace, SpanStatusCode } from "@opentelemetry/api";
 import { type Container, destroyOnce } from "../../container/index.ts";
+import { checkAnswers } from "../answers.ts";
 import { DEFAULT_TYPE_CHECK_TIMEOUT_MS, renderDiagnostics, WorkerModuleChecker } from "../check/index.ts";
 import {
   contextVersion,
@@ -13,6 +14,8 @@ import {
   wireDocument,
 } from "../context/index.ts";
 import { codeFrame, MossError } from "../errors.ts";
+import { stripFences } from "../fenced-code.ts";
+import { MAX_IMAGE_BYTES, ShownImages } from "../image-content.ts";
 import {
   addHostRoot,
   encodeWire,
@@ -34,6 +37,7 @@ import type {
   SandboxSession,
   SessionSetup,
 } from "../sandbox/sandbox.ts";
+import { SNIPPET_SCRIPT } from "../snippet-file.ts";
 import {
   type Answers,
   type CallPolicy,
@@ -46,7 +50,6 @@ import {
   type MossContext,
   type TypeCheckMode,
 } from "../types.ts";
-import { checkAnswers } from "./answers.ts";
 import {
   type ContinuationPayload,
   claimContinuation,
@@ -62,16 +65,8 @@ import {
   moduleDeclarations,
   RUNTIME,
 } from "./declared-members.ts";
-import { stripFences } from "./fenced-code.ts";
 import { HostMembrane, outsideRun } from "./host-membrane.ts";
-import { MAX_IMAGE_BYTES, ShownImages } from "./image-content.ts";
-import {
-  mapCallSiteToSnippet,
-  mapStack,
-  type PreparedSnippet,
-  prepareSnippet,
-  SNIPPET_SCRIPT,
-} from "./prepare-snippet.ts";
+import { mapCallSiteToSnippet, mapStack, type PreparedSnippet, prepareSnippet } from "./prepare-snippet.ts";
 import { type LogEntry, newRequestTag, RunLog, tracer } from "./run-log.ts";
 import { RunSignal } from "./run-signal.ts";
 import { SessionDefinitions } from "./session-definitions.ts";

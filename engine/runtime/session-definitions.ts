@@ -1,4 +1,5 @@
 import { ts } from "ts-morph";
+import { SNIPPET_FILE } from "../snippet-file.ts";
 
 /** Most source text a session's definitions keep (the oldest go first, as if redefined by a `let`). */
 const MAX_DEFINITIONS_CHARS = 256 * 1024;
@@ -80,7 +81,7 @@ export class SessionDefinitions {
   accept(snippet: string): boolean {
     const before = this.text;
     const sourceFile = ts.createSourceFile(
-      "snippet.ts",
+      SNIPPET_FILE,
       snippet,
       ts.ScriptTarget.ES2022,
       true,

@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from "node:crypto";
-import { requestAnswerProblem } from "../runtime/index.ts";
+import { requestAnswerProblem } from "../answers.ts";
 import type { Answer, Answers, ImageContent, PendingRequest } from "../types.ts";
 import { LIST_PAGE_BYTES } from "./answer-bounds.ts";
 import type { Database, SqlExecutor } from "./database.ts";
