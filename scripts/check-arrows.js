@@ -69,12 +69,6 @@ export const PUBLIC_DOORS = ["engine/index.ts", "container/index.ts"];
  */
 export const ALLOWED = [
   // Upward imports.
-  {
-    from: "engine/agent/module-runtime.ts",
-    to: "engine/cli/host-setup.ts",
-    reason:
-      "`moss agent`/`moss test` and the server share the host setup loader; it belongs beside module-runtime.ts",
-  },
   // Deep imports whose front door would load far more than the importer needs, or that sit in files other work
   // is rewriting this round.
   {
@@ -106,7 +100,7 @@ export const ALLOWED = [
       "engine/check/render-diagnostics.ts",
       "engine/check/check-worker-start.ts",
       "engine/check/diagnostic-codes.ts",
-      "engine/compiler/esm-package.ts",
+      "engine/compiler/host-setup.ts",
       "engine/compiler/load-module.ts",
       "engine/runtime/shared-sandbox.ts",
       "engine/server/moss-config.ts",

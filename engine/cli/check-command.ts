@@ -1,11 +1,11 @@
 import { startSpareCheckWorker } from "../check/check-worker-start.ts";
 import { renderDiagnostics } from "../check/render-diagnostics.ts";
+import { hostSetupFile, loadHostSetup } from "../compiler/host-setup.ts";
 import { ensureModuleSurface } from "../module-surface.ts";
 import type { Diagnostic } from "../types.ts";
 import { checkCacheKey, readCachedCheckResult, writeCachedCheck } from "./check-result-cache.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { EXIT } from "./exit-codes.ts";
-import { hostSetupFile, loadHostSetup } from "./host-setup.ts";
 import { loadCompiler } from "./load-compiler.ts";
 import { parseOptions, requireModulePath } from "./parse-options.ts";
 import { readCode } from "./read-code.ts";

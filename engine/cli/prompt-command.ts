@@ -1,6 +1,6 @@
+import { hostSetupFile, loadHostSetup } from "../compiler/host-setup.ts";
 import type { AttributeEntry } from "../prompter/index.ts";
 import type { CliCommand } from "./cli-io.ts";
-import { hostSetupFile, loadHostSetup } from "./host-setup.ts";
 import { loadCompiler } from "./load-compiler.ts";
 import { parseOptions, requireModulePath } from "./parse-options.ts";
 import { replayWarnings, trackReads } from "./read-tracker.ts";

@@ -4,6 +4,7 @@ import { inspect } from "node:util";
 import { describeRequest } from "../agent/observation.ts";
 import { startSpareCheckWorker } from "../check/check-worker-start.ts";
 import { renderDiagnostics } from "../check/render-diagnostics.ts";
+import { loadHostSetup } from "../compiler/host-setup.ts";
 import { lockContextFile, readContextFile, writeContextFile } from "../context/index.ts";
 import { MossError } from "../errors.ts";
 import { prestartSharedSandbox } from "../runtime/shared-sandbox.ts";
@@ -19,7 +20,6 @@ import {
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { escapeControlCharacters } from "./escape-control-characters.ts";
 import { EXIT, usageError } from "./exit-codes.ts";
-import { loadHostSetup } from "./host-setup.ts";
 import { loadCompiler } from "./load-compiler.ts";
 import { parseOptions, requireModulePath } from "./parse-options.ts";
 import { pausedRunPath, readPausedRun, removePausedRun, writePausedRun } from "./paused-run-file.ts";

@@ -2,6 +2,7 @@
 // context and makes runtimes; it reads the module through engine/module/. Every export is named here;
 // module-hooks.ts is a loader entry (registered with node:module), not API.
 export { esmPackageProblem } from "./esm-package.ts";
+export { hostSetupFile, loadHostSetup } from "./host-setup.ts";
 export { ensureModuleLoaders, type LoadedModule, loadModule } from "./load-module.ts";
 export { ModuleCache, type ModuleCacheOptions } from "./module-cache.ts";
 export { checkModuleFile, MossCompiler, type MossCompilerOptions } from "./moss-compiler.ts";

@@ -178,14 +178,14 @@ describe("a copy of the repository with planted imports", () => {
     writeFileSync(door, `${doorText}export * from "./render-declaration.ts";\n`);
     // An allowed exception that no longer occurs must be deleted from the list (when this one is fixed for real,
     // plant the same with another entry of ALLOWED).
-    const moduleRuntime = path.join(copy, "engine/agent/module-runtime.ts");
-    const source = readFileSync(moduleRuntime, "utf8");
-    expect(source).toContain('import { loadHostSetup } from "../cli/host-setup.ts";');
+    const outputValidator = path.join(copy, "moss-modules/mcp/output-validator.ts");
+    const source = readFileSync(outputValidator, "utf8");
+    expect(source).toContain('import { runnableEntryAsync } from "../../engine/runnable-entry.ts";');
     writeFileSync(
-      moduleRuntime,
+      outputValidator,
       source.replace(
-        'import { loadHostSetup } from "../cli/host-setup.ts";',
-        "const loadHostSetup = async (..._args: unknown[]): Promise<undefined> => undefined;",
+        'import { runnableEntryAsync } from "../../engine/runnable-entry.ts";',
+        "const runnableEntryAsync = (..._args: unknown[]): unknown => undefined;",
       ),
     );
     report = JSON.parse(runArrows(["--root", copy, "--json"]).stdout) as ArrowsReport;
@@ -246,7 +246,10 @@ describe("a copy of the repository with planted imports", () => {
 
   test("an allowed exception that no longer occurs is reported", () => {
     expect(report.stale).toEqual([
-      expect.objectContaining({ from: "engine/agent/module-runtime.ts", to: "engine/cli/host-setup.ts" }),
+      expect.objectContaining({
+        from: "moss-modules/mcp/output-validator.ts",
+        to: "engine/runnable-entry.ts",
+      }),
     ]);
   });
 
@@ -258,7 +261,7 @@ describe("a copy of the repository with planted imports", () => {
     );
     expect(run.stderr).toContain("moss-modules/planted.ts:2: moss-modules may import only the public API");
     expect(run.stderr).toContain(
-      "the allowed import engine/agent/module-runtime.ts → engine/cli/host-setup.ts",
+      "the allowed import moss-modules/mcp/output-validator.ts → engine/runnable-entry.ts",
     );
   });
 });
