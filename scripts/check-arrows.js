@@ -5,6 +5,8 @@
 // other; across folders it goes through the folder's front door (`index.ts`, which names its exports: no
 // `export *`); moss-modules/ may use only names the public API (engine/index.ts, container/index.ts) exports; the
 // isolate half of the membrane (ISOLATE_BUNDLE) imports only itself, wire/, protocol.ts and visibility.ts, no package.
+// It also counts the folder cycles of engine/ (folders and top-level files that reach each other through any import,
+// type-only ones too: a cycle the layer rule's exceptions let through) and fails on one not in ALLOWED_CYCLES.
 // Imports are read by TypeScript's parser (static, type-only, re-exports, `import()` and `require()` calls), not by a
 // regular expression. Usage: node scripts/check-arrows.js [--root <dir>] [--json]
 import { existsSync, readdirSync, readFileSync } from "node:fs";
@@ -168,6 +170,12 @@ export const ALLOWED = [
   },
 ];
 
+/**
+ * Folder cycles of engine/ that stay allowed for now, each `{ members, reason }` with members the folders (and
+ * top-level files) of the cycle, in any order. An allowed cycle that no longer occurs is itself an error.
+ */
+export const ALLOWED_CYCLES = [];
+
 /** ALLOWED as one `{ from, to, reason }` per allowed target. */
 const ALLOWED_IMPORTS = ALLOWED.flatMap((rule) =>
   (Array.isArray(rule.to) ? rule.to : [rule.to]).map((to) => ({ from: rule.from, to, reason: rule.reason })),
@@ -206,7 +214,84 @@ export function checkArrows(options = {}) {
   }
   violations.push(...peerCycles(imports));
   const stale = ALLOWED_IMPORTS.filter((rule) => !used.has(rule));
-  return { files: files.length, imports: imports.length, violations, stale };
+  const everyCycle = folderCycles(imports);
+  const allowedCycle = (cycle) => ALLOWED_CYCLES.find((rule) => sameMembers(rule.members, cycle.members));
+  const cycles = everyCycle.filter((cycle) => allowedCycle(cycle) === undefined);
+  const staleCycles = ALLOWED_CYCLES.filter(
+    (rule) => !everyCycle.some((cycle) => sameMembers(rule.members, cycle.members)),
+  );
+  return {
+    files: files.length,
+    imports: imports.length,
+    violations,
+    stale,
+    folderCycles: everyCycle.length,
+    cycles,
+    staleCycles,
+  };
+}
+
+/**
+ * The folder cycles of engine/: the strongly connected groups (Tarjan) of the graph whose nodes are engine's folders
+ * and top-level files and whose edges are every import between two of them, value or type-only. Each cycle is
+ * `{ members, edges }`: its members sorted, and the first import of each edge inside it (`from:line → to`).
+ */
+function folderCycles(imports) {
+  const edges = new Map();
+  for (const entry of imports) {
+    if (!entry.from.startsWith("engine/") || !entry.to.startsWith("engine/")) continue;
+    const fromUnit = unitOf(entry.from);
+    const toUnit = unitOf(entry.to);
+    if (fromUnit === toUnit) continue;
+    if (!edges.has(fromUnit)) edges.set(fromUnit, new Map());
+    const targets = edges.get(fromUnit);
+    if (!targets.has(toUnit)) targets.set(toUnit, entry);
+  }
+  const index = new Map();
+  const lowest = new Map();
+  const stack = [];
+  const onStack = new Set();
+  const groups = [];
+  const visit = (unit) => {
+    index.set(unit, index.size);
+    lowest.set(unit, index.get(unit));
+    stack.push(unit);
+    onStack.add(unit);
+    for (const next of edges.get(unit)?.keys() ?? []) {
+      if (!index.has(next)) {
+        visit(next);
+        lowest.set(unit, Math.min(lowest.get(unit), lowest.get(next)));
+      } else if (onStack.has(next)) {
+        lowest.set(unit, Math.min(lowest.get(unit), index.get(next)));
+      }
+    }
+    if (lowest.get(unit) !== index.get(unit)) return;
+    const group = [];
+    let member;
+    do {
+      member = stack.pop();
+      onStack.delete(member);
+      group.push(member);
+    } while (member !== unit);
+    if (group.length > 1) groups.push(group.sort());
+  };
+  for (const unit of [...edges.keys()].sort()) if (!index.has(unit)) visit(unit);
+  return groups
+    .sort((a, b) => a[0].localeCompare(b[0]))
+    .map((members) => ({
+      members,
+      edges: members.flatMap((from) =>
+        [...(edges.get(from) ?? [])]
+          .filter(([to]) => members.includes(to))
+          .map(([, entry]) => `${entry.from}:${entry.line} → ${entry.to}`),
+      ),
+    }));
+}
+
+function sameMembers(a, b) {
+  return (
+    a.length === b.length && [...a].sort().every((member, position) => member === [...b].sort()[position])
+  );
 }
 
 /** Two folders of one layer that import each other: sideways imports are allowed, a cycle between peers is not. */
@@ -443,14 +528,31 @@ function main() {
         `scripts/check-arrows.js: the allowed import ${rule.from} → ${rule.to} no longer occurs: delete its entry\n`,
       );
     }
-    const failed = result.violations.length + result.stale.length;
+    for (const cycle of result.cycles) {
+      process.stderr.write(
+        `folder cycle ${cycle.members.join(" ↔ ")}: ${cycle.edges.join(", ")}; break it, or list it in ALLOWED_CYCLES with its reason\n`,
+      );
+    }
+    for (const rule of result.staleCycles) {
+      process.stderr.write(
+        `scripts/check-arrows.js: the allowed folder cycle ${rule.members.join(" ↔ ")} no longer occurs: delete its entry\n`,
+      );
+    }
+    const failed = problemCount(result);
     process.stdout.write(
       failed === 0
         ? `check:arrows: ${result.imports} imports in ${result.files} files keep the layers (${ALLOWED_IMPORTS.length} allowed exceptions)\n`
         : `check:arrows: ${failed} problem(s)\n`,
     );
+    process.stdout.write(
+      `check:arrows: ${result.folderCycles} folder cycle(s) in engine/, type imports counted (${ALLOWED_CYCLES.length} allowed)\n`,
+    );
   }
-  process.exitCode = result.violations.length + result.stale.length === 0 ? 0 : 1;
+  process.exitCode = problemCount(result) === 0 ? 0 : 1;
+}
+
+function problemCount(result) {
+  return result.violations.length + result.stale.length + result.cycles.length + result.staleCycles.length;
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) main();

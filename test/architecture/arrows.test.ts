@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -19,6 +19,8 @@ interface ArrowsReport {
   imports: number;
   violations: Violation[];
   stale: Array<{ from: string; to: string }>;
+  folderCycles: number;
+  cycles: Array<{ members: string[]; edges: string[] }>;
 }
 
 function runArrows(args: string[]) {
@@ -35,6 +37,45 @@ test("the repository keeps the layers: npm run check:arrows passes", () => {
   expect(counts).not.toBeNull();
   expect(Number(counts?.[1])).toBeGreaterThan(300);
   expect(Number(counts?.[2])).toBeGreaterThan(100);
+  // No two folders of engine/ reach each other, through value or type imports.
+  expect(run.stdout).toMatch(/check:arrows: 0 folder cycle\(s\) in engine\/, type imports counted/);
+});
+
+test("a folder cycle is counted and fails the check, a type-only import closing it too", () => {
+  const tree = mkdtempSync(path.join(tmpdir(), "moss-arrows-cycle-"));
+  try {
+    cpSync(path.join(root, "package.json"), path.join(tree, "package.json"));
+    const plant = (file: string, text: string) => {
+      mkdirSync(path.dirname(path.join(tree, file)), { recursive: true });
+      writeFileSync(path.join(tree, file), text);
+    };
+    plant("engine/types.ts", "export type Limit = number;\n");
+    plant(
+      "engine/context/index.ts",
+      'import { step } from "../sandbox/index.ts";\nexport const start = () => step;\n',
+    );
+    plant(
+      "engine/sandbox/index.ts",
+      'import type { start } from "../context/index.ts";\nexport const step = 1;\nexport type Start = typeof start;\n',
+    );
+    const report = JSON.parse(runArrows(["--root", tree, "--json"]).stdout) as ArrowsReport;
+    expect(report.folderCycles).toBe(1);
+    expect(report.cycles).toEqual([
+      {
+        members: ["engine/context/", "engine/sandbox/"],
+        edges: [
+          "engine/context/index.ts:1 → engine/sandbox/index.ts",
+          "engine/sandbox/index.ts:1 → engine/context/index.ts",
+        ],
+      },
+    ]);
+    const run = runArrows(["--root", tree]);
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain("folder cycle engine/context/ ↔ engine/sandbox/: ");
+    expect(run.stdout).toContain("check:arrows: 1 folder cycle(s) in engine/, type imports counted");
+  } finally {
+    rmSync(tree, { recursive: true, force: true });
+  }
 });
 
 test("npm run check runs check:arrows before the tests", () => {
