@@ -4,8 +4,8 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { analyzeModule } from "../engine/compiler/module-analysis.ts";
-import { moduleProject } from "../engine/compiler/module-project.ts";
+import { analyzeModule } from "../engine/module/module-analysis.ts";
+import { moduleProject } from "../engine/module/module-project.ts";
 import { DeclaredTypes } from "../engine/runtime/declared-members.ts";
 import { HandleMembrane } from "../engine/runtime/host-membrane.ts";
 import { Journal } from "./fixtures/membrane-service.ts";

@@ -3,9 +3,9 @@
 // the fresh checker of each compile, and it is skipped for unchanged files found clean before in the process.
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { analyzeModule } from "../engine/compiler/module-analysis.ts";
-import { moduleProject } from "../engine/compiler/module-project.ts";
-import { moduleTypeErrors, readCheckedModule } from "../engine/compiler/module-type-check.ts";
+import { analyzeModule } from "../engine/module/module-analysis.ts";
+import { moduleProject } from "../engine/module/module-project.ts";
+import { moduleTypeErrors, readCheckedModule } from "../engine/module/module-type-check.ts";
 import { formatMs, formatRatio, printTable, sample } from "./stats.ts";
 
 const MODULES = ["examples/sphero/context.ts", "examples/todo/context.ts"];

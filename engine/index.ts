@@ -23,6 +23,7 @@ export {
   type StopReason,
 } from "./agent/index.ts";
 export { MossTestSuite } from "./agent/moss-test-suite.ts";
+export { checkAnswers, missingAnswers } from "./answers.ts";
 export {
   type CheckerPoolOptions,
   configureCheckerPool,
@@ -51,19 +52,16 @@ export {
   writeContextFile,
 } from "./context/index.ts";
 export { codeFrame, MossError, type MossErrorCode } from "./errors.ts";
+export { imageFromFile, toImageContent } from "./image-content.ts";
 export { type Injection, type InjectionRuntime, Moss } from "./moss.ts";
 export { type AttributeEntry, MossPrompter } from "./prompter/index.ts";
 export {
-  checkAnswers,
   closeSharedSandboxes,
   configureSharedSandboxes,
   currentRunSignal,
-  imageFromFile,
   MossRuntime,
   type MossRuntimeOptions,
-  missingAnswers,
   type SharedSandboxOptions,
-  toImageContent,
 } from "./runtime/index.ts";
 export {
   type Answer,

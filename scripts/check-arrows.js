@@ -1,9 +1,12 @@
 // `npm run check:arrows`: fails on an import that runs against the layers of moss-ts (ARCHITECTURE.md):
-//   cli → server → agent → compiler → runtime → check/context/prompter/sandbox → membrane → foundation → types/errors
+//   cli → server → agent → compiler → runtime → check/context/prompter/sandbox → module → membrane → foundation →
+//   types/errors
 // An import may point down or sideways within its layer, never up, and two folders of one layer may not import each
 // other; across folders it goes through the folder's front door (`index.ts`, which names its exports: no
 // `export *`); moss-modules/ may use only names the public API (engine/index.ts, container/index.ts) exports; the
 // isolate half of the membrane (ISOLATE_BUNDLE) imports only itself, wire/, protocol.ts and visibility.ts, no package.
+// It also counts the folder cycles of engine/ (folders and top-level files that reach each other through any import,
+// type-only ones too: a cycle the layer rule's exceptions let through) and fails on one not in ALLOWED_CYCLES.
 // Imports are read by TypeScript's parser (static, type-only, re-exports, `import()` and `require()` calls), not by a
 // regular expression. Usage: node scripts/check-arrows.js [--root <dir>] [--json]
 import { existsSync, readdirSync, readFileSync } from "node:fs";
@@ -26,9 +29,15 @@ export const LAYERS = [
       "engine/read-json-file.ts",
       "engine/private-temp-folder.ts",
       "engine/enable-code-cache.ts",
+      "engine/property-access.ts",
+      "engine/answers.ts",
+      "engine/image-content.ts",
+      "engine/fenced-code.ts",
+      "engine/snippet-file.ts",
     ],
   },
   { name: "membrane", members: ["engine/membrane/"] },
+  { name: "module", members: ["engine/module/"] },
   {
     name: "check/context/prompter/sandbox",
     members: ["engine/check/", "engine/context/", "engine/prompter/", "engine/sandbox/"],
@@ -63,36 +72,7 @@ export const PUBLIC_DOORS = ["engine/index.ts", "container/index.ts"];
  * the list only shrinks.
  */
 export const ALLOWED = [
-  // Upward imports: lower layers use the module-analysis half of engine/compiler/ (hidden regions, the visibility
-  // rule, the compiled module's shape, the module program's options). It belongs in a layer under check/ and
-  // prompter/ (issue 17's engine/membrane/visibility.ts takes isPublicMember); moving it now would collide with
-  // the membrane work in progress.
-  {
-    from: "engine/check/",
-    to: ["engine/compiler/hidden-regions.ts", "engine/compiler/module-project.ts"],
-    reason: "module analysis lives in compiler/, above the checker",
-  },
-  {
-    from: "engine/prompter/",
-    to: ["engine/compiler/hidden-regions.ts", "engine/compiler/compiled-module.ts"],
-    reason: "module analysis lives in compiler/, above the prompter",
-  },
-  {
-    from: "engine/runtime/",
-    to: [
-      "engine/compiler/compiled-module.ts",
-      "engine/compiler/module-analysis.ts",
-      "engine/compiler/fits-declared-type.ts",
-    ],
-    reason:
-      "module analysis, the visibility rule (isPublicMember) and the declared-type rule a context is read and written by (dataFieldMisfits) live in compiler/, above the runtime",
-  },
-  {
-    from: "engine/agent/module-runtime.ts",
-    to: "engine/cli/host-setup.ts",
-    reason:
-      "`moss agent`/`moss test` and the server share the host setup loader; it belongs beside module-runtime.ts",
-  },
+  // Upward imports.
   // Deep imports whose front door would load far more than the importer needs, or that sit in files other work
   // is rewriting this round.
   {
@@ -118,11 +98,9 @@ export const ALLOWED = [
       "engine/check/render-diagnostics.ts",
       "engine/check/check-worker-start.ts",
       "engine/check/diagnostic-codes.ts",
-      "engine/compiler/esm-package.ts",
+      "engine/compiler/host-setup.ts",
       "engine/compiler/load-module.ts",
       "engine/runtime/shared-sandbox.ts",
-      "engine/runtime/answers.ts",
-      "engine/runtime/image-content.ts",
       "engine/server/tenant-tokens.ts",
       "engine/server/http/http-timeouts.ts",
       "engine/server/worker-defaults.ts",
@@ -139,12 +117,6 @@ export const ALLOWED = [
     to: ["engine/agent/conversation.ts", "engine/agent/module-runtime.ts", "engine/agent/moss-agent.ts"],
     reason:
       "the server builds agents without loading the OpenAI client; module-runtime.ts is not part of agent/index.ts",
-  },
-  {
-    from: "engine/agent/",
-    to: ["engine/runtime/fenced-code.ts", "engine/runtime/answers.ts", "engine/runtime/image-content.ts"],
-    reason:
-      "the one fence reader, answers rule and image check are leaves the agent shares with the runtime; runtime/index.ts loads the sandbox",
   },
   {
     from: "engine/cli/agent-command.ts",
@@ -177,7 +149,7 @@ export const ALLOWED = [
   },
   {
     from: "moss-modules/openapi/write-if-changed.ts",
-    to: "engine/compiler/module-project.ts",
+    to: "engine/module/module-project.ts",
     reason: "generated declarations are checked with the same module program options as context modules",
   },
   {
@@ -192,6 +164,12 @@ export const ALLOWED = [
     reason: "manifest JSON errors name line and column with the engine's JSON offset reader",
   },
 ];
+
+/**
+ * Folder cycles of engine/ that stay allowed for now, each `{ members, reason }` with members the folders (and
+ * top-level files) of the cycle, in any order. An allowed cycle that no longer occurs is itself an error.
+ */
+export const ALLOWED_CYCLES = [];
 
 /** ALLOWED as one `{ from, to, reason }` per allowed target. */
 const ALLOWED_IMPORTS = ALLOWED.flatMap((rule) =>
@@ -231,7 +209,84 @@ export function checkArrows(options = {}) {
   }
   violations.push(...peerCycles(imports));
   const stale = ALLOWED_IMPORTS.filter((rule) => !used.has(rule));
-  return { files: files.length, imports: imports.length, violations, stale };
+  const everyCycle = folderCycles(imports);
+  const allowedCycle = (cycle) => ALLOWED_CYCLES.find((rule) => sameMembers(rule.members, cycle.members));
+  const cycles = everyCycle.filter((cycle) => allowedCycle(cycle) === undefined);
+  const staleCycles = ALLOWED_CYCLES.filter(
+    (rule) => !everyCycle.some((cycle) => sameMembers(rule.members, cycle.members)),
+  );
+  return {
+    files: files.length,
+    imports: imports.length,
+    violations,
+    stale,
+    folderCycles: everyCycle.length,
+    cycles,
+    staleCycles,
+  };
+}
+
+/**
+ * The folder cycles of engine/: the strongly connected groups (Tarjan) of the graph whose nodes are engine's folders
+ * and top-level files and whose edges are every import between two of them, value or type-only. Each cycle is
+ * `{ members, edges }`: its members sorted, and the first import of each edge inside it (`from:line → to`).
+ */
+function folderCycles(imports) {
+  const edges = new Map();
+  for (const entry of imports) {
+    if (!entry.from.startsWith("engine/") || !entry.to.startsWith("engine/")) continue;
+    const fromUnit = unitOf(entry.from);
+    const toUnit = unitOf(entry.to);
+    if (fromUnit === toUnit) continue;
+    if (!edges.has(fromUnit)) edges.set(fromUnit, new Map());
+    const targets = edges.get(fromUnit);
+    if (!targets.has(toUnit)) targets.set(toUnit, entry);
+  }
+  const index = new Map();
+  const lowest = new Map();
+  const stack = [];
+  const onStack = new Set();
+  const groups = [];
+  const visit = (unit) => {
+    index.set(unit, index.size);
+    lowest.set(unit, index.get(unit));
+    stack.push(unit);
+    onStack.add(unit);
+    for (const next of edges.get(unit)?.keys() ?? []) {
+      if (!index.has(next)) {
+        visit(next);
+        lowest.set(unit, Math.min(lowest.get(unit), lowest.get(next)));
+      } else if (onStack.has(next)) {
+        lowest.set(unit, Math.min(lowest.get(unit), index.get(next)));
+      }
+    }
+    if (lowest.get(unit) !== index.get(unit)) return;
+    const group = [];
+    let member;
+    do {
+      member = stack.pop();
+      onStack.delete(member);
+      group.push(member);
+    } while (member !== unit);
+    if (group.length > 1) groups.push(group.sort());
+  };
+  for (const unit of [...edges.keys()].sort()) if (!index.has(unit)) visit(unit);
+  return groups
+    .sort((a, b) => a[0].localeCompare(b[0]))
+    .map((members) => ({
+      members,
+      edges: members.flatMap((from) =>
+        [...(edges.get(from) ?? [])]
+          .filter(([to]) => members.includes(to))
+          .map(([, entry]) => `${entry.from}:${entry.line} → ${entry.to}`),
+      ),
+    }));
+}
+
+function sameMembers(a, b) {
+  return (
+    a.length === b.length && [...a].sort().every((member, position) => member === [...b].sort()[position])
+  );
 }
 
 /** Two folders of one layer that import each other: sideways imports are allowed, a cycle between peers is not. */
@@ -468,14 +523,31 @@ function main() {
         `scripts/check-arrows.js: the allowed import ${rule.from} → ${rule.to} no longer occurs: delete its entry\n`,
       );
     }
-    const failed = result.violations.length + result.stale.length;
+    for (const cycle of result.cycles) {
+      process.stderr.write(
+        `folder cycle ${cycle.members.join(" ↔ ")}: ${cycle.edges.join(", ")}; break it, or list it in ALLOWED_CYCLES with its reason\n`,
+      );
+    }
+    for (const rule of result.staleCycles) {
+      process.stderr.write(
+        `scripts/check-arrows.js: the allowed folder cycle ${rule.members.join(" ↔ ")} no longer occurs: delete its entry\n`,
+      );
+    }
+    const failed = problemCount(result);
     process.stdout.write(
       failed === 0
         ? `check:arrows: ${result.imports} imports in ${result.files} files keep the layers (${ALLOWED_IMPORTS.length} allowed exceptions)\n`
         : `check:arrows: ${failed} problem(s)\n`,
     );
+    process.stdout.write(
+      `check:arrows: ${result.folderCycles} folder cycle(s) in engine/, type imports counted (${ALLOWED_CYCLES.length} allowed)\n`,
+    );
   }
-  process.exitCode = result.violations.length + result.stale.length === 0 ? 0 : 1;
+  process.exitCode = problemCount(result) === 0 ? 0 : 1;
+}
+
+function problemCount(result) {
+  return result.violations.length + result.stale.length + result.cycles.length + result.staleCycles.length;
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) main();

@@ -1,4 +1,4 @@
-import { fencedBlocks } from "../runtime/fenced-code.ts";
+import { fencedBlocks } from "../fenced-code.ts";
 import type { ToolSpec } from "./language-model.ts";
 
 /** The agent's role, first line of every system prompt. */

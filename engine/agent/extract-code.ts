@@ -4,7 +4,7 @@
  * Tool mode: the `moss` tool's arguments should be `{"code": "..."}`. Also accepted: the arguments JSON
  * stringified twice, the code itself wrapped in `{"code": ...}` again, a single other string property,
  * JSON with raw newlines inside the string, bare code instead of JSON, and markdown fences around the code (read by
- * engine/runtime/fenced-code.ts, the one fence reader: in code text only a leading fence counts).
+ * engine/fenced-code.ts, the one fence reader: in code text only a leading fence counts).
  *
  * Prose mode (tools off): the **last complete** fenced block tagged `typescript`/`ts`/`tsx` wins, because
  * models that show a wrong version and then a corrected one put the answer last, and joining blocks would
@@ -22,7 +22,7 @@
  * object or as a JSON string, under `arguments`, `parameters`, `args` or `input`.
  */
 
-import { fencedBlocks, findFencedCode, STARTS_WITH_CODE } from "../runtime/fenced-code.ts";
+import { fencedBlocks, findFencedCode, STARTS_WITH_CODE } from "../fenced-code.ts";
 
 /** Where a piece of code was found: a structured tool call, a tool call written as text, a fenced block, bare code. */
 export type CodeSource = "tool" | "tool-text" | "fence" | "bare";
@@ -74,7 +74,7 @@ export function extractProseCode(content: string): ExtractedCode {
   }
 }
 
-/** Removes markdown fences around code (the text of a tool call): see engine/runtime/fenced-code.ts for the rules. */
+/** Removes markdown fences around code (the text of a tool call): see engine/fenced-code.ts for the rules. */
 export function stripFences(code: string): ExtractedCode {
   const found = findFencedCode(code, "code");
   switch (found.kind) {

@@ -1,6 +1,5 @@
 import type { Container, Token } from "../../container/index.ts";
-import { loadHostSetup } from "../cli/host-setup.ts";
-import { MossCompiler, type MossCompilerOptions } from "../compiler/index.ts";
+import { loadHostSetup, MossCompiler, type MossCompilerOptions } from "../compiler/index.ts";
 import type { MossRuntime } from "../runtime/index.ts";
 import type { MossContext } from "../types.ts";
 

@@ -1,6 +1,6 @@
+import { checkAnswers } from "../answers.ts";
 import { MossError } from "../errors.ts";
-import { checkAnswers } from "../runtime/answers.ts";
-import { toImageContent } from "../runtime/image-content.ts";
+import { toImageContent } from "../image-content.ts";
 import type { Answers, Execution, ImageContent, MossContext, PendingRequest } from "../types.ts";
 import { buildSystemPrompt, cutOffNotice, unclearAnswerNotice } from "./agent-prompt.ts";
 import type {

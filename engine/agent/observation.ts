@@ -1,5 +1,6 @@
 import { inspect } from "node:util";
 import { renderDiagnostics } from "../check/render-diagnostics.ts";
+import { SNIPPET_FILE } from "../snippet-file.ts";
 import type { Execution, ExecutionError, PendingRequest } from "../types.ts";
 
 /** Size bounds of the observation text sent back to the model after an execution. */
@@ -70,7 +71,7 @@ export function formatValue(value: unknown): string {
 function formatError(error: ExecutionError): string {
   const lines = [`${error.name}: ${error.message}`];
   if (error.line !== undefined) {
-    lines.push(`at snippet.ts:${error.line}${error.column === undefined ? "" : `:${error.column}`}`);
+    lines.push(`at ${SNIPPET_FILE}:${error.line}${error.column === undefined ? "" : `:${error.column}`}`);
   }
   if (error.frame) lines.push(error.frame);
   if (error.stack && error.kind === "runtime") {

@@ -1,4 +1,4 @@
-import { fencedBlocks } from "../runtime/fenced-code.ts";
+import { fencedBlocks } from "../fenced-code.ts";
 
 const ANNOUNCES_MORE =
   /^(?:let me(?! know)|let's|let us|i will|i'll|i am going to|i'm going to|now,? i|next,? i|first,? i)\b/i;

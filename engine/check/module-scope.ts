@@ -1,5 +1,5 @@
 import { ts } from "ts-morph";
-import { findHiddenRegions, isLineHidden } from "../compiler/hidden-regions.ts";
+import { findHiddenRegions, isLineHidden } from "../module/index.ts";
 import { isAugmentation, topLevelDeclarations } from "./snippet-analysis.ts";
 
 /** The names a context module puts in scope for the model's code, and how to expose them from a scope file. */

@@ -1,4 +1,5 @@
 import { diagnosticText } from "../errors.ts";
+import { SNIPPET_FILE } from "../snippet-file.ts";
 import type { Diagnostic } from "../types.ts";
 
 /** Options of `renderDiagnostics`. */
@@ -14,7 +15,7 @@ const DEFAULT_MAX = 5;
 /** Renders diagnostics as compact feedback for the model: errors first, earlier lines first, duplicates dropped. */
 export function renderDiagnostics(diagnostics: Diagnostic[], options: RenderDiagnosticsOptions = {}): string {
   const max = Math.max(0, options.max ?? DEFAULT_MAX);
-  const fileName = options.fileName ?? "snippet.ts";
+  const fileName = options.fileName ?? SNIPPET_FILE;
   const seen = new Set<string>();
   const unique = [...diagnostics]
     .sort(

@@ -1,4 +1,5 @@
 import { ts } from "ts-morph";
+import { SNIPPET_FILE } from "../snippet-file.ts";
 
 /** A name declared at the top level of a file, with where its identifier starts and ends. */
 export interface DeclaredName {
@@ -60,7 +61,7 @@ export interface SnippetAnalysis {
 /** Parses a snippet (no type information) and finds its declarations, imports and the untyped `main` parameter. */
 export function analyzeSnippet(
   snippet: string,
-  fileName = "snippet.ts",
+  fileName = SNIPPET_FILE,
   mossTypeName = "Moss",
 ): SnippetAnalysis {
   const sourceFile = ts.createSourceFile(fileName, snippet, ts.ScriptTarget.ES2022, true, ts.ScriptKind.TS);

@@ -3,7 +3,7 @@ import type { AgentEvent, AgentRunResult, LanguageModel } from "../agent/index.t
 import { DEFAULT_OBSERVATION_LIMITS, describeRequest, truncateMiddle } from "../agent/observation.ts";
 import { STOP_REASONS, type StopReason } from "../agent/stop-reasons.ts";
 import { MossError } from "../errors.ts";
-import { imageFromFile } from "../runtime/image-content.ts";
+import { imageFromFile } from "../image-content.ts";
 import type { PendingRequest } from "../types.ts";
 import {
   answerRequests,

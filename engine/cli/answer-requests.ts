@@ -7,9 +7,9 @@ import { createInterface, type Interface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
 import { isDeepStrictEqual } from "node:util";
 import { formatReturns } from "../agent/observation.ts";
+import { answerShapeProblem, callPartOf } from "../answers.ts";
 import { MossError } from "../errors.ts";
 import { parseJsonText } from "../read-json-file.ts";
-import { answerShapeProblem, callPartOf } from "../runtime/answers.ts";
 import type { Answer, Answers, ApprovalRequest, PendingRequest } from "../types.ts";
 import { escapeControlCharacters } from "./escape-control-characters.ts";
 

@@ -1,11 +1,11 @@
 import { startSpareCheckWorker } from "../check/check-worker-start.ts";
 import { renderDiagnostics } from "../check/render-diagnostics.ts";
+import { hostSetupFile, loadHostSetup } from "../compiler/host-setup.ts";
 import { ensureModuleSurface } from "../module-surface.ts";
 import type { Diagnostic } from "../types.ts";
 import { checkCacheKey, readCachedCheckResult, writeCachedCheck } from "./check-result-cache.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { EXIT } from "./exit-codes.ts";
-import { hostSetupFile, loadHostSetup } from "./host-setup.ts";
 import { loadCompiler } from "./load-compiler.ts";
 import { parseOptions, requireModulePath } from "./parse-options.ts";
 import { readCode } from "./read-code.ts";
@@ -46,7 +46,8 @@ export const checkCommand: CliCommand = async (argv, io) => {
   }
   // TypeScript loads in the checker's worker while this thread loads the module.
   void startSpareCheckWorker().catch(() => {});
-  const { MossCompiler, moduleProjectFiles } = await loadCompiler();
+  const { MossCompiler } = await loadCompiler();
+  const { moduleProjectFiles } = await import("../module/index.ts");
   // Everything the host setup file, the module and their imports read is tracked: the kept result holds while
   // each of those inputs is unchanged (the host setup's code runs again whenever one changed).
   const { value: runtime, tracked } = await trackReads(() =>

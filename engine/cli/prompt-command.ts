@@ -1,6 +1,6 @@
+import { hostSetupFile, loadHostSetup } from "../compiler/host-setup.ts";
 import type { AttributeEntry } from "../prompter/index.ts";
 import type { CliCommand } from "./cli-io.ts";
-import { hostSetupFile, loadHostSetup } from "./host-setup.ts";
 import { loadCompiler } from "./load-compiler.ts";
 import { parseOptions, requireModulePath } from "./parse-options.ts";
 import { replayWarnings, trackReads } from "./read-tracker.ts";
@@ -41,7 +41,8 @@ export const promptCommand: CliCommand = async (argv, io) => {
     replayWarnings(cached.warnings);
     result = cached.result;
   } else {
-    const { MossCompiler, moduleProjectFiles } = await loadCompiler();
+    const { MossCompiler } = await loadCompiler();
+    const { moduleProjectFiles } = await import("../module/index.ts");
     // The host setup, the module's hooks and the prompt's own hooks are tracked: the kept prompt holds while every
     // input they read is unchanged.
     const { value, tracked } = await trackReads(async () => {

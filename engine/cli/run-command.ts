@@ -3,9 +3,11 @@ import path from "node:path";
 import { describeRequest, formatValue } from "../agent/observation.ts";
 import { startSpareCheckWorker } from "../check/check-worker-start.ts";
 import { renderDiagnostics } from "../check/render-diagnostics.ts";
+import { loadHostSetup } from "../compiler/host-setup.ts";
 import { lockContextFile, readContextFile, writeContextFile } from "../context/index.ts";
 import { MossError } from "../errors.ts";
 import { prestartSharedSandbox } from "../runtime/shared-sandbox.ts";
+import { SNIPPET_FILE } from "../snippet-file.ts";
 import type { Execution } from "../types.ts";
 import {
   answerRequests,
@@ -17,7 +19,6 @@ import {
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { escapeControlCharacters } from "./escape-control-characters.ts";
 import { EXIT, usageError } from "./exit-codes.ts";
-import { loadHostSetup } from "./host-setup.ts";
 import { loadCompiler } from "./load-compiler.ts";
 import { parseOptions, requireModulePath } from "./parse-options.ts";
 import { pausedRunPath, readPausedRun, removePausedRun, writePausedRun } from "./paused-run-file.ts";
@@ -270,7 +271,7 @@ type Pending = Pick<NonNullable<Execution["pending"]>, "requests" | "continuatio
 function printExecution(execution: Execution, io: CliIo, terminal: Terminal, fileName: string): void {
   const colors = terminal.stderr;
   // The code file is named as `moss check` names it (`<stdin>` or its path), never the internal snippet.ts.
-  const named = (text: string) => text.replaceAll("snippet.ts:", `${fileName}:`);
+  const named = (text: string) => text.replaceAll(`${SNIPPET_FILE}:`, `${fileName}:`);
   // Everything below but our own colours is text the model's code controls.
   const safe = escapeControlCharacters;
   if (execution.stdout) {

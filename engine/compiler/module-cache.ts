@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { CompiledModule } from "./compiled-module.ts";
+import type { CompiledModule } from "../module/index.ts";
 
 /** Options of {@link ModuleCache}. */
 export interface ModuleCacheOptions {

@@ -3,6 +3,15 @@ import path from "node:path";
 import { Container, type Provider, type Token, tokenName } from "../../container/index.ts";
 import { locatedMessage, MossError } from "../errors.ts";
 import { isReachableGlobalName, MOSS_NAME_PREFIX } from "../membrane/index.ts";
+import {
+  type CompiledModule,
+  dataFieldMisfits,
+  HOOK_NAMES,
+  type HookName,
+  type ModuleAnalysis,
+  type MossField,
+  readCheckedModule,
+} from "../module/index.ts";
 import { Moss as MossBase } from "../moss.ts";
 import { continuationKey, MossRuntime, type MossRuntimeOptions } from "../runtime/index.ts";
 import {
@@ -12,12 +21,8 @@ import {
   type MossContext,
   type TypeCheckMode,
 } from "../types.ts";
-import type { CompiledModule } from "./compiled-module.ts";
-import { dataFieldMisfits } from "./fits-declared-type.ts";
 import { loadModule } from "./load-module.ts";
-import { HOOK_NAMES, type HookName, type ModuleAnalysis, type MossField } from "./module-analysis.ts";
 import type { ModuleCache } from "./module-cache.ts";
-import { readCheckedModule } from "./module-type-check.ts";
 import { mismatchError, restoreContext } from "./restore-context.ts";
 
 /** Options of a compiler; everything but the container is passed on to the runtime. */

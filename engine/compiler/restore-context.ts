@@ -1,9 +1,9 @@
 import path from "node:path";
-import { decodeProperties, partitionProperties, propertyAccess } from "../context/index.ts";
+import { decodeProperties, partitionProperties } from "../context/index.ts";
 import { locatedMessage, MossError } from "../errors.ts";
+import { type DataFieldMisfit, dataFieldMisfits, type ModuleAnalysis } from "../module/index.ts";
+import { propertyAccess } from "../property-access.ts";
 import type { MossContext } from "../types.ts";
-import { type DataFieldMisfit, dataFieldMisfits } from "./fits-declared-type.ts";
-import type { ModuleAnalysis } from "./module-analysis.ts";
 
 /** The data fields a context restores, and what the author should know about the rest of it. */
 export interface RestoredContext {

@@ -2,6 +2,7 @@ import { types } from "node:util";
 import SuperJSON from "superjson";
 import { MossError } from "../errors.ts";
 import { binaryConstructors, WIRE_MAX_BIGINT_DIGITS } from "../membrane/index.ts";
+import { propertyAccess } from "../property-access.ts";
 import { DEFAULT_LIMITS } from "../types.ts";
 import { expandedSizeProblem } from "./measure-value.ts";
 import { decodeWithReferentialEqualities } from "./referential-equalities.ts";
@@ -312,11 +313,6 @@ function findUnpersistable(value: unknown, path: string, seen: Set<object>): str
   if (value instanceof Error) return `${path} is an Error (persist its message instead)`;
   const className = (prototype as { constructor?: { name?: string } }).constructor?.name;
   return `${path} is an instance of ${className || "an anonymous class"}`;
-}
-
-/** How a property key reads in a path: `.name`, or `["other key"]`. */
-export function propertyAccess(key: string): string {
-  return /^[A-Za-z_$][\w$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
 }
 
 function describeKey(key: unknown, index: number): string {

@@ -14,7 +14,6 @@ export {
   type EncodedProperties,
   type EncodePropertiesOptions,
   encodeProperties,
-  propertyAccess,
 } from "./encode-properties.ts";
 export { FileContextStore, type LockOwner, lockContextFile } from "./file-context-store.ts";
 export { expandedSizeProblem, measureValue } from "./measure-value.ts";

@@ -1,8 +1,7 @@
 import path from "node:path";
 import { type ImportDeclaration, Node, type SourceFile, ts } from "ts-morph";
-import type { CompiledModule } from "../compiler/compiled-module.ts";
-import { findHiddenRegions, isLineHidden, visibleSource } from "../compiler/hidden-regions.ts";
 import { MossError } from "../errors.ts";
+import { type CompiledModule, findHiddenRegions, isLineHidden, visibleSource } from "../module/index.ts";
 import { isModuleSurfaceFile } from "../module-surface.ts";
 import { isNonPublicMember, renderDeclaration } from "./render-declaration.ts";
 

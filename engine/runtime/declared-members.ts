@@ -1,5 +1,5 @@
 import { ts } from "ts-morph";
-import { isPublicMember } from "../compiler/module-analysis.ts";
+import { isPublicMember } from "../module/index.ts";
 
 /**
  * What the membrane may expose of a host value at one position (a service field, a call result, a property, an

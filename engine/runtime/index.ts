@@ -1,10 +1,9 @@
 // The runtime: one session of a compiled module, executing checked snippets in the sandbox. Every export is named
 // here. Inside: the session (moss-runtime.ts, session-setup.ts, session-data.ts, session-definitions.ts), the snippet
-// (fenced-code.ts, checked-snippet.ts, prepare-snippet.ts), the run (run-plan.ts, run-verdict.ts, run-signal.ts),
-// durable runs (continuation.ts, run-continuation.ts, answers.ts), and the membrane's host half (host-membrane.ts,
+// (checked-snippet.ts, prepare-snippet.ts), the run (run-plan.ts, run-verdict.ts, run-signal.ts),
+// durable runs (continuation.ts, run-continuation.ts), and the membrane's host half (host-membrane.ts,
 // declared-members.ts, run-log.ts with log-entry.ts, call-decision.ts, denotations.ts, handle-wire.ts,
 // host-outcome.ts), which is internal to this folder.
-export { answerShapeProblem, checkAnswers, missingAnswers, requestAnswerProblem } from "./answers.ts";
 export {
   type ContinuationPayload,
   continuationCode,
@@ -12,13 +11,10 @@ export {
   DEFAULT_CONTINUATION_TTL_MS,
   MAX_CONTINUATION_RESULTS,
 } from "./continuation.ts";
-export { type FencedCode, stripFences } from "./fenced-code.ts";
-export { imageFromFile, imageProblem, ShownImages, toImageContent } from "./image-content.ts";
 export { MossRuntime } from "./moss-runtime.ts";
 export {
   type PreparedSnippet,
   prepareSnippet,
-  SNIPPET_FILE,
   type SnippetSyntaxError,
 } from "./prepare-snippet.ts";
 export { currentRunSignal, withRunSignal } from "./run-signal.ts";

@@ -2,11 +2,14 @@ import { createHash, randomUUID } from "node:crypto";
 import path from "node:path";
 import { context as otelContext, trace as otelTrace, SpanStatusCode } from "@opentelemetry/api";
 import { type Container, destroyOnce } from "../../container/index.ts";
+import { checkAnswers } from "../answers.ts";
 import type { WorkerModuleChecker } from "../check/index.ts";
-import { type CompiledModule, visibleValueNames } from "../compiler/compiled-module.ts";
 import { contextVersion, createContext } from "../context/index.ts";
 import { codeFrame, MossError } from "../errors.ts";
+import { stripFences } from "../fenced-code.ts";
+import { MAX_IMAGE_BYTES, ShownImages } from "../image-content.ts";
 import { addHostRoot, encodeWire } from "../membrane/index.ts";
+import { type CompiledModule, visibleValueNames } from "../module/index.ts";
 import type { Injection } from "../moss.ts";
 import { MossPrompter } from "../prompter/index.ts";
 import { abortedResult } from "../sandbox/index.ts";
@@ -17,6 +20,7 @@ import type {
   SandboxSession,
   SessionSetup,
 } from "../sandbox/sandbox.ts";
+import { SNIPPET_SCRIPT } from "../snippet-file.ts";
 import {
   type Answers,
   type CallPolicy,
@@ -29,7 +33,6 @@ import {
   type MossContext,
   type TypeCheckMode,
 } from "../types.ts";
-import { checkAnswers } from "./answers.ts";
 import { checkedSnippet } from "./checked-snippet.ts";
 import {
   type ContinuationPayload,
@@ -39,16 +42,9 @@ import {
   openContinuation,
 } from "./continuation.ts";
 import { type DeclaredType, type ModuleDeclarations, moduleDeclarations } from "./declared-members.ts";
-import { stripFences } from "./fenced-code.ts";
 import { HandleMembrane, outsideRun } from "./host-membrane.ts";
-import { MAX_IMAGE_BYTES, ShownImages } from "./image-content.ts";
 import { newRequestTag } from "./log-entry.ts";
-import {
-  mapCallSiteToSnippet,
-  type PreparedSnippet,
-  prepareSnippet,
-  SNIPPET_SCRIPT,
-} from "./prepare-snippet.ts";
+import { mapCallSiteToSnippet, type PreparedSnippet, prepareSnippet } from "./prepare-snippet.ts";
 import { PrintedOutput } from "./printed-output.ts";
 import {
   assertResumedAsPaused,

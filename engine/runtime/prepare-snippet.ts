@@ -8,16 +8,13 @@ import {
 } from "@jridgewell/trace-mapping";
 import { ts } from "ts-morph";
 import { CALL_SITE_PROBE, callSiteOf } from "../membrane/index.ts";
+import { SNIPPET_FILE } from "../snippet-file.ts";
 
 /**
  * esbuild, loaded with the first snippet that runs (`moss check` and a prompt never need it), then kept: an
  * `import()` per snippet goes through the module hooks each time (on Node 20, a round trip to their loader thread).
  */
 let esbuild: Promise<typeof import("esbuild")> | undefined;
-
-/** The file names model code is known by: in diagnostics, stacks and code frames. */
-export const SNIPPET_FILE = "snippet.ts";
-export const SNIPPET_SCRIPT = "snippet.js";
 
 /** A snippet ready for the sandbox: a classic script whose top-level definitions become globals. */
 export interface PreparedSnippet {

@@ -1,5 +1,5 @@
 import type { Container } from "../../container/index.ts";
-import type { CompiledModule } from "../compiler/compiled-module.ts";
+import type { CompiledModule } from "../module/index.ts";
 import type { SandboxDriver } from "../sandbox/sandbox.ts";
 import type {
   CallPolicy,

@@ -1,5 +1,3 @@
-import type { CompiledModule } from "../compiler/compiled-module.ts";
-import { dataFieldMisfits } from "../compiler/fits-declared-type.ts";
 import {
   decodeProperties,
   encodeWireProperties,
@@ -8,6 +6,8 @@ import {
   wireDocument,
 } from "../context/index.ts";
 import { encodeWireFields, joinWireRecords, splitWireRecord } from "../membrane/index.ts";
+import type { CompiledModule } from "../module/index.ts";
+import { dataFieldMisfits } from "../module/index.ts";
 
 /** A data field as persisted: its wire text (checked, plain data) and its expanded size. */
 class PersistedWire {

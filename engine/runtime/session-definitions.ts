@@ -1,6 +1,7 @@
 import { ts } from "ts-morph";
+import { SNIPPET_FILE } from "../snippet-file.ts";
 import type { Diagnostic, MossContext } from "../types.ts";
-import { prepareSnippet, SNIPPET_FILE } from "./prepare-snippet.ts";
+import { prepareSnippet } from "./prepare-snippet.ts";
 
 /** Most source text a session's definitions keep (the oldest go first, as if redefined by a `let`). */
 const MAX_DEFINITIONS_CHARS = 256 * 1024;

@@ -1,7 +1,7 @@
 import type { Container } from "../../container/index.ts";
 import { WorkerModuleChecker } from "../check/index.ts";
-import { type CompiledModule, hiddenNames, visibleValueNames } from "../compiler/compiled-module.ts";
 import { joinWireRecord } from "../membrane/index.ts";
+import { type CompiledModule, hiddenNames, visibleValueNames } from "../module/index.ts";
 import type { ExecutionLimits } from "../types.ts";
 import { type ModuleDeclarations, RUNTIME } from "./declared-members.ts";
 import type { HandleMembrane } from "./host-membrane.ts";

@@ -1,6 +1,6 @@
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { moduleProject } from "../../engine/compiler/module-project.ts";
+import { moduleProject } from "../../engine/module/module-project.ts";
 
 /** Writes a generated file atomically, only when its text differs (an unchanged API keeps file and timestamp). */
 export async function writeIfChanged(file: string, text: string): Promise<boolean> {

@@ -3,7 +3,7 @@ import path from "node:path";
 import { afterAll, describe, expect, test } from "vitest";
 import { buildSystemPrompt, fenceModulePrompt, MODULE_HEADING } from "../../engine/agent/agent-prompt.ts";
 import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
-import { fencedBlocks } from "../../engine/runtime/fenced-code.ts";
+import { fencedBlocks } from "../../engine/fenced-code.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 
 const GOLDEN = path.resolve("test/golden");

@@ -8,7 +8,7 @@ import { FileConversationStore } from "../../engine/agent/conversation-store.ts"
 import { MossAgent } from "../../engine/agent/moss-agent.ts";
 import { OpenAILanguageModel, SHOWN_IMAGES_TEXT } from "../../engine/agent/openai-language-model.ts";
 import { MossError } from "../../engine/errors.ts";
-import { imageFromFile } from "../../engine/runtime/image-content.ts";
+import { imageFromFile } from "../../engine/image-content.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import { BLUE_DOT } from "../fixtures/images/camera-context.ts";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "./fake-openai-server.ts";

@@ -7,7 +7,7 @@ import {
   createModuleProject,
   MODULE_COMPILER_OPTIONS,
   nodeTypeOptions,
-} from "../../engine/compiler/module-project.ts";
+} from "../../engine/module/module-project.ts";
 import {
   ensureModuleSurface,
   isModuleSurfaceFile,

@@ -299,7 +299,7 @@ describe.each(["in-process", "process"] as const)("durable runs (%s driver)", (s
     await expect(runtime.resume(pending.continuation, { [id]: { answer: "yes" } })).rejects.toThrow(
       /asks to approve a call/,
     );
-    // A partial set is refused (engine/runtime/answers.ts), naming the request left out; nothing ran.
+    // A partial set is refused (engine/answers.ts), naming the request left out; nothing ran.
     await expect(runtime.resume(pending.continuation, {})).rejects.toThrow(`none was given for "${id}"`);
     expect(robot.moves).toBe(0);
     // None of the refusals used the continuation up.

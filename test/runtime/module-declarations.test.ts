@@ -1,8 +1,8 @@
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterAll, describe, expect, test } from "vitest";
-import { readCheckedModule } from "../../engine/compiler/module-type-check.ts";
 import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
+import { readCheckedModule } from "../../engine/module/module-type-check.ts";
 import { moduleDeclarations } from "../../engine/runtime/declared-members.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import { FIXTURES } from "../helpers/compile-from-text.ts";

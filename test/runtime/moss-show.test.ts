@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, test } from "vitest";
 import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
-import { MAX_SHOWN_IMAGES } from "../../engine/runtime/image-content.ts";
+import { MAX_SHOWN_IMAGES } from "../../engine/image-content.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import { BLUE_DOT } from "../fixtures/images/camera-context.ts";

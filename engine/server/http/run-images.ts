@@ -1,4 +1,4 @@
-import { imageProblem } from "../../runtime/index.ts";
+import { imageProblem } from "../../image-content.ts";
 import type { ImageContent } from "../../types.ts";
 import { ServerError } from "../server-error.ts";
 

@@ -1,7 +1,7 @@
 // Answers to a paused run's requests: the server's one matcher of answers to requests, collected over several
 // posts until every request has one (then the run is queued to resume), each post once per Idempotency-Key.
 import { createHash } from "node:crypto";
-import { requestAnswerProblem } from "../../runtime/index.ts";
+import { requestAnswerProblem } from "../../answers.ts";
 import type { Answer, PendingRequest } from "../../types.ts";
 import { ServerError } from "../server-error.ts";
 import type { SqlExecutor } from "./database.ts";

@@ -4,8 +4,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Project } from "ts-morph";
 import { expect } from "vitest";
-import { MODULE_COMPILER_OPTIONS } from "../../../engine/compiler/module-project.ts";
 import { MossCompiler } from "../../../engine/compiler/moss-compiler.ts";
+import { MODULE_COMPILER_OPTIONS } from "../../../engine/module/module-project.ts";
 import { bindOpenApi } from "../../../moss-modules/openapi/index.ts";
 
 const require = createRequire(import.meta.url);

@@ -1,6 +1,6 @@
 import { Project } from "ts-morph";
 import { describe, expect, test } from "vitest";
-import { MODULE_COMPILER_OPTIONS } from "../../../engine/compiler/module-project.ts";
+import { MODULE_COMPILER_OPTIONS } from "../../../engine/module/module-project.ts";
 import {
   buildApiModel,
   type OpenApiDocument,

@@ -17,7 +17,7 @@ const ALLOWED = new Set(
   ),
 );
 
-/** Languages of a fence the engine may take the program from (engine/runtime/fenced-code.ts). */
+/** Languages of a fence the engine may take the program from (engine/fenced-code.ts). */
 const PROGRAM_LANGUAGES = new Set(["typescript", "ts", "tsx", "javascript", "js", "jsx", ""]);
 
 /**

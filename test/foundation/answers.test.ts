@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
+import { answerShapeProblem, checkAnswers, isAnswer, missingAnswers } from "../../engine/answers.ts";
 import { MossError } from "../../engine/errors.ts";
-import { answerShapeProblem, checkAnswers, isAnswer, missingAnswers } from "../../engine/runtime/answers.ts";
 import type { PendingRequest } from "../../engine/types.ts";
 
 const REQUESTS: PendingRequest[] = [

@@ -4,12 +4,7 @@ import {
   extractToolCode,
   stripFences as stripToolFences,
 } from "../../engine/agent/extract-code.ts";
-import {
-  endsInsideLiteral,
-  fencedBlocks,
-  findFencedCode,
-  stripFences,
-} from "../../engine/runtime/fenced-code.ts";
+import { endsInsideLiteral, fencedBlocks, findFencedCode, stripFences } from "../../engine/fenced-code.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import { compileFromText } from "../helpers/compile-from-text.ts";
 

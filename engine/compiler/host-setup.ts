@@ -1,10 +1,10 @@
 import { access, readFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { esmPackageProblem } from "../compiler/esm-package.ts";
-import type { MossCompiler } from "../compiler/index.ts";
-import { ensureModuleLoaders } from "../compiler/load-module.ts";
 import { locatedMessage, MossError } from "../errors.ts";
+import { esmPackageProblem } from "./esm-package.ts";
+import { ensureModuleLoaders } from "./load-module.ts";
+import type { MossCompiler } from "./moss-compiler.ts";
 
 /** The sibling host setup file a module may have: `dir/name.ts` → `dir/name.host.ts` (absolute). */
 export function hostSetupFile(modulePath: string): string {
@@ -12,9 +12,10 @@ export function hostSetupFile(modulePath: string): string {
 }
 
 /**
- * The host-setup convention of the CLI: a module `dir/name.ts` may have a sibling `dir/name.host.ts` exporting
- * `setup(compiler)`, which binds the real services before compile; `file` (a config's `modules.<name>.host`) names
- * another setup file instead, which must exist. Returns the file used, if any.
+ * The host-setup convention, shared by the `moss` commands, `moss serve` and agents built from a module path: a
+ * module `dir/name.ts` may have a sibling `dir/name.host.ts` exporting `setup(compiler)`, which binds the real
+ * services before compile; `file` (a config's `modules.<name>.host`) names another setup file instead, which must
+ * exist. Returns the file used, if any.
  */
 export async function loadHostSetup(
   modulePath: string,

@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { basename, extname } from "node:path";
-import { MossError } from "../errors.ts";
-import type { ImageContent, ImageInput } from "../types.ts";
+import { MossError } from "./errors.ts";
+import type { ImageContent, ImageInput } from "./types.ts";
 
 /** Media types vision models accept. */
 export const IMAGE_MEDIA_TYPES: readonly string[] = ["image/png", "image/jpeg", "image/gif", "image/webp"];

@@ -1,5 +1,5 @@
 import { ts } from "ts-morph";
-import { propertyAccess } from "../context/index.ts";
+import { propertyAccess } from "../property-access.ts";
 
 /** Built-in classes a data field may hold, by the name of their type: a value fits when it is an instance. */
 const BUILT_IN_CLASSES: Record<string, (value: object) => boolean> = {

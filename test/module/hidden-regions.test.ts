@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { blankHiddenSource, findHiddenRegions, visibleSource } from "../../engine/compiler/hidden-regions.ts";
+import { blankHiddenSource, findHiddenRegions, visibleSource } from "../../engine/module/hidden-regions.ts";
 
 const lines = (...text: string[]) => text.join("\n");
 

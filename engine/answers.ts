@@ -1,5 +1,5 @@
-import { MossError } from "../errors.ts";
-import type { Answer, Answers, PendingRequest } from "../types.ts";
+import { MossError } from "./errors.ts";
+import type { Answer, Answers, PendingRequest } from "./types.ts";
 
 /**
  * The one parser of a person's answers to a paused run, used by `MossRuntime.resume`, `MossAgent.resume`, the CLI
