@@ -48,6 +48,62 @@ import {
 } from "./values.ts";
 
 // ---- encode -------------------------------------------------------------------------------------------------
+/** A bigint's decimal digits, refused past MAX_BIGINT_DIGITS before the (quadratic) decimal conversion. */
+function bigintDigits(value: bigint): string {
+  // Decimal conversion is quadratic: a hexadecimal one (linear) tells the size first.
+  const hex = ReflectApply(BigIntToString, value, [16]) as string;
+  const tooLong = limitError(`holds a bigint of more than ${MAX_BIGINT_DIGITS} digits`);
+  if ((hex.length - 2) * 1.2 > MAX_BIGINT_DIGITS) throw tooLong;
+  const digits = StringCtor(value);
+  if (digits.length - (value < 0n ? 1 : 0) > MAX_BIGINT_DIGITS) throw tooLong;
+  return digits;
+}
+
+/** A regular expression's flags, each read by its own captured getter (never through the object's properties). */
+function flagsOf(regexp: object): string {
+  let flags = "";
+  for (let i = 0; i < RegExpFlagGetters.length; i++) {
+    const [flag, get] = RegExpFlagGetters[i]!;
+    if (ReflectApply(get, regexp, []) === true) flags += flag;
+  }
+  return flags;
+}
+
+/** An error's name, message and code as data properties (own or inherited), or undefined when one is a getter or a Proxy. */
+function errorFields(
+  error: object,
+  isProxy: (value: object) => boolean,
+): Record<string, unknown> | undefined {
+  const fields = { __proto__: null } as unknown as Record<string, unknown>;
+  const keys = ["name", "message", "code"];
+  for (let k = 0; k < keys.length; k++) {
+    const key = keys[k]!;
+    for (let at: object | null = error; at !== null; at = ReflectGetPrototypeOf(at) as object | null) {
+      if (at !== error && isProxy(at)) return undefined;
+      if (!ObjectHasOwn(at, key)) continue;
+      if (ReflectApply(ObjectLookupGetter, at, [key]) !== undefined) return undefined;
+      const value = (at as Record<string, unknown>)[key];
+      // Coercing an object to a string would call its toString: only primitives are read.
+      if (typeof value !== "object" && typeof value !== "function" && typeof value !== "symbol")
+        fields[key] = value;
+      break;
+    }
+  }
+  return fields;
+}
+
+/** The path of the visit's current place: `segments` up to `depth` below `rootPath`. */
+function pathOf(rootPath: string, segments: unknown[], depth: number): string {
+  let path = rootPath;
+  for (let i = 0; i < depth; i++) {
+    const segment = segments[i];
+    if (typeof segment === "number") path = `${path}[${segment}]`;
+    else if (typeof segment === "string") path = path === "" ? segment : `${path}.${segment}`;
+    else path = `${path}${(segment as string[])[0]}`;
+  }
+  return path;
+}
+
 export function createEncoder(options: WireEncodeOptions) {
   const nodes = nullArray();
   const seen = new MapCtor<unknown, number>();
@@ -80,17 +136,6 @@ export function createEncoder(options: WireEncodeOptions) {
     if (length > maxLength) throw limitError(tooLong);
   }
 
-  function currentPath(): string {
-    let path = rootPath;
-    for (let i = 0; i < depth; i++) {
-      const segment = segments[i];
-      if (typeof segment === "number") path = `${path}[${segment}]`;
-      else if (typeof segment === "string") path = path === "" ? segment : `${path}.${segment}`;
-      else path = `${path}${(segment as string[])[0]}`;
-    }
-    return path;
-  }
-
   function push(node: unknown): number {
     const index = nodes.length;
     nodes[index] = node;
@@ -103,16 +148,6 @@ export function createEncoder(options: WireEncodeOptions) {
     const index = visit(value);
     depth--;
     return index;
-  }
-
-  function bigint(value: bigint): string {
-    // Decimal conversion is quadratic: a hexadecimal one (linear) tells the size first.
-    const hex = ReflectApply(BigIntToString, value, [16]) as string;
-    const tooLong = limitError(`holds a bigint of more than ${MAX_BIGINT_DIGITS} digits`);
-    if ((hex.length - 2) * 1.2 > MAX_BIGINT_DIGITS) throw tooLong;
-    const digits = StringCtor(value);
-    if (digits.length - (value < 0n ? 1 : 0) > MAX_BIGINT_DIGITS) throw tooLong;
-    return digits;
   }
 
   // Returns the node index, or -1 when the value cannot cross (reported through onUnsupported).
@@ -129,7 +164,7 @@ export function createEncoder(options: WireEncodeOptions) {
         if (NumberIsFinite(value) && !ObjectIs(value, -0)) return push(value);
         return push(nullArray("N", ObjectIs(value, -0) ? "-0" : StringCtor(value)));
       case "bigint": {
-        const digits = bigint(value);
+        const digits = bigintDigits(value);
         charge(digits.length + 8);
         return push(nullArray("B", digits));
       }
@@ -227,7 +262,7 @@ export function createEncoder(options: WireEncodeOptions) {
       return index;
     }
     if (isErrorLike(object)) {
-      const error = (isProxy === undefined ? object : errorFields(object)) as {
+      const error = (isProxy === undefined ? object : errorFields(object, isProxy)) as {
         name?: unknown;
         message?: unknown;
         code?: unknown;
@@ -271,7 +306,7 @@ export function createEncoder(options: WireEncodeOptions) {
   }
 
   function handleOrUnsupported(object: object): number {
-    const shape = handleOf === undefined ? undefined : handleOf(object, currentPath());
+    const shape = handleOf === undefined ? undefined : handleOf(object, pathOf(rootPath, segments, depth));
     if (shape === undefined) return unsupported(object);
     return registerHandle(object, shape);
   }
@@ -282,7 +317,7 @@ export function createEncoder(options: WireEncodeOptions) {
   }
 
   function unsupported(value: unknown, description = describe(value), opaque = false): number {
-    const path = currentPath();
+    const path = pathOf(rootPath, segments, depth);
     if (onUnsupported === undefined) {
       throw new TypeErrorCtor(`${path} is ${description} and cannot be copied`);
     }
@@ -296,36 +331,6 @@ export function createEncoder(options: WireEncodeOptions) {
     const index = unsupported(undefined, "a getter", true);
     depth--;
     return index;
-  }
-
-  /** A regular expression's flags, each read by its own captured getter (never through the object's properties). */
-  function flagsOf(regexp: object): string {
-    let flags = "";
-    for (let i = 0; i < RegExpFlagGetters.length; i++) {
-      const [flag, get] = RegExpFlagGetters[i]!;
-      if (ReflectApply(get, regexp, []) === true) flags += flag;
-    }
-    return flags;
-  }
-
-  /** An error's name, message and code as data properties (own or inherited), or undefined when one is a getter or a Proxy. */
-  function errorFields(error: object): Record<string, unknown> | undefined {
-    const fields = { __proto__: null } as unknown as Record<string, unknown>;
-    const keys = ["name", "message", "code"];
-    for (let k = 0; k < keys.length; k++) {
-      const key = keys[k]!;
-      for (let at: object | null = error; at !== null; at = ReflectGetPrototypeOf(at) as object | null) {
-        if (at !== error && isProxy!(at)) return undefined;
-        if (!ObjectHasOwn(at, key)) continue;
-        if (ReflectApply(ObjectLookupGetter, at, [key]) !== undefined) return undefined;
-        const value = (at as Record<string, unknown>)[key];
-        // Coercing an object to a string would call its toString: only primitives are read.
-        if (typeof value !== "object" && typeof value !== "function" && typeof value !== "symbol")
-          fields[key] = value;
-        break;
-      }
-    }
-    return fields;
   }
 
   return {
