@@ -16,19 +16,18 @@ export {
   type LanguageModelResponse,
   MossAgent,
   type MossAgentOptions,
+  MossTestSuite,
   OpenAILanguageModel,
   type OpenAILanguageModelOptions,
   ScriptedLanguageModel,
   STOP_REASONS,
   type StopReason,
 } from "./agent/index.ts";
-export { MossTestSuite } from "./agent/moss-test-suite.ts";
 export { checkAnswers, missingAnswers } from "./answers.ts";
 export {
   type CheckerPoolOptions,
   configureCheckerPool,
   ModuleChecker,
-  renderDiagnostics,
   WorkerModuleChecker,
   warmCheckerPool,
 } from "./check/index.ts";
@@ -55,6 +54,7 @@ export { codeFrame, MossError, type MossErrorCode } from "./errors.ts";
 export { imageFromFile, toImageContent } from "./image-content.ts";
 export { type Injection, type InjectionRuntime, Moss } from "./moss.ts";
 export { type AttributeEntry, MossPrompter } from "./prompter/index.ts";
+export { renderDiagnostics } from "./render-diagnostics.ts";
 export {
   closeSharedSandboxes,
   configureSharedSandboxes,

@@ -1,7 +1,6 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { writeFileAtomically } from "../context/context-file.ts";
-import { validSessionId } from "../context/file-context-store.ts";
+import { validSessionId, writeFileAtomically } from "../context/index.ts";
 import { MossError } from "../errors.ts";
 import { readJsonFile } from "../read-json-file.ts";
 import { Conversation } from "./conversation.ts";

@@ -65,6 +65,7 @@ export {
   type ToolCall,
   type ToolSpec,
 } from "./language-model.ts";
+export { compileModuleRuntime, type ModuleRuntimeOptions } from "./module-runtime.ts";
 export {
   type AgentContextStore,
   type AgentEvent,
@@ -81,6 +82,16 @@ export {
   type StopReason,
   unclearAnswer,
 } from "./moss-agent.ts";
+export {
+  type MossExpectedError,
+  type MossModuleTestReport,
+  type MossTestCase,
+  type MossTestCaseResult,
+  type MossTestCaseSpec,
+  type MossTestRunOptions,
+  MossTestSuite,
+  type MossTestSuiteOptions,
+} from "./moss-test-suite.ts";
 export {
   DEFAULT_OBSERVATION_LIMITS,
   describeRequest,

@@ -1,5 +1,5 @@
 import { inspect } from "node:util";
-import { renderDiagnostics } from "../check/render-diagnostics.ts";
+import { renderDiagnostics } from "../render-diagnostics.ts";
 import { SNIPPET_FILE } from "../snippet-file.ts";
 import type { Execution, ExecutionError, PendingRequest } from "../types.ts";
 

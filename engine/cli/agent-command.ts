@@ -134,17 +134,11 @@ export const agentCommand: CliCommand = async (argv, io) => {
     values.answers === undefined ? undefined : await readAnswersFile(values.answers, io.cwd, io.stdin);
   // Loaded only now: `moss agent --help` and usage errors need none of the agent, openai or the runtime.
   const [
-    { MossAgent },
-    { OpenAILanguageModel },
-    { ScriptedLanguageModel },
-    { FileConversationStore },
+    { MossAgent, OpenAILanguageModel, ScriptedLanguageModel, FileConversationStore },
     { FileContextStore },
     { sessionContinuationKey },
   ] = await Promise.all([
-    import("../agent/moss-agent.ts"),
-    import("../agent/openai-language-model.ts"),
-    import("../agent/scripted-language-model.ts"),
-    import("../agent/conversation-store.ts"),
+    import("../agent/index.ts"),
     import("../context/index.ts"),
     import("./continuation-key.ts"),
   ]);

@@ -1,7 +1,7 @@
 import { startSpareCheckWorker } from "../check/check-worker-start.ts";
-import { renderDiagnostics } from "../check/render-diagnostics.ts";
 import { hostSetupFile, loadHostSetup } from "../compiler/host-setup.ts";
 import { ensureModuleSurface } from "../module-surface.ts";
+import { renderDiagnostics } from "../render-diagnostics.ts";
 import type { Diagnostic } from "../types.ts";
 import { checkCacheKey, readCachedCheckResult, writeCachedCheck } from "./check-result-cache.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";

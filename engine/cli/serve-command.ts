@@ -120,13 +120,10 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
       usage,
     );
   }
-  const [{ startMossServer }, { OpenAILanguageModel }, { redactUrl }, { createServerLogger }] =
-    await Promise.all([
-      import("../server/moss-server.ts"),
-      import("../agent/openai-language-model.ts"),
-      import("../server/store/database.ts"),
-      import("../server/server-log.ts"),
-    ]);
+  const [{ startMossServer, redactUrl, createServerLogger }, { OpenAILanguageModel }] = await Promise.all([
+    import("../server/index.ts"),
+    import("../agent/index.ts"),
+  ]);
   const model: LanguageModel = new OpenAILanguageModel({
     env: io.env,
     ...(modelName === undefined ? {} : { model: modelName }),

@@ -35,7 +35,7 @@ export const testCommand: CliCommand = async (argv, io) => {
   }
   const terminal = new Terminal(io);
   const colors = terminal.stdout;
-  const { MossTestSuite } = await import("../agent/moss-test-suite.ts");
+  const { MossTestSuite } = await import("../agent/index.ts");
   const suite = new MossTestSuite({ compiler: { sandbox }, host: values.host === true });
   // A module that does not type-check is an unusable input (exit 4), also when it has no test cases.
   await (await loadCompiler()).checkModuleFile(modulePath);

@@ -15,7 +15,7 @@ export {
   type EncodePropertiesOptions,
   encodeProperties,
 } from "./encode-properties.ts";
-export { FileContextStore, type LockOwner, lockContextFile } from "./file-context-store.ts";
+export { FileContextStore, type LockOwner, lockContextFile, validSessionId } from "./file-context-store.ts";
 export { expandedSizeProblem, measureValue } from "./measure-value.ts";
 export { type PartitionedProperties, partitionProperties } from "./partition-properties.ts";
 export { validateContext } from "./validate-context.ts";

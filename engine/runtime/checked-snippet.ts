@@ -1,9 +1,6 @@
-import {
-  DEFAULT_TYPE_CHECK_TIMEOUT_MS,
-  renderDiagnostics,
-  type WorkerModuleChecker,
-} from "../check/index.ts";
+import { DEFAULT_TYPE_CHECK_TIMEOUT_MS, type WorkerModuleChecker } from "../check/index.ts";
 import { codeFrame } from "../errors.ts";
+import { renderDiagnostics } from "../render-diagnostics.ts";
 import type { Diagnostic, ExecuteRequest, ExecutionError, ExecutionLimits, TypeCheckMode } from "../types.ts";
 import { type PreparedSnippet, prepareSnippet } from "./prepare-snippet.ts";
 

@@ -1,6 +1,6 @@
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { MossError } from "../errors.ts";
-import type { Nondeterminism } from "../sandbox/sandbox.ts";
+import type { Nondeterminism } from "../sandbox/index.ts";
 import type { PendingRequest } from "../types.ts";
 import type { LogEntry } from "./log-entry.ts";
 

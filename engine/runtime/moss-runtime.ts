@@ -12,14 +12,14 @@ import { addHostRoot, encodeWire } from "../membrane/index.ts";
 import { type CompiledModule, visibleValueNames } from "../module/index.ts";
 import type { Injection } from "../moss.ts";
 import { MossPrompter } from "../prompter/index.ts";
-import { abortedResult } from "../sandbox/index.ts";
 import type {
   HostMembrane,
   SandboxDriver,
   SandboxRunResult,
   SandboxSession,
   SessionSetup,
-} from "../sandbox/sandbox.ts";
+} from "../sandbox/index.ts";
+import { abortedResult } from "../sandbox/index.ts";
 import { SNIPPET_SCRIPT } from "../snippet-file.ts";
 import {
   type Answers,

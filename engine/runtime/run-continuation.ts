@@ -1,5 +1,5 @@
 import { MossError } from "../errors.ts";
-import type { Nondeterminism } from "../sandbox/sandbox.ts";
+import type { Nondeterminism } from "../sandbox/index.ts";
 import type { Answers, ExecuteRequest, ExecutionLimits, PendingRequest } from "../types.ts";
 import { type ContinuationPayload, MAX_CONTINUATION_RESULTS, signContinuation } from "./continuation.ts";
 import type { LogEntry } from "./log-entry.ts";

@@ -1,4 +1,4 @@
-import type { Nondeterminism } from "../sandbox/sandbox.ts";
+import type { Nondeterminism } from "../sandbox/index.ts";
 import type { Answers, ExecutionLimits } from "../types.ts";
 import type { LogEntry } from "./log-entry.ts";
 import type { PreparedSnippet } from "./prepare-snippet.ts";

@@ -1,6 +1,6 @@
 import { codeFrame, MossError } from "../errors.ts";
 import { redactHostPaths } from "../membrane/index.ts";
-import type { SandboxRunResult } from "../sandbox/sandbox.ts";
+import type { SandboxRunResult } from "../sandbox/index.ts";
 import type { Execution, ExecutionError, MossContext } from "../types.ts";
 import { mapStack, type PreparedSnippet } from "./prepare-snippet.ts";
 import type { RunLog } from "./run-log.ts";

@@ -1,6 +1,6 @@
 import type { Container } from "../../container/index.ts";
 import type { CompiledModule } from "../module/index.ts";
-import type { SandboxDriver } from "../sandbox/sandbox.ts";
+import type { SandboxDriver } from "../sandbox/index.ts";
 import type {
   CallPolicy,
   ExecuteRequest,

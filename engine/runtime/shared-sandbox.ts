@@ -1,6 +1,4 @@
-import type { InProcessDriverOptions } from "../sandbox/in-process-driver.ts";
-import type { ProcessDriverOptions } from "../sandbox/process-driver.ts";
-import type { SandboxDriver } from "../sandbox/sandbox.ts";
+import type { InProcessDriverOptions, ProcessDriverOptions, SandboxDriver } from "../sandbox/index.ts";
 
 const drivers = new Map<SandboxDriver["name"], Promise<SandboxDriver>>();
 /** Drivers started by `prestartSharedSandbox` that no runtime has used yet. */

@@ -11,11 +11,13 @@ export {
   type ServerAgentOptions,
   startMossServer,
 } from "./moss-server.ts";
+export { createServerLogger } from "./server-log.ts";
 export {
   type Database,
   DatabaseContextStore,
   DatabaseConversationStore,
   type DatabaseLocation,
   openDatabase,
+  redactUrl,
 } from "./store/index.ts";
 export { TenantTokens } from "./tenant-tokens.ts";

@@ -1,8 +1,11 @@
 import { randomBytes } from "node:crypto";
 import type { AddressInfo } from "node:net";
-import type { LanguageModel } from "../agent/index.ts";
-import { compileModuleRuntime } from "../agent/module-runtime.ts";
-import { MossAgent, type MossAgentOptions } from "../agent/moss-agent.ts";
+import {
+  compileModuleRuntime,
+  type LanguageModel,
+  MossAgent,
+  type MossAgentOptions,
+} from "../agent/index.ts";
 import { ModuleCache } from "../compiler/index.ts";
 import { MossError } from "../errors.ts";
 import {

@@ -1,5 +1,4 @@
-import { Conversation as ConversationTree } from "../../agent/conversation.ts";
-import type { Conversation, ConversationStore } from "../../agent/index.ts";
+import { Conversation, type ConversationStore } from "../../agent/index.ts";
 import { type ContextStore, validateContext } from "../../context/index.ts";
 import type { MossContext } from "../../types.ts";
 import type { Database } from "./database.ts";
@@ -69,9 +68,7 @@ export class DatabaseConversationStore implements ConversationStore {
       [sessionId],
     );
     const row = rows[0];
-    return row === undefined
-      ? undefined
-      : ConversationTree.fromJSON(row.document, `conversation ${sessionId}`);
+    return row === undefined ? undefined : Conversation.fromJSON(row.document, `conversation ${sessionId}`);
   }
 
   async save(sessionId: string, conversation: Conversation): Promise<void> {

@@ -2,7 +2,13 @@
 // server keeps in it (threads, runs, the run queue and its leases, the event log, answers), held by one
 // ServerStore; the context and conversation stores of the agents; the hub that wakes event streams.
 export type { StoredResponse } from "./answer-store.ts";
-export { type Database, type DatabaseLocation, openDatabase, type SqlExecutor } from "./database.ts";
+export {
+  type Database,
+  type DatabaseLocation,
+  openDatabase,
+  redactUrl,
+  type SqlExecutor,
+} from "./database.ts";
 export { DatabaseContextStore, DatabaseConversationStore } from "./database-stores.ts";
 export { EventHub } from "./event-hub.ts";
 export { type EventInput, runStatusEvent, type StoredEvent, wireJson } from "./event-log.ts";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { renderDiagnostics } from "../../engine/check/index.ts";
+import { renderDiagnostics } from "../../engine/render-diagnostics.ts";
 import type { Diagnostic } from "../../engine/types.ts";
 
 function diagnostic(line: number, code: number, severity: Diagnostic["severity"] = "error"): Diagnostic {

@@ -1,6 +1,6 @@
-import { diagnosticText } from "../errors.ts";
-import { SNIPPET_FILE } from "../snippet-file.ts";
-import type { Diagnostic } from "../types.ts";
+import { diagnosticText } from "./errors.ts";
+import { SNIPPET_FILE } from "./snippet-file.ts";
+import type { Diagnostic } from "./types.ts";
 
 /** Options of `renderDiagnostics`. */
 export interface RenderDiagnosticsOptions {
