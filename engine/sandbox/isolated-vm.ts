@@ -82,8 +82,20 @@ function describeLoadFailure(error: unknown): string {
   return `installed but not loadable (${code ? `${code}: ` : ""}${message})`;
 }
 
-/** isolated-vm for the running Node (loaded when the sandbox is first used, never for prompts or checks). */
-const ivm: typeof IsolatedVM = loadIsolatedVm();
+let loaded: typeof IsolatedVM | undefined;
+
+/**
+ * isolated-vm for the running Node, loaded at the first use of one of its members (`new ivm.Isolate(…)`), never by
+ * an import: `moss-ts`, `moss prompt` and `moss check` import the sandbox's modules without running model code, and
+ * must work on a Node whose isolated-vm is not installed (the sandbox's first run then fails with `sandbox-failed`).
+ * A load that failed is tried again at the next use.
+ */
+const ivm = new Proxy({} as typeof IsolatedVM, {
+  get(_target, key) {
+    loaded ??= loadIsolatedVm();
+    return Reflect.get(loaded, key);
+  },
+});
 
 // The namespace's types under the same name, so `import ivm from "./isolated-vm.ts"` reads like isolated-vm's own
 // default import: `ivm.Isolate` as a value and as a type.
