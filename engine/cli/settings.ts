@@ -455,8 +455,9 @@ Besides these, \`moss.config.yaml\` may hold:
   \`modules.<module.ts>.host\`: its host setup file, relative to the config file. Nothing else of a module may be set
   here.
 
-An unknown key, or a value of the wrong kind, is an error located at its line and column, e.g.
-\`moss.config.yaml:2:3 - unknown key model.nmae — did you mean name?\`.
+An unknown key, or a value of the wrong kind, is an error (exit 4) located at its line and column; the first one found
+is reported, e.g.
+\`\`error[config-invalid]: moss.config.yaml:2:3 - unknown key \`model.nmae\` — did you mean \`name\`? (known: name, baseUrl, maxTokens, contextTokens)\`\`.
 `;
 }
 

@@ -1,12 +1,12 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { MossCompiler } from "moss-ts";
-import { bindOpenApi } from "../../moss-modules/openapi/index.ts";
+import { bindOpenApi } from "moss-ts/openapi";
 
 const PLUGIN = fileURLToPath(new URL("./plugin/", import.meta.url));
 
 /**
- * Host setup used by `moss agent` / `moss test` and the demo: binds the plugin as `PetStore`. The server is
+ * Host setup used by `moss agent`, `moss serve`, `moss test --host` and the demo: binds the plugin as `PetStore`. The server is
  * `$PETSTORE_URL` (else the document's servers[0]); the key comes from `$PETSTORE_API_KEY`, which plugin.json
  * names, and never reaches the model.
  */
