@@ -4,8 +4,9 @@ import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import { InProcessDriver } from "../../engine/sandbox/in-process-driver.ts";
 import { ProcessDriver } from "../../engine/sandbox/process-driver.ts";
 import type { SandboxDriver } from "../../engine/sandbox/sandbox.ts";
-import type { Execution, ExecutionLimits, MossContext } from "../../engine/types.ts";
+import type { ExecutionLimits, MossContext } from "../../engine/types.ts";
 import { Vault } from "../fixtures/security/vault.ts";
+import { expectOk } from "../helpers/expect-ok.ts";
 import { SECURITY_MODULE } from "../security/security-harness.ts";
 
 /*
@@ -22,11 +23,6 @@ const LIMITS: ExecutionLimits = {
   maxHostCalls: 10_000,
   maxResultBytes: 64 * 1024,
 };
-
-function expectOk(execution: Execution): void {
-  expect(execution.error, JSON.stringify(execution.error)).toBeUndefined();
-  expect(execution.ok).toBe(true);
-}
 
 /** Ends the session's isolate: a run past its wall time kills it, and the next run builds a new one. */
 async function killIsolate(runtime: MossRuntime): Promise<void> {

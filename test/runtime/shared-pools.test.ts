@@ -8,6 +8,7 @@ import { ProcessDriver } from "../../engine/sandbox/process-driver.ts";
 import type { SandboxDriver } from "../../engine/sandbox/sandbox.ts";
 import type { Execution, ExecutionLimits } from "../../engine/types.ts";
 import { Vault } from "../fixtures/security/vault.ts";
+import { expectOk } from "../helpers/expect-ok.ts";
 import { SECURITY_MODULE } from "../security/security-harness.ts";
 
 /*
@@ -23,11 +24,6 @@ const LIMITS: ExecutionLimits = {
   maxHostCalls: 10_000,
   maxResultBytes: 64 * 1024,
 };
-
-function expectOk(execution: Execution): void {
-  expect(execution.error, JSON.stringify(execution.error)).toBeUndefined();
-  expect(execution.ok).toBe(true);
-}
 
 describe.each([
   [

@@ -5,8 +5,9 @@ import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import { InProcessDriver } from "../../engine/sandbox/in-process-driver.ts";
 import { ProcessDriver } from "../../engine/sandbox/process-driver.ts";
 import type { SandboxDriver } from "../../engine/sandbox/sandbox.ts";
-import type { Execution, ExecutionLimits } from "../../engine/types.ts";
+import type { ExecutionLimits } from "../../engine/types.ts";
 import { Vault } from "../fixtures/security/vault.ts";
+import { expectOk } from "../helpers/expect-ok.ts";
 import { SECURITY_MODULE } from "./security-harness.ts";
 
 /*
@@ -24,11 +25,6 @@ const LIMITS: ExecutionLimits = {
   maxHostCalls: 10_000,
   maxResultBytes: 64 * 1024,
 };
-
-function expectOk(execution: Execution): void {
-  expect(execution.error, JSON.stringify(execution.error)).toBeUndefined();
-  expect(execution.ok).toBe(true);
-}
 
 /** The data fields as the saved context holds them. */
 function saved(runtime: MossRuntime): Record<string, unknown> {
