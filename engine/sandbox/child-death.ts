@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import type { ExecutionLimits } from "../types.ts";
-import { crashResult } from "./crash-result.ts";
+import { abortedResult, crashResult } from "./crash-result.ts";
 import type { SandboxRunResult } from "./sandbox.ts";
 
 /*
@@ -9,7 +9,7 @@ import type { SandboxRunResult } from "./sandbox.ts";
  */
 
 /** Why a run's sandbox process was killed by its supervisor (absent: it died by itself). */
-export type KillReason = "timeout" | "memory" | "disposed" | "stopped" | "invalid-message";
+export type KillReason = "timeout" | "memory" | "disposed" | "stopped" | "aborted" | "invalid-message";
 
 export const MEBIBYTE = 1024 * 1024;
 
@@ -59,6 +59,8 @@ export interface ChildDeath {
   killedAtBytes: number;
   /** Why a message of the process was refused (kill reason "invalid-message"). */
   invalidMessage: string;
+  /** Why the run was stopped from outside (kill reason "aborted": its signal aborted). */
+  stopMessage: string;
 }
 
 /** The result of the run in flight when its sandbox process died: named by its cause. */
@@ -88,6 +90,7 @@ export function deathResult(limits: ExecutionLimits, death: ChildDeath): Sandbox
     result.error!.kind = "timeout";
     return result;
   }
+  if (killReason === "aborted") return abortedResult(death.stopMessage);
   if (killReason === "disposed") return crashResult("the sandbox session was disposed during the run");
   if (killReason === "invalid-message") {
     return crashResult(

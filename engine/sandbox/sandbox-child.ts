@@ -48,7 +48,16 @@ export interface ChildRun {
   startedAt: number;
   /** Fires when the run becomes long: the runs waiting behind it may then move. */
   longTimer?: NodeJS.Timeout;
+  /** Fires when a stopped run did not end in its process within STOP_GRACE_MS: the process is then killed. */
+  stopTimer?: NodeJS.Timeout;
 }
+
+/**
+ * How long a stopped run may take to end inside its process before the process is killed. The process reads the
+ * stop between slices of model code; code spinning inside one slice (its length is the run's remaining time) reads
+ * nothing, so only killing the process ends it "at once".
+ */
+export const STOP_GRACE_MS = 200;
 
 /**
  * One supervised sandbox process: it keeps the isolates of up to `sessionsPerProcess` sessions warm and runs one of
@@ -76,6 +85,7 @@ export class SandboxChild {
   #killReason: KillReason | undefined;
   /** Why a message of the process was refused (with kill reason "invalid-message"). */
   #invalidMessage = "";
+  #stopMessage = "";
   #stderrTail = "";
   /** The resident size that made the memory watch kill the process. */
   #killedAtBytes = 0;
@@ -305,8 +315,14 @@ export class SandboxChild {
    * isolate, as after a timeout); one still waiting here never starts.
    */
   stopRun(session: ProcessSession, message: string): void {
-    if (this.#run?.session === session) {
+    const run = this.#run;
+    if (run?.session === session) {
       this.#send({ type: "stop", session: session.id, message });
+      run.stopTimer ??= setTimeout(() => {
+        if (this.#run !== run) return;
+        this.#stopMessage = message;
+        this.kill("aborted");
+      }, STOP_GRACE_MS);
       return;
     }
     for (let index = this.#queue.length - 1; index >= 0; index--) {
@@ -443,6 +459,7 @@ export class SandboxChild {
         if (run === undefined || run.session.id !== message.session) return;
         clearTimeout(run.timer);
         clearTimeout(run.longTimer);
+        clearTimeout(run.stopTimer);
         clearInterval(run.memoryWatch);
         this.#run = undefined;
         this.#hold(false);
@@ -496,6 +513,7 @@ export class SandboxChild {
     if (run !== undefined) {
       clearTimeout(run.timer);
       clearTimeout(run.longTimer);
+      clearTimeout(run.stopTimer);
       clearInterval(run.memoryWatch);
       run.resolve(
         deathResult(run.request.limits, {
@@ -504,6 +522,7 @@ export class SandboxChild {
           outOfMemory: this.#outOfMemory,
           killedAtBytes: this.#killedAtBytes,
           invalidMessage: this.#invalidMessage,
+          stopMessage: this.#stopMessage,
         }),
       );
     }

@@ -75,6 +75,30 @@ describe.each(["in-process", "process"] as const)(
       expect(after.returns).toEqual(["kept"]);
     });
 
+    test("code that spins from its first line, making no host call, ends with kind aborted when the signal aborts", async () => {
+      const runtime = await compileFromText(SOURCE, () => {}, { sandbox, typeCheck: "off" });
+      runtimes.push(runtime);
+      expect(
+        (await runtime.execute({ code: 'function main(moss: Moss) { moss.notes.push("kept"); }' })).ok,
+      ).toBe(true);
+      const controller = new AbortController();
+      // Aborted while the code is surely spinning: the process driver runs model code in one slice as long as the
+      // run's remaining time, so its process reads no stop message until the slice ends.
+      setTimeout(() => controller.abort(new Error("cancelled by a person")), 300);
+      const execution = await runtime.execute({
+        code: `function main(moss: Moss) {
+  moss.notes.push("lost");
+  for (;;) {}
+}`,
+        limits: LONG,
+        signal: controller.signal,
+      });
+      expect(execution.error?.kind, JSON.stringify(execution.error)).toBe("aborted");
+      expect(execution.error?.message).toContain("stopped before it ended");
+      const after = await runtime.execute({ code: "function main(moss: Moss) { return moss.notes; }" });
+      expect(after.returns).toEqual(["kept"]);
+    });
+
     test("a signal aborted before the execute starts runs nothing", async () => {
       const runtime = await compileFromText(SOURCE, () => {}, { sandbox, typeCheck: "off" });
       runtimes.push(runtime);
