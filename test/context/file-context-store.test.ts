@@ -291,10 +291,12 @@ describe("FileContextStore locks", () => {
   it("a second writer in another process fails with context-locked naming the owner, until the owner releases", async () => {
     const child = startNode(`
       const store = new context.FileContextStore(${JSON.stringify(directory)});
-      await store.acquire("shared");
-      console.log("locked");
-      setInterval(() => undefined, 1 << 30);
+      // The handler is installed before "locked" is printed: a child descheduled right after printing (a busy
+      // machine) must still release on SIGTERM, not die of it.
       process.on("SIGTERM", async () => { await store.close(); console.log("released"); process.exit(0); });
+      await store.acquire("shared");
+      setInterval(() => undefined, 1 << 30);
+      console.log("locked");
     `);
     await waitForOutput(child, "locked");
     const store = newStore();
