@@ -183,6 +183,15 @@ export interface ApprovalRequest extends RequestSite {
   /** The call's arguments as data; a host object is described as `target` is, in brackets. */
   args: unknown[];
   /**
+   * The member's parameter names in declaration order, as the context module declares them (a rest parameter as
+   * `...name`, a destructured one as written), so a person reads `todos.remove(id: 3)`; absent when undeclared.
+   */
+  parameters?: string[];
+  /** The member's doc comment as the module declares it (its text, then its tags), at most 2 KiB; absent when none. */
+  doc?: string;
+  /** For each argument that is itself a host object (a handle), what it is, as `target` describes one, by index. */
+  handles?: Record<number, string>;
+  /**
    * Why it waits: the declaration's `@approval` tag, the host's policy, or `in-doubt`: the call had started when the
    * worker running the run died, so it may have run; a person decides whether it runs again (a yes runs it again, a
    * no makes it fail with `ApprovalDenied`). A member declared `@idempotent` runs again without asking.

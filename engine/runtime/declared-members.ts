@@ -46,7 +46,21 @@ export interface DeclaredType {
    * with a plain value): model code gets a promise whatever happens, so the isolate may batch such calls.
    */
   readonly callPromise: boolean;
+  /**
+   * What a person reads of a call before approving it: member `member` of a handle here, or (`member` null) calling
+   * (`construct` false) or constructing a handle here. Undefined when nothing declares it.
+   */
+  readonly about?: ((member: string | null, construct: boolean) => MemberAbout | undefined) | undefined;
 }
+
+/** A member's declaration as an approval request shows it: its parameter names and its doc comment. */
+export interface MemberAbout {
+  parameters?: string[];
+  doc?: string;
+}
+
+/** The most of a member's doc comment an approval request carries, in UTF-8 bytes (a longer one is cut, marked). */
+export const MAX_REQUEST_DOC_BYTES = 2048;
 
 const EMPTY: ReadonlyMap<string, DeclaredType> = new Map();
 const NO_APPROVALS: ReadonlySet<string> = new Set();
@@ -102,6 +116,7 @@ interface Parts {
   constructApproval?: boolean;
   callSync?: boolean;
   callPromise?: boolean;
+  about?: DeclaredType["about"];
 }
 
 /** A declared type whose parts are computed on first use, once. */
@@ -155,6 +170,9 @@ class LazyType implements DeclaredType {
   }
   get callPromise(): boolean {
     return this.#get().callPromise ?? false;
+  }
+  about(member: string | null, construct: boolean): MemberAbout | undefined {
+    return this.#get().about?.(member, construct);
   }
 }
 
@@ -387,10 +405,12 @@ export class DeclaredTypes {
   #objectParts(type: ts.Type): Parts {
     const checker = this.#checker;
     const members = new Map<string, DeclaredType>();
+    const symbols = new Map<string, ts.Symbol>();
     const approvals = new Set<string>();
     const idempotents = new Set<string>();
     for (const symbol of checker.getPropertiesOfType(type)) {
       if (!isPublicMember(symbol)) continue;
+      symbols.set(symbol.getName(), symbol);
       const tagged = hasTag(symbol, checker, APPROVAL_TAG);
       if (tagged) approvals.add(symbol.getName());
       if (hasTag(symbol, checker, IDEMPOTENT_TAG)) idempotents.add(symbol.getName());
@@ -415,6 +435,14 @@ export class DeclaredTypes {
       approvals,
       idempotents,
       callApproval,
+      about: (member, construct) => {
+        if (member !== null) {
+          const symbol = symbols.get(member);
+          return symbol === undefined ? undefined : memberAbout(symbol, checker);
+        }
+        const signature = (construct ? constructSignatures : signatures)[0];
+        return signature === undefined ? undefined : signatureAbout(signature, undefined, checker);
+      },
       constructApproval: constructSignatures.some((signature) =>
         signature.getJsDocTags().some((tag) => tag.name === APPROVAL_TAG),
       ),
@@ -554,6 +582,7 @@ function lazyOf(resolve: () => DeclaredType, approval = false): DeclaredType {
     get callPromise() {
       return get().callPromise;
     },
+    about: (member, construct) => get().about?.(member, construct),
   };
 }
 
@@ -602,6 +631,14 @@ export function combine(types: readonly DeclaredType[]): DeclaredType {
       constructApproval: objects.some((type) => type.constructApproval),
       callSync: objects.length === 0 || objects.some((type) => type.callSync),
       callPromise: objects.length > 0 && objects.every((type) => type.callPromise),
+      // What the first alternative declaring the member says of it.
+      about: (member, construct) => {
+        for (const object of objects) {
+          const about = object.about?.(member, construct);
+          if (about !== undefined) return about;
+        }
+        return undefined;
+      },
       data: objects.length === 0,
       rest:
         objects.length > 0 && objects.every((type) => type.rest !== NOTHING)
@@ -618,4 +655,72 @@ export function combine(types: readonly DeclaredType[]): DeclaredType {
 function isPromise(type: ts.Type, checker: ts.TypeChecker): boolean {
   if (type.isUnion()) return type.types.every((alternative) => isPromise(alternative, checker));
   return type.getSymbol()?.getName() === "Promise" && checker.getAwaitedType(type) !== type;
+}
+
+/** A member's parameters (of its first call signature, in declaration order) and doc comment, as declared. */
+function memberAbout(symbol: ts.Symbol, checker: ts.TypeChecker): MemberAbout | undefined {
+  const declaration = symbol.valueDeclaration ?? symbol.getDeclarations()?.[0];
+  const signature =
+    declaration === undefined
+      ? undefined
+      : checker.getTypeOfSymbolAtLocation(symbol, declaration).getCallSignatures()[0];
+  return signatureAbout(signature, symbol, checker);
+}
+
+/** The parameters of `signature` and the doc comment of `symbol` (else of the signature's declaration). */
+function signatureAbout(
+  signature: ts.Signature | undefined,
+  symbol: ts.Symbol | undefined,
+  checker: ts.TypeChecker,
+): MemberAbout | undefined {
+  const parameters = signature?.getParameters().map(parameterName);
+  const fromSymbol =
+    symbol === undefined
+      ? ""
+      : docText(symbol.getDocumentationComment(checker), symbol.getJsDocTags(checker));
+  const doc =
+    fromSymbol !== "" || signature === undefined
+      ? fromSymbol
+      : docText(signature.getDocumentationComment(checker), signature.getJsDocTags());
+  if (parameters === undefined && doc === "") return undefined;
+  return {
+    ...(parameters === undefined ? {} : { parameters }),
+    ...(doc === "" ? {} : { doc: cutToBytes(doc, MAX_REQUEST_DOC_BYTES) }),
+  };
+}
+
+/** A parameter's name as declared: `id`, `...ids`, or a destructuring pattern as written (`{ id, title }`). */
+function parameterName(parameter: ts.Symbol): string {
+  const declaration = parameter.valueDeclaration;
+  if (declaration === undefined || !ts.isParameter(declaration)) return parameter.getName();
+  const name = ts.isIdentifier(declaration.name)
+    ? declaration.name.text
+    : cutToBytes(declaration.name.getText().replace(/\s+/g, " "), 200);
+  return `${declaration.dotDotDotToken ? "..." : ""}${name}`;
+}
+
+/** A doc comment as text: its description, then one line per tag (`@param id the todo's id`). */
+function docText(description: ts.SymbolDisplayPart[], tags: readonly ts.JSDocTagInfo[]): string {
+  const lines = [ts.displayPartsToString(description).trim()];
+  for (const tag of tags) {
+    const text = tag.text === undefined ? "" : ts.displayPartsToString(tag.text).trim();
+    lines.push(`@${tag.name}${text === "" ? "" : ` ${text}`}`);
+  }
+  return lines.filter((line) => line !== "").join("\n");
+}
+
+/** `text` cut to at most `maxBytes` UTF-8 bytes, a cut one ending with a marker saying so. */
+function cutToBytes(text: string, maxBytes: number): string {
+  if (Buffer.byteLength(text) <= maxBytes) return text;
+  const marker = ` … (cut at ${maxBytes} bytes)`;
+  const budget = maxBytes - Buffer.byteLength(marker);
+  let bytes = 0;
+  let end = 0;
+  for (const char of text) {
+    const size = Buffer.byteLength(char);
+    if (bytes + size > budget) break;
+    bytes += size;
+    end += char.length;
+  }
+  return `${text.slice(0, end)}${marker}`;
 }

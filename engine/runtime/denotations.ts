@@ -53,6 +53,23 @@ export class Denotations {
     return this.#membrane.argumentsAsData(args, (id) => `[${this.describe(id)}]`);
   }
 
+  /** For each argument that is itself a host object, how a person reads it, by index; undefined when none is. */
+  handlesOf(args: string): Record<number, string> | undefined {
+    if (!args.includes('["H",')) return undefined;
+    const marks = new Map<object, string>();
+    const values = this.#membrane.argumentsAsData(args, (id) => {
+      const mark = {};
+      marks.set(mark, this.describe(id));
+      return mark;
+    });
+    const handles: Record<number, string> = {};
+    for (const [index, value] of values.entries()) {
+      const described = typeof value === "object" && value !== null ? marks.get(value) : undefined;
+      if (described !== undefined) handles[index] = described;
+    }
+    return Object.keys(handles).length === 0 ? undefined : handles;
+  }
+
   /** Whether each handle given denotes what the logged one did (a handle several calls returned denotes each). */
   denotesAll(logged: readonly string[], given: readonly number[]): boolean {
     return logged.length === given.length && given.every((id, i) => this.denote(id).all.has(logged[i]!));

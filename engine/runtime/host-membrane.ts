@@ -11,7 +11,7 @@ import {
   redactErrorValues,
   writtenStrings,
 } from "../membrane/index.ts";
-import { type DeclaredType, NOTHING, RUNTIME, UNDECLARED } from "./declared-members.ts";
+import { type DeclaredType, type MemberAbout, NOTHING, RUNTIME, UNDECLARED } from "./declared-members.ts";
 
 interface HandleEntry {
   value: object;
@@ -50,6 +50,8 @@ export interface CallTarget {
   idempotent?: boolean;
   /** Whether the call may answer with a plain value (not a Promise): waiting for a person then stops the run. */
   sync: boolean;
+  /** The member's declared parameters and doc comment, read when a request shows the call to a person. */
+  about?: () => MemberAbout | undefined;
 }
 
 /**
@@ -147,20 +149,27 @@ export class HandleMembrane implements HostMembrane {
     const entry = this.#entries.get(handle);
     if (entry === undefined) return undefined;
     const { service, name } = entry.label;
+    const type = entry.type;
+    const about = () => type.about?.(member, operation === "construct");
     if (operation === "construct") {
-      const approval = entry.type.kind !== "runtime" && entry.type.constructApproval;
-      return { service, member: `new ${name ?? "(class)"}`, approval, sync: true };
+      const approval = type.kind !== "runtime" && type.constructApproval;
+      return { service, member: `new ${name ?? "(class)"}`, approval, sync: true, about };
     }
     if (member === null) {
-      const type = entry.type;
-      return { service, member: name ?? "(function)", approval: type.callApproval, sync: type.callSync };
+      return {
+        service,
+        member: name ?? "(function)",
+        approval: type.callApproval,
+        sync: type.callSync,
+        about,
+      };
     }
     const owner = service ?? name;
-    const approval = entry.type.approvals.has(member);
+    const approval = type.approvals.has(member);
     // A read of an `@approval` member (a getter runs host code on every read) needs the same yes as a call.
-    if (operation === "get") return { service: owner, member, approval, sync: true };
-    const sync = entry.type.kind === "runtime" || (entry.type.members.get(member)?.callSync ?? true);
-    return { service: owner, member, approval, sync, idempotent: entry.type.idempotents.has(member) };
+    if (operation === "get") return { service: owner, member, approval, sync: true, about };
+    const sync = type.kind === "runtime" || (type.members.get(member)?.callSync ?? true);
+    return { service: owner, member, approval, sync, idempotent: type.idempotents.has(member), about };
   }
 
   /**
@@ -174,7 +183,7 @@ export class HandleMembrane implements HostMembrane {
   }
 
   /** Decodes call arguments as data for a person or a policy to read: host objects appear as `describe` says. */
-  argumentsAsData(args: string, describe: (handle: number) => string = () => "[host object]"): unknown[] {
+  argumentsAsData(args: string, describe: (handle: number) => unknown = () => "[host object]"): unknown[] {
     try {
       const decoded = decodeWire(args, { onHandle: (shape) => describe(shape.id) });
       return Array.isArray(decoded) ? decoded : [];

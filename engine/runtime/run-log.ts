@@ -464,6 +464,8 @@ export class RunLog implements HostMembrane {
             member: target.member,
             ...(handle === undefined ? {} : { target: this.#denotations.describe(handle) }),
             args: this.#denotations.argumentsAsData(args),
+            ...target.about?.(),
+            ...handlesField(this.#denotations.handlesOf(args)),
             reason: decision.reason,
             ...site,
           };
@@ -668,4 +670,8 @@ export class RunLog implements HostMembrane {
       }),
     };
   }
+}
+
+function handlesField(handles: Record<number, string> | undefined): { handles?: Record<number, string> } {
+  return handles === undefined ? {} : { handles };
 }
