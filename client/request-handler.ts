@@ -1,5 +1,5 @@
 import { createParser } from "eventsource-parser";
-import type { ErrorBody, Run, ThreadState } from "../engine/server/protocol.ts";
+import type { ErrorBody, Run, Thread, ThreadState } from "../engine/server/protocol.ts";
 import {
   type AnsweredClarifications,
   answerOf,
@@ -161,6 +161,19 @@ export class RequestHandler {
     } catch (error) {
       if (!(error instanceof RequestFailure && NOTHING_TO_CANCEL.has(error.code))) throw error;
     }
+  }
+
+  /**
+   * Replaces the thread's metadata (`{ title }` renames it in the studio) and resolves the thread as stored. A refusal
+   * is thrown as an Error with the server's `code` (`metadata-too-large`, `thread-not-found`, `metadata-invalid`).
+   */
+  async updateThread(update: { metadata: Record<string, unknown> }): Promise<Thread> {
+    const response = await this.#send<{ thread: Thread }>(
+      "PATCH",
+      `/v1/threads/${encodeURIComponent(this.#threadId)}`,
+      { metadata: update?.metadata },
+    );
+    return response.thread;
   }
 
   /** Stops reading the current request's stream at once (the run goes on on the server). */

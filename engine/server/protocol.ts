@@ -42,6 +42,28 @@ export interface ThreadState {
 /** The `run-status` event stored whenever a run changes status. */
 export type RunStatusEvent = { type: "run-status"; status: RunStatus; run: Run };
 
+/**
+ * The `answer` event stored (and streamed) for each answer an accepted `POST /v1/threads/:id/answers` applied: the
+ * decision a person made on one request of a paused run, who made it and when (its texts pass the server's redactor).
+ */
+export type AnswerEvent = {
+  type: "answer";
+  runId: string;
+  /** The request answered (`r<call>-<tag>`). */
+  requestId: string;
+  kind: "approval" | "clarification";
+  /** An approval's decision. */
+  approved?: boolean;
+  /** The reason given with a denial. */
+  reason?: string;
+  /** A question's answer. */
+  answer?: string;
+  /** Who answered: the tenant whose token posted it (`name`: the person, when the server knows one). */
+  by: { tenant: string; name?: string };
+  /** When the answer was accepted (ISO 8601). */
+  at: string;
+};
+
 /** A failure as a tenant reads it: a stable code (`model-unavailable`, `server-error`, …) and a sentence. */
 export interface PublishedFailure {
   code: string;
@@ -62,6 +84,7 @@ export type PublishedEvent = (
   | (Omit<Extract<AgentEvent, { type: "execution" }>, "execution"> & { execution: PublishedExecution })
   | { type: "error"; error: PublishedFailure; message: string }
   | RunStatusEvent
+  | AnswerEvent
 ) & { runId: string | null };
 
 /** The type of a published event (the native stream's `event:`). */

@@ -141,6 +141,34 @@ describe("moss-ts/client against moss serve (PGlite)", () => {
     expect((await transfers()).length).toBe(before);
   });
 
+  it("updateThread({ metadata }) renames the handler's thread; the server's refusals are thrown with their codes", async () => {
+    const threadId = `crew-${randomUUID()}`;
+    const request = handler({ threadId });
+    await expect(request.updateThread({ metadata: { title: "early" } })).rejects.toMatchObject({
+      code: "thread-not-found",
+      status: 404,
+    });
+    replies.push({ content: "Hi." });
+    await send(request, "Hello.");
+    const thread = await request.updateThread({ metadata: { title: "Groceries" } });
+    expect(thread).toMatchObject({ id: threadId, metadata: { title: "Groceries" } });
+    await expect(request.updateThread({ metadata: { title: "x".repeat(17 * 1024) } })).rejects.toMatchObject({
+      code: "metadata-too-large",
+      status: 413,
+    });
+    // Another tenant's handler for the same thread id reaches nothing.
+    const bob = handler({ threadId, bearerToken: TOKENS.bob });
+    await expect(bob.updateThread({ metadata: { title: "bob's" } })).rejects.toMatchObject({
+      code: "thread-not-found",
+    });
+    const state = await fetch(`${vault.server.url}/v1/threads/${threadId}`, {
+      headers: { authorization: `Bearer ${TOKENS.alice}` },
+    });
+    expect(((await state.json()) as { thread: { metadata: unknown } }).thread.metadata).toEqual({
+      title: "Groceries",
+    });
+  });
+
   it("an approval is a clarification with Approve/Deny and the call; answering it (Clarification request) resumes the run once", async () => {
     replies.push(code(TRANSFER), { content: "Sent 5 euros to bob." });
     const before = (await transfers()).length;

@@ -74,7 +74,7 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
     // Before the token check: a browser's preflight carries no Authorization header.
     const allowed = cors({
       origin: [...options.corsOrigins],
-      allowMethods: ["GET", "POST", "DELETE", "OPTIONS"],
+      allowMethods: ["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
       allowHeaders: ["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID", "Accept"],
       maxAge: 600,
     });

@@ -1,6 +1,8 @@
-// `/v1/threads`: create (or find) a thread, list the tenant's threads, read what one does now, delete one.
+// `/v1/threads`: create (or find) a thread, list the tenant's threads, read what one does now, rename (its
+// metadata), delete one.
 import { Hono } from "hono";
 import { checkMetadataSize } from "../answer-bounds.ts";
+import { ServerError } from "../server-error.ts";
 import { type ServerStore, threadNotFound } from "../store/index.ts";
 import { readJson } from "./read-json-body.ts";
 import { type ApiEnv, integerQuery, optionalField, threadId } from "./request-checks.ts";
@@ -37,6 +39,22 @@ export function threadRoutes(options: ThreadRoutesOptions): Hono<ApiEnv> {
     const state = await store.threadState(c.get("tenant"), id);
     if (state === undefined) throw threadNotFound(id);
     return c.json(state);
+  });
+
+  app.patch("/v1/threads/:threadId", async (c) => {
+    const tenant = c.get("tenant");
+    const id = threadId(c.req.param("threadId"));
+    const body = await readJson(c, options.maxBodyBytes(tenant), false);
+    const metadata = optionalField(body, "metadata", "object") as Record<string, unknown> | undefined;
+    if (metadata === undefined) {
+      throw new ServerError(
+        400,
+        "metadata-invalid",
+        'The body needs "metadata": an object that replaces the thread\'s metadata, e.g. {"metadata": {"title": "Groceries"}}.',
+      );
+    }
+    checkMetadataSize(metadata);
+    return c.json({ thread: await store.updateThread(tenant, id, metadata) });
   });
 
   app.delete("/v1/threads/:threadId", async (c) => {

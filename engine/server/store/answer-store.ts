@@ -3,6 +3,7 @@
 import { createHash } from "node:crypto";
 import { requestAnswerProblem } from "../../answers.ts";
 import type { Answer, PendingRequest } from "../../types.ts";
+import type { AnswerEvent } from "../protocol.ts";
 import { ServerError } from "../server-error.ts";
 import type { SqlExecutor } from "./database.ts";
 import { appendEvents, runStatusEvent } from "./event-log.ts";
@@ -118,11 +119,17 @@ async function applyAnswers(
       [run.id, id, storedJson(answers[id])],
     );
   }
+  // One event per answer applied: the decision, recorded in the thread (the log redacts its texts).
+  const at = new Date().toISOString();
+  const decisions = ids.map((id) => answerEvent(run.id, byId.get(id)!, answers[id] as Answer, tenant, at));
   const rows = await executor.query<{ id: string; answer: Answer | null }>(
     "SELECT id, answer FROM moss_pending_requests WHERE run_id = $1",
     [run.id],
   );
-  if (rows.some((row) => row.answer === null)) return { status: 202, body: { run: toRun(run) } };
+  if (rows.some((row) => row.answer === null)) {
+    await appendEvents(executor, store.view, tenant, threadId, run.id, decisions);
+    return { status: 202, body: { run: toRun(run) } };
+  }
   const all = Object.fromEntries(rows.map((row) => [row.id, readStoredJson(row.answer!)]));
   const [queued] = await executor.query<RunRow>(
     `UPDATE moss_runs SET status = 'queued', answers = $2, updated_at = clock_timestamp()
@@ -131,7 +138,7 @@ async function applyAnswers(
   );
   await executor.query("DELETE FROM moss_pending_requests WHERE run_id = $1", [run.id]);
   const resumed = toRun(queued!);
-  await appendEvents(executor, store.view, tenant, threadId, run.id, [runStatusEvent(resumed)]);
+  await appendEvents(executor, store.view, tenant, threadId, run.id, [...decisions, runStatusEvent(resumed)]);
   await executor.query("SELECT pg_notify($1, $2)", [CHANNELS.runs, run.id]);
   return { status: 202, body: { run: resumed } };
 }
@@ -148,4 +155,30 @@ export async function pendingRequests(
     [runId],
   );
   return rows.map((row) => readStoredJson(row.request));
+}
+
+/** The `answer` event of one applied answer (its shape was checked against its request). */
+function answerEvent(
+  runId: string,
+  request: PendingRequest,
+  answer: Answer,
+  tenant: string,
+  at: string,
+): AnswerEvent {
+  const decision =
+    "answer" in answer
+      ? { answer: answer.answer }
+      : {
+          approved: answer.approved,
+          ...("reason" in answer && answer.reason ? { reason: answer.reason } : {}),
+        };
+  return {
+    type: "answer",
+    runId,
+    requestId: request.id,
+    kind: request.kind,
+    ...decision,
+    by: { tenant },
+    at,
+  };
 }

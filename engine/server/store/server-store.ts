@@ -24,6 +24,7 @@ import {
   listThreadPage,
   listThreads,
   threadState,
+  updateThread,
 } from "./thread-store.ts";
 
 /**
@@ -75,6 +76,11 @@ export class ServerStore implements StoreParts {
     maxBytes?: number,
   ): Promise<{ threads: Thread[]; next?: string }> {
     return listThreadPage(this.database, tenant, limit, before, maxBytes);
+  }
+
+  /** Replaces the tenant's thread's metadata (404 `thread-not-found` when the tenant has no such thread). */
+  updateThread(tenant: string, threadId: string, metadata: Record<string, unknown>): Promise<Thread> {
+    return updateThread(this.database, tenant, threadId, metadata);
   }
 
   /** The thread, whether a run is active or waits for a person, its unanswered requests and its last event id. */

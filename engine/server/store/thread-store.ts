@@ -48,6 +48,21 @@ export async function getThread(
   return rows[0] === undefined ? undefined : toThread(rows[0]);
 }
 
+/** Replaces the metadata of the tenant's thread (a rename): 404 `thread-not-found` when the tenant has none. */
+export async function updateThread(
+  database: Database,
+  tenant: string,
+  threadId: string,
+  metadata: Record<string, unknown>,
+): Promise<Thread> {
+  const rows = await database.query<ThreadRow>(
+    "UPDATE moss_threads SET metadata = $3 WHERE tenant = $1 AND id = $2 RETURNING id, metadata, created_at",
+    [tenant, threadId, JSON.stringify(metadata)],
+  );
+  if (rows[0] === undefined) throw threadNotFound(threadId);
+  return toThread(rows[0]);
+}
+
 /** 400 `before-unknown` when the tenant has no thread `before`: an empty page would read as the end of the list. */
 async function checkBefore(database: Database, tenant: string, before: string | undefined): Promise<void> {
   if (before !== undefined && (await getThread(database, tenant, before)) === undefined) {

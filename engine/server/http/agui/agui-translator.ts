@@ -195,6 +195,9 @@ function interruptOf(
         member: request.member,
         args,
         ...(request.target === undefined ? {} : { target: request.target }),
+        ...(request.parameters === undefined ? {} : { parameters: request.parameters }),
+        ...(request.doc === undefined ? {} : { doc: request.doc }),
+        ...(request.handles === undefined ? {} : { handles: request.handles }),
         ...(request.line === undefined ? {} : { line: request.line }),
       },
     };
