@@ -262,10 +262,13 @@ describe.runIf(BROWSER_TESTS)("the playground in headless Chromium", () => {
     expect(await program.textContent()).toContain("1\n2\n3\n4\n5async function main(moss: Moss) {");
     expect(await program.textContent()).toContain('const receipt = await moss.vault.transfer("bob", 5);');
 
-    // The approval says the call in words (positional: the event carries no parameter names), with its line.
-    const approval = wide.getByRole("region", { name: 'Approval needed: vault.transfer("bob", 5)' });
+    // The approval says the call in words with the parameter names the module declares, its doc comment, its line.
+    const approval = wide.getByRole("region", {
+      name: 'Approval needed: vault.transfer(to: "bob", amount: 5)',
+    });
     await approval.waitFor();
-    await approval.getByRole("heading", { name: 'vault.transfer("bob", 5)' }).waitFor();
+    await approval.getByRole("heading", { name: 'vault.transfer(to: "bob", amount: 5)' }).waitFor();
+    await approval.getByText("Sends `amount` euros to `to` and returns the receipt number.").waitFor();
     expect(await approval.textContent()).toContain("line 3 of the code");
     const status = wide.getByRole("status", { name: "Run status" });
     await wide.waitForFunction(
@@ -285,12 +288,17 @@ describe.runIf(BROWSER_TESTS)("the playground in headless Chromium", () => {
       visible: (globalThis as any).document.activeElement?.matches(":focus-visible"),
       outline: (globalThis as any).getComputedStyle((globalThis as any).document.activeElement!).outlineStyle,
     }));
-    expect(focused).toEqual({ name: 'Approve vault.transfer("bob", 5)', visible: true, outline: "solid" });
+    expect(focused).toEqual({
+      name: 'Approve vault.transfer(to: "bob", amount: 5)',
+      visible: true,
+      outline: "solid",
+    });
     await wide.keyboard.press("Tab");
     expect(await wide.evaluate(() => (globalThis as any).document.activeElement?.textContent)).toBe("Deny");
     await wide.keyboard.press("Shift+Tab");
     await wide.keyboard.press("Enter");
-    await approval.getByText(/^Approved at /).waitFor();
+    // The thread's record of the decision: who and when.
+    await approval.getByText(/^Approved by alice at .+/).waitFor();
     expect(
       await approval
         .getByRole("button", { name: /^(Approve|Deny) / })
@@ -324,6 +332,15 @@ describe.runIf(BROWSER_TESTS)("the playground in headless Chromium", () => {
     await wide.screenshot({ path: join(SCREENSHOTS, "studio-1280-top.png"), fullPage: true });
     await wide.emulateMedia({ colorScheme: "dark" });
     await wide.screenshot({ path: join(SCREENSHOTS, "studio-1280-dark.png"), fullPage: true });
+    // After a reload the card still says who approved, and when (the thread's answer event), and takes no answer.
+    await wide.emulateMedia({ colorScheme: "light" });
+    await wide.reload();
+    await approval.getByText(/^Approved by alice at .+/).waitFor();
+    expect(
+      await approval
+        .getByRole("button", { name: /^(Approve|Deny) / })
+        .evaluateAll((buttons) => buttons.map((button) => (button as any).disabled)),
+    ).toEqual([true, true]);
     expect(errors).toEqual([]);
     await wide.close();
   });
@@ -350,7 +367,9 @@ describe.runIf(BROWSER_TESTS)("the playground in headless Chromium", () => {
     });
     await task.fill(`Send bob 500 euros, ${randomUUID()}.`);
     await task.press("Control+Enter");
-    const approval = narrow.getByRole("region", { name: 'Approval needed: vault.transfer("bob", 500)' });
+    const approval = narrow.getByRole("region", {
+      name: 'Approval needed: vault.transfer(to: "bob", amount: 500)',
+    });
     await approval.waitFor();
     await narrow.getByText("1 image attached: dot.png (image/png)").waitFor();
     const overflow = () => narrow.evaluate(() => (globalThis as any).document.documentElement.scrollWidth);
@@ -363,9 +382,9 @@ describe.runIf(BROWSER_TESTS)("the playground in headless Chromium", () => {
     await narrow.keyboard.press("Tab");
     expect(
       await narrow.evaluate(() => (globalThis as any).document.activeElement?.getAttribute("aria-label")),
-    ).toBe('Deny vault.transfer("bob", 500)');
+    ).toBe('Deny vault.transfer(to: "bob", amount: 500)');
     await narrow.keyboard.press("Enter");
-    await approval.getByText("Denied (too much at once)", { exact: false }).waitFor();
+    await approval.getByText(/^Denied by alice at .+: too much at once$/).waitFor();
 
     // The code asked a question with no choices: a text box, answered with Enter.
     const question = narrow.getByRole("region", { name: "Question: Why so much?" });
@@ -380,9 +399,22 @@ describe.runIf(BROWSER_TESTS)("the playground in headless Chromium", () => {
     expect(await overflow()).toBeLessThanOrEqual(360);
     await narrow.screenshot({ path: join(SCREENSHOTS, "studio-360-completed.png"), fullPage: true });
 
-    // Delete asks first; Keep keeps it, "Delete for good" deletes it.
+    // After a reload the denial is still there as the thread recorded it: who, when, the reason.
+    await narrow.reload();
+    await approval.getByText(/^Denied by alice at .+: too much at once$/).waitFor();
+
+    // Rename: the thread's name (its metadata's title) changes on the server and in the list.
     const threadId = new URLSearchParams(new URL(narrow.url()).hash.slice(1)).get("thread")!;
-    const title = (await call(server, "GET", `/v1/threads/${threadId}`)).body.thread.metadata.title as string;
+    const first = (await call(server, "GET", `/v1/threads/${threadId}`)).body.thread.metadata.title as string;
+    await narrow.getByRole("button", { name: `Rename thread ${first}` }).click();
+    const title = `Rent for bob ${randomUUID().slice(0, 8)}`;
+    await narrow.getByRole("textbox", { name: "New name" }).fill(title);
+    await narrow.getByRole("textbox", { name: "New name" }).press("Enter");
+    await narrow.getByRole("button", { name: `Rename thread ${title}` }).waitFor();
+    expect((await call(server, "GET", `/v1/threads/${threadId}`)).body.thread.metadata).toEqual({ title });
+    expect(await overflow()).toBeLessThanOrEqual(360);
+
+    // Delete asks first; Keep keeps it, "Delete for good" deletes it.
     await narrow.getByRole("button", { name: `Delete thread ${title}` }).click();
     await narrow.getByRole("button", { name: `Keep thread ${title}` }).click();
     expect((await call(server, "GET", `/v1/threads/${threadId}`)).status).toBe(200);

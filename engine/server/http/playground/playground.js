@@ -7,7 +7,7 @@ import { codeView } from "./code-view.js";
 import { button, element } from "./dom.js";
 import { outcomeCard } from "./outcome.js";
 import { renderProse } from "./prose.js";
-import { requestCard } from "./requests.js";
+import { decisionWords, requestCard } from "./requests.js";
 
 const $ = (id) => document.getElementById(id);
 const state = {
@@ -102,12 +102,65 @@ async function listThreads() {
     open.title = title;
     open.setAttribute("aria-current", String(thread.id === state.threadId));
     open.addEventListener("click", () => openThread(thread.id));
+    const rename = button("Rename", "rename", `Rename thread ${title}`);
+    rename.addEventListener("click", () => renameForm(entry, thread, title, rename));
     const remove = button("Delete", "delete", `Delete thread ${title}`);
     remove.addEventListener("click", () => confirmDelete(entry, thread.id, title, remove));
-    entry.append(open, remove);
+    entry.append(open, rename, remove);
     list.append(entry);
   }
   if (threads.length === 0) list.append(element("li", "quiet", "No threads yet: send a task."));
+}
+
+/** Rename in place: the thread's name is its metadata's `title` (the rest of its metadata is kept). */
+function renameForm(entry, thread, title, rename) {
+  const form = element("form", "rename-form");
+  form.setAttribute("aria-label", `Rename ${title}`);
+  const inputId = `rename-${thread.id}`;
+  const label = element("label", "reason-label", "New name");
+  label.htmlFor = inputId;
+  const input = element("input", "rename-input");
+  input.id = inputId;
+  input.type = "text";
+  input.maxLength = 200;
+  input.autocomplete = "off";
+  input.value = title;
+  const save = element("button", "", "Save");
+  save.type = "submit";
+  save.setAttribute("aria-label", `Save the new name of ${title}`);
+  const keep = button("Cancel", "", `Keep the name ${title}`);
+  const problem = element("span", "meta");
+  problem.setAttribute("role", "status");
+  form.append(label, input, save, keep, problem);
+  rename.hidden = true;
+  entry.append(form);
+  const close = () => {
+    form.remove();
+    rename.hidden = false;
+    rename.focus();
+  };
+  keep.addEventListener("click", close);
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") close();
+  });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const name = input.value.trim();
+    if (name === "" || name === title) return close();
+    save.disabled = true;
+    try {
+      const metadata = { ...(thread.metadata ?? {}), title: name };
+      await api("PATCH", `/v1/threads/${encodeURIComponent(thread.id)}`, { metadata });
+      await listThreads();
+      const renamed = [...$("threads").querySelectorAll("button.thread")];
+      renamed.find((entry) => entry.dataset.threadId === thread.id)?.focus();
+    } catch (error) {
+      save.disabled = false;
+      problem.textContent = error.message;
+    }
+  });
+  input.focus();
+  input.select();
 }
 
 /** Delete asks once more in place (Delete / Keep), then deletes the thread with all it stored. */
@@ -325,6 +378,14 @@ function render(type, data) {
       append(card.item);
       break;
     }
+    case "answer": {
+      // The decision as the thread recorded it: who, when, approved or denied, the reason (also after a reload).
+      const card = state.requests.get(data.requestId);
+      if (card === undefined) break;
+      card.record(decisionWords(data));
+      card.inferred = false;
+      break;
+    }
     case "error":
       showError(data.message);
       break;
@@ -364,9 +425,9 @@ function render(type, data) {
 }
 
 /**
- * The run went on past its pause (or ended): its request cards take no answer now. A card answered in this page says
- * its decision already; one answered elsewhere (or before a reload) says what the events tell: the run moved on. The
- * stream has no record of who decided what (an API addition: see the notes of issue 26).
+ * The run went on past its pause (or ended): its request cards take no answer now. A card answered in this page, or
+ * whose `answer` event came, says its decision already; one without (answered before the thread recorded answers)
+ * says what the events tell: the run moved on.
  */
 function settleRequests(runId, status) {
   for (const control of state.runs.get(runId) ?? []) control.disabled = true;

@@ -1,6 +1,6 @@
 // What a paused run asks a person: an approval of one host call (the call in words, its line of code, Approve or
 // Deny with an optional reason) or a `moss.ask` question (its choices as buttons, else a text box); the decision is
-// shown on the card once it is made.
+// shown on the card once it is made, and as the thread recorded it (its `answer` event: who, when, the reason).
 import { button, element } from "./dom.js";
 import { pretty } from "./outcome.js";
 
@@ -23,7 +23,7 @@ function argument(value) {
 
 /**
  * The call in words: `todos.remove(id: 3)` when the request names the parameters (`parameters`, in declaration
- * order; not sent by the server today), else positional `todos.remove(3)`.
+ * order, as the module declares them), else positional `todos.remove(3)`.
  */
 export function callInWords(request) {
   const name = request.service === undefined ? request.member : `${request.service}.${request.member}`;
@@ -34,10 +34,48 @@ export function callInWords(request) {
   return `${name}(${args.join(", ")})`;
 }
 
+/** When an event says a thing happened (ISO time), as the person's clock reads it. */
+function when(at) {
+  const date = new Date(at);
+  return Number.isNaN(date.getTime()) ? String(at ?? "") : date.toLocaleString();
+}
+
+/**
+ * A decision as the thread recorded it (an `answer` event): "Denied by alice at 07/12/2026, 03:12:04: too much"; a
+ * question's "Answered "blue" by alice at …".
+ */
+export function decisionWords(event) {
+  const who = event.by?.name ?? event.by?.tenant ?? "someone";
+  const stamp = `by ${who} at ${when(event.at)}`;
+  if (event.kind === "clarification") return `Answered "${event.answer ?? ""}" ${stamp}`;
+  if (event.approved) return `Approved ${stamp}`;
+  return `Denied ${stamp}${event.reason ? `: ${event.reason}` : ""}`;
+}
+
+/** What the module says of the member (its doc comment) and what each host-object argument is. */
+function callDetails(request) {
+  const parts = [];
+  if (typeof request.doc === "string" && request.doc !== "") {
+    parts.push(element("h4", "", "what the module says of it"), element("pre", "doc", request.doc));
+  }
+  const handles = Object.entries(request.handles ?? {});
+  if (handles.length > 0) {
+    const list = element("ul", "handles");
+    list.setAttribute("aria-label", "host objects in the arguments");
+    const names = Array.isArray(request.parameters) ? request.parameters : [];
+    for (const [index, description] of handles) {
+      const name = names[Number(index)] ?? `argument ${Number(index) + 1}`;
+      list.append(element("li", "meta", `${name} is ${description}`));
+    }
+    parts.push(list);
+  }
+  return parts;
+}
+
 /**
  * The card of one request event. `answer(value)` posts the answer and resolves when the server took it (it throws
  * with the server's message otherwise). Returns the card and its controls, which the page turns off once the run
- * moved on; `decided(text)` writes the decision on the card.
+ * moved on; `decided(text)` writes the decision on the card, `record(text)` the thread's record of it (kept).
  */
 export function requestCard(data, answer) {
   const request = data.request;
@@ -52,12 +90,19 @@ export function requestCard(data, answer) {
     decision.textContent = text;
     decision.hidden = false;
   };
+  // Once the thread's record of the decision came, it stays what the card says.
+  let recorded = false;
+  const record = (text) => {
+    recorded = true;
+    for (const control of controls) control.disabled = true;
+    decided(text);
+  };
   const send = async (value, clicked, words) => {
     for (const control of controls) control.disabled = true;
     clicked?.setAttribute("aria-pressed", "true");
     try {
       await answer(value);
-      decided(`${words} at ${new Date().toLocaleTimeString()}`);
+      if (!recorded) decided(`${words} at ${new Date().toLocaleTimeString()}`);
     } catch (error) {
       for (const control of controls) control.disabled = false;
       clicked?.removeAttribute("aria-pressed");
@@ -72,6 +117,7 @@ export function requestCard(data, answer) {
     // The engine's words for the call (its one describer, stored with the event), as the client and AG-UI show.
     item.append(element("div", "call", data.description ?? words));
     if (request.target) item.append(element("p", "meta", `acts on ${request.target}`));
+    item.append(...callDetails(request));
     if (WHY[request.reason]) item.append(element("p", "meta", WHY[request.reason]));
     if (request.code) {
       item.append(
@@ -144,5 +190,5 @@ export function requestCard(data, answer) {
     }
     item.append(row, decision);
   }
-  return { item, controls, decided, decision };
+  return { item, controls, decided, record, decision };
 }
