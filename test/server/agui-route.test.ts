@@ -116,7 +116,15 @@ describe("the AG-UI endpoint on PGlite", () => {
       toolCallId,
       // The engine's description of the request (stored with its request event), not words of the route's own.
       message: `#${interrupt.id} approval vault.transfer("bob", 5) at line 2`,
-      metadata: { call: "vault.transfer", service: "vault", member: "transfer", args: ["bob", 5] },
+      metadata: {
+        call: "vault.transfer",
+        service: "vault",
+        member: "transfer",
+        args: ["bob", 5],
+        // What a person needs to judge it, as the native API's request carries it (issue 26).
+        parameters: ["to", "amount"],
+        doc: "Sends `amount` euros to `to` and returns the receipt number.\n@approval",
+      },
       responseSchema: { required: ["approved"] },
     });
     // A stream resumed after the request event says the same.

@@ -22,6 +22,34 @@ describe("TenantView", () => {
     expect(other.redactText("operator-only-secret")).toBe("operator-only-secret");
   });
 
+  it("an approval request's doc, parameters and handles, and an answer event's reason, reach a tenant redacted", () => {
+    const view = new TenantView(["operator-only-secret"]);
+    const request = {
+      id: "r1-0123456789ab",
+      kind: "approval",
+      member: "send",
+      args: ["x"],
+      parameters: ["key operator-only-secret"],
+      doc: "Sends with the key operator-only-secret.\n@approval",
+      handles: { 0: "Key operator-only-secret returned by call 1 (keys.get)" },
+      reason: "tag",
+    };
+    const event = view.event({ type: "approval-request", request, description: "#r1 approval send" });
+    expect(JSON.stringify(event)).not.toContain("operator-only-secret");
+    expect(event.request.doc).toBe("Sends with the key [redacted].\n@approval");
+    expect(view.value([request])[0]!.handles[0]).toBe("Key [redacted] returned by call 1 (keys.get)");
+    const answer = view.event({
+      type: "answer",
+      requestId: "r1-0123456789ab",
+      kind: "approval",
+      approved: false,
+      reason: "no: operator-only-secret",
+      by: { tenant: "alice" },
+      at: new Date(0).toISOString(),
+    });
+    expect(answer.reason).toBe("no: [redacted]");
+  });
+
   it("a database URL adds the URL and its password, in either spelling", () => {
     const view = new TenantView(["postgres://moss:p%40ss-w0rd!@db.internal:5432/moss"]);
     expect(view.text("password p@ss-w0rd! or p%40ss-w0rd!")).toBe("password [redacted] or [redacted]");
