@@ -1,4 +1,7 @@
 // moss-ts/client: the Crewmaster protocol over `moss serve`'s native API, for Node and browsers (fetch only).
+
+export type { RunTrace, TraceExecution } from "../engine/server/protocol.ts";
+export type { HostCallRecord } from "../engine/types.ts";
 export {
   AnsweredClarifications,
   type AnsweredRequest,
