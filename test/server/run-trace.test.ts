@@ -11,6 +11,7 @@ import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { MossServer } from "../../engine/server/moss-server.ts";
 import type { RunTrace } from "../../engine/server/protocol.ts";
+import { runTrace } from "../../engine/server/store/run-trace.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
 import { call, code, readEvents, runSettles, startTestServer, TRANSFER } from "./server-harness.ts";
 
@@ -171,6 +172,14 @@ describe("the run trace", () => {
     expect(transfer).toMatchObject({ member: "vault.transfer", outcome: "value", approval: "approved" });
     expect(transfer.argsBytes).toBeGreaterThan(0);
     expect(transfer.resultBytes).toBeGreaterThan(0);
+    // A page is bounded in bytes (always one execution at least): `next` reads on after it.
+    const page = await runTrace(sizesOnly.database, "alice", thread, run, 0, 1);
+    expect(page.executions.map((execution) => execution.eventId)).toEqual([done.executions[0]!.eventId]);
+    expect(page.next).toBe(done.executions[0]!.eventId);
+    const rest = (await call(sizesOnly, "GET", `/v1/threads/${thread}/runs/${run}/trace?after=${page.next}`))
+      .body as RunTrace;
+    expect(rest.executions.map((execution) => execution.eventId)).toEqual([done.executions[1]!.eventId]);
+    expect(rest).not.toHaveProperty("next");
     for (const execution of done.executions) {
       for (const call of execution.calls) {
         expect(call).not.toHaveProperty("args");
