@@ -5,7 +5,8 @@ import type { HostCallRecord, TracePayloads } from "../types.ts";
  * The payloads of the call trace (`HostCallRecord.args`, `result`, `error`), kept only when the runtime is asked to
  * (`tracePayloads`): each is a readable JSON rendering of the wire text, passed through the host's redactor (when it
  * gave one) and cut to TRACE_PAYLOAD_CHARS with a marker naming the whole text's size. An execution keeps at most
- * TRACE_PAYLOAD_BUDGET characters of them; later calls keep their sizes only.
+ * TRACE_PAYLOAD_BUDGET characters of them; later calls keep their sizes only. What it costs is bounded per execution
+ * too: at most RENDER_BUDGET characters of wire are decoded, the rest is shown as wire text.
  */
 
 /** Most characters of one payload kept in the trace (before the truncation marker). */
@@ -21,8 +22,13 @@ const REDACT_LOOKAHEAD = TRACE_PAYLOAD_CHARS;
 /** Most characters of payloads one execution's trace keeps; later calls keep their sizes only. */
 export const TRACE_PAYLOAD_BUDGET = 256 * 1024;
 
-/** Wire texts up to this size are decoded into a readable rendering; longer ones are kept as wire text (cut). */
-const MAX_RENDERED_WIRE = 1024 * 1024;
+/**
+ * Wire texts up to this size are decoded into a readable rendering, as long as the execution has decoded less than
+ * RENDER_BUDGET of them; others are kept as their wire text (cut), which costs nothing more: decoding is what a
+ * payload costs (about 2 ms for 64 KiB of wire, 30 ms for 280 KiB), and it runs on the host for each call.
+ */
+const MAX_RENDERED_WIRE = 64 * 1024;
+const RENDER_BUDGET = 2 * 1024 * 1024;
 
 /** What a cut payload ends with: `… (truncated, 12345 bytes)`, the size of the whole text. */
 export function truncationMarker(size: number): string {
@@ -34,6 +40,7 @@ export class TracePayloadRecorder {
   readonly #redact: ((text: string) => string) | undefined;
   readonly #describe: (handle: number) => string;
   #left = TRACE_PAYLOAD_BUDGET;
+  #renderLeft = RENDER_BUDGET;
 
   constructor(options: Exclude<TracePayloads, false>, describe: (handle: number) => string) {
     this.#redact = options === true ? undefined : options.redact;
@@ -70,7 +77,8 @@ export class TracePayloadRecorder {
    * `Name: message`; the wire text itself when it is long, cyclic or does not decode.
    */
   #render(wire: string, asError: boolean): string {
-    if (wire.length > MAX_RENDERED_WIRE) return wire;
+    if (wire.length > MAX_RENDERED_WIRE || wire.length > this.#renderLeft) return wire;
+    this.#renderLeft -= wire.length;
     let value: unknown;
     try {
       value = decodeWire(wire, {

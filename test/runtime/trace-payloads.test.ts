@@ -97,13 +97,14 @@ describe.each(["in-process", "process"] as const)("trace payloads (%s driver)", 
     const execution = await runtime.execute({
       code: `async function main(moss: Moss) {
   await moss.robot.note("hello");
-  await moss.robot.note("x".repeat(100000));
+  await moss.robot.note("x".repeat(50000));
+  await moss.robot.note("w".repeat(200000));
   await moss.robot.note("key ${SECRET}");
   return moss.robot.position();
 }`,
     });
     expect(okOf(execution)).toBe(0);
-    const [hello, huge, secret, position] = execution.calls;
+    const [hello, huge, wire, secret, position] = execution.calls;
     expect(hello).toMatchObject({
       member: "robot.note",
       line: 2,
@@ -112,8 +113,11 @@ describe.each(["in-process", "process"] as const)("trace payloads (%s driver)", 
       result: "1",
     });
     expect(huge!.args!.startsWith('["xxxxxxxx')).toBe(true);
-    // The marker names the size of the whole rendering: `["` + 100,000 characters + `"]`.
-    expect(huge!.args!.endsWith(truncationMarker(100_004))).toBe(true);
+    // The marker names the size of the whole rendering: `["` + 50,000 characters + `"]`.
+    expect(huge!.args!.endsWith(truncationMarker(50_004))).toBe(true);
+    // Past 64 KiB of wire a payload is not decoded (that costs the host): its wire text is kept, cut the same way.
+    expect(wire!.args!).toMatch(/^\[\["A",1\],"wwww/);
+    expect(wire!.args!.endsWith(truncationMarker(wire!.argsBytes))).toBe(true);
     expect(huge!.args!.length).toBeLessThanOrEqual(TRACE_PAYLOAD_CHARS + 40);
     expect(secret!.args).toBe('["key [redacted]"]');
     expect(JSON.stringify(execution.calls)).not.toContain(SECRET.slice(0, 10));
