@@ -232,7 +232,7 @@ export const SETTINGS: readonly Setting[] = [
     flag: "no-trace-payloads",
     env: "MOSS_NO_TRACE_PAYLOADS",
     default: true,
-    help: "keep only host calls' sizes in runs' traces, never their arguments, results or errors (otherwise kept bounded and redacted); the variable turns it on with any value",
+    help: "keep only host calls' sizes in runs' traces, never their arguments, results or errors (otherwise kept bounded and redacted); the variable does it when set to any value",
     commands: SERVER,
   },
   {
