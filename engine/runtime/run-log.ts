@@ -400,15 +400,16 @@ export class RunLog implements HostMembrane {
         this.#keep({ ...logged });
         trace.outcome = "replayed";
         trace.resultBytes = logged.result.wire.length;
+        const answer = logged.request === undefined ? undefined : this.#options.answers[logged.request.id];
+        if (answer !== undefined && "approved" in answer)
+          trace.approval = answer.approved ? "approved" : "denied";
+        this.#denotations.learn(index, key, logged.result.wire);
+        // After `learn`: host objects of the result read as what they now denote.
         this.#payloads?.result(
           trace,
           logged.result.kind.endsWith("error") ? "error" : "value",
           logged.result.wire,
         );
-        const answer = logged.request === undefined ? undefined : this.#options.answers[logged.request.id];
-        if (answer !== undefined && "approved" in answer)
-          trace.approval = answer.approved ? "approved" : "denied";
-        this.#denotations.learn(index, key, logged.result.wire);
         return replayedOutcome(logged.result);
       }
       if (logged.request !== undefined && logged.result === undefined) {
@@ -661,7 +662,6 @@ export class RunLog implements HostMembrane {
       trace.outcome = kind;
       trace.durationMs = performance.now() - started;
       trace.resultBytes = wire.length;
-      this.#payloads?.result(trace, kind, wire);
       // A call run again (its logged result held another runtime's handles) must answer as it did: the same data,
       // as many handles. Its handles then denote what the logged ones did, by position.
       if (rerun !== undefined && (rerun.kind !== entry.result.kind || !sameData(rerun.wire, wire))) {
@@ -669,6 +669,7 @@ export class RunLog implements HostMembrane {
       }
       // Host code's calls of callbacks answer host code: what they return is no result of model code's call `index`.
       if (!this.#unlogged.has(entry)) this.#denotations.learn(index, entry.key, wire);
+      this.#payloads?.result(trace, kind, wire);
       this.#options.onSettled?.();
       span.setAttribute("moss.result_bytes", wire.length);
       if (kind === "error") span.setStatus({ code: SpanStatusCode.ERROR });

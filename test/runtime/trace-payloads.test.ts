@@ -158,6 +158,23 @@ describe.each(["in-process", "process"] as const)("trace payloads (%s driver)", 
     expect(move).not.toHaveProperty("result");
   });
 
+  test("host objects in arguments and results read as what they denote", async () => {
+    const runtime = await new MossCompiler({ sandbox, tracePayloads: true }).compile(
+      path.join(ROOT, "test/fixtures/durable/approval-context.ts"),
+    );
+    runtimes.push(runtime);
+    const execution = await runtime.execute({
+      code: `async function main(moss: Moss) {
+  const alice = moss.bank.account("alice");
+  return moss.bank.transfer(alice, 3);
+}`,
+    });
+    const [account, transfer] = execution.calls;
+    expect(account).toMatchObject({ member: "bank.account", args: '["alice"]' });
+    expect(account!.result).toMatch(/^"\[.*returned by call 1 \(bank\.account\)\]"$/);
+    expect(transfer!.args).toMatch(/^\["\[.*returned by call 1 \(bank\.account\)\]",3\]$/);
+  });
+
   test("one execution keeps a bounded amount of payloads: later calls keep their sizes only", async () => {
     const runtime = await compile(sandbox, { tracePayloads: true });
     const calls = Math.ceil(TRACE_PAYLOAD_BUDGET / TRACE_PAYLOAD_CHARS) + 20;
