@@ -1,5 +1,5 @@
 import { createParser } from "eventsource-parser";
-import type { ErrorBody, Run, Thread, ThreadState } from "../engine/server/protocol.ts";
+import type { ErrorBody, Run, RunTrace, Thread, ThreadState } from "../engine/server/protocol.ts";
 import {
   type AnsweredClarifications,
   answerOf,
@@ -174,6 +174,27 @@ export class RequestHandler {
       { metadata: update?.metadata },
     );
     return response.thread;
+  }
+
+  /**
+   * The trace of a run of this thread (default: the last request's): the host calls of each execution of its code,
+   * with their sizes and, unless the server keeps sizes only, their arguments, results and errors (bounded,
+   * redacted). A page is bounded in bytes: pass its `next` as `after` for the rest. A refusal throws an Error with
+   * the server's `code` (`thread-not-found`, `run-not-found`).
+   */
+  async getTrace(runId: string | undefined = this.#runId, after?: number): Promise<RunTrace> {
+    if (typeof runId !== "string" || runId === "") {
+      throw new RequestFailure(
+        "getTrace(runId) needs a run: this handler has made no request yet.",
+        "run-not-found",
+      );
+    }
+    const query = after === undefined ? "" : `?after=${encodeURIComponent(String(after))}`;
+    return this.#send<RunTrace>(
+      "GET",
+      `/v1/threads/${encodeURIComponent(this.#threadId)}/runs/${encodeURIComponent(runId)}/trace${query}`,
+      undefined,
+    );
   }
 
   /** Stops reading the current request's stream at once (the run goes on on the server). */

@@ -84,5 +84,6 @@ export {
   type PendingRun,
   type PolicyCall,
   type PolicyVerdict,
+  type TracePayloads,
   type TypeCheckMode,
 } from "./types.ts";

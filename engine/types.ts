@@ -120,7 +120,10 @@ export interface Execution {
    * answer and the continuation to pass to `runtime.resume()` with the answers. Nothing of a paused run persisted.
    */
   pending?: PendingRun;
-  /** One entry per host call the run made (replayed ones included), in call order: sizes, never payloads. */
+  /**
+   * One entry per host call the run made (replayed ones included), in call order: sizes, and the payloads only when
+   * the runtime keeps them (`tracePayloads`).
+   */
   calls: HostCallRecord[];
   /** Images the code passed to `moss.show(image)`, in order (absent when none): the agent shows them to the model. */
   images?: ImageContent[];
@@ -251,7 +254,25 @@ export interface HostCallRecord {
   argsBytes: number;
   /** Bytes of the wire-encoded result or error (absent while pending). */
   resultBytes?: number;
+  /**
+   * The arguments, as a JSON array (host objects as what they denote, in brackets), kept only when the runtime is
+   * asked to (`tracePayloads`): redacted by the host's redactor and cut at 1,024 characters, a cut one ending with
+   * `… (truncated, <n> bytes)`.
+   */
+  args?: string;
+  /** The result of outcome `value` (or of a replayed value), kept and bounded as {@link args} is. */
+  result?: string;
+  /** The error of outcome `error` or `denied` (or of a replayed error), as `Name: message`, bounded as {@link args}. */
+  error?: string;
+  /** A person's answer to the call's approval request, when one decided it in this execution. */
+  approval?: "approved" | "denied";
 }
+
+/**
+ * Whether `execution.calls` keeps each call's arguments and result (bounded, see `HostCallRecord.args`): `true`, or
+ * the host's redactor every payload passes before it is cut. Default `false`: sizes only.
+ */
+export type TracePayloads = boolean | { redact?: (text: string) => string };
 
 /** The persisted state of a session: the PyContext of GhostOS. */
 export interface MossContext {

@@ -85,6 +85,7 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
   const maxSteps = settings.get<number>("agent.maxSteps")!;
   const maxErrors = settings.get<number>("agent.maxErrors")!;
   const tools = settings.get<boolean>("agent.tools")!;
+  const tracePayloads = settings.get<boolean>("serve.tracePayloads")!;
   const concurrency = settings.get<number>("worker.concurrency")!;
   const leaseMs = settings.get<number>("worker.leaseMs")!;
   const maxRunsPerTenant = settings.get<number>("worker.maxRunsPerTenant");
@@ -137,6 +138,7 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
     version: mossPackageVersion(),
     logger: createServerLogger(logLevel, io.stderr),
     moduleConfig: config.moduleConfig(),
+    tracePayloads,
     http: http === false ? false : { ...http.listen, tokens: tokens! },
     worker:
       values["no-worker"] === true

@@ -227,6 +227,15 @@ export const SETTINGS: readonly Setting[] = [
     inFile: false,
   },
   {
+    path: "serve.tracePayloads",
+    kind: "off",
+    flag: "no-trace-payloads",
+    env: "MOSS_NO_TRACE_PAYLOADS",
+    default: true,
+    help: "keep only host calls' sizes in runs' traces, never their arguments, results or errors (otherwise kept bounded and redacted); the variable does it when set to any value",
+    commands: SERVER,
+  },
+  {
     path: "worker.concurrency",
     kind: "integer",
     min: 1,

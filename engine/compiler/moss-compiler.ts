@@ -45,6 +45,11 @@ export interface MossCompilerOptions {
   /** Whether runs pause for approvals and `moss.ask` (default true); when false such calls are denied instead. */
   durableRuns?: boolean;
   /**
+   * Whether `execution.calls` keeps each host call's arguments, result and error, bounded and passed through
+   * `redact` when given (see `HostCallRecord.args`). Default false: sizes only.
+   */
+  tracePayloads?: MossRuntimeOptions["tracePayloads"];
+  /**
    * Runs the module's `__moss_test_setup__(compiler)` before its `__moss_compile__`: the fakes a test binds in place
    * of the production host setup (`moss test`, `MossTestSuite`). Default false.
    */
@@ -271,6 +276,7 @@ export class MossCompiler {
         ? {}
         : { continuationTtlMs: this.#options.continuationTtlMs }),
       ...(this.#options.durableRuns === undefined ? {} : { durableRuns: this.#options.durableRuns }),
+      ...(this.#options.tracePayloads === undefined ? {} : { tracePayloads: this.#options.tracePayloads }),
     });
     try {
       const services = await this.#resolveServices(module);

@@ -31,6 +31,7 @@ import {
   type ExecutionError,
   type ExecutionLimits,
   type MossContext,
+  type TracePayloads,
   type TypeCheckMode,
 } from "../types.ts";
 import { checkedSnippet } from "./checked-snippet.ts";
@@ -86,6 +87,7 @@ export class MossRuntime {
   readonly #continuationKey: Uint8Array;
   readonly #continuationTtlMs: number;
   readonly #durableRuns: boolean;
+  readonly #tracePayloads: TracePayloads;
   /** Names this runtime's handles in run logs: a logged result holding them replays only here. */
   readonly #origin = randomUUID();
   #moduleHash: string | undefined;
@@ -124,6 +126,7 @@ export class MossRuntime {
     this.#continuationKey = continuationKey(options.continuationKey);
     this.#continuationTtlMs = options.continuationTtlMs ?? DEFAULT_CONTINUATION_TTL_MS;
     this.#durableRuns = options.durableRuns ?? true;
+    this.#tracePayloads = options.tracePayloads ?? false;
     addHostRoot(path.dirname(options.module.path));
     this.#declarations = moduleDeclarations(options.module.analysis.declaredTypes);
     this.#data = new SessionData(options.module);
@@ -470,6 +473,7 @@ export class MossRuntime {
       origin: this.#origin,
       requestTag: plan.requestTag,
       canPause: this.#durableRuns ? true : "this runtime does not pause runs (durableRuns is off)",
+      tracePayloads: this.#tracePayloads,
       traceContext,
       // A paused run's log travels in its continuation: a few results' worth, never the host's memory.
       maxLogBytes: MAX_LOG_RESULTS * limits.maxResultBytes,

@@ -9,7 +9,7 @@ import {
   unknownCallSiteReason,
 } from "../membrane/index.ts";
 import type { Nondeterminism } from "../sandbox/index.ts";
-import type { Answers, CallPolicy, HostCallRecord, PendingRequest } from "../types.ts";
+import type { Answers, CallPolicy, HostCallRecord, PendingRequest, TracePayloads } from "../types.ts";
 import { CallDecisions, type Decision, type Verdict } from "./call-decision.ts";
 import { Denotations } from "./denotations.ts";
 import { handleSkeleton, holdsHandles, sameData } from "./handle-wire.ts";
@@ -24,6 +24,7 @@ import {
 } from "./host-outcome.ts";
 import { ApprovalDenied, type LogEntry, requestId } from "./log-entry.ts";
 import { type RunSignal, withRunSignal } from "./run-signal.ts";
+import { TracePayloadRecorder } from "./trace-payload.ts";
 
 /*
  * The run log: every host call a run makes passes through here. A call is answered from the log when a resumed run
@@ -72,6 +73,8 @@ export interface RunLogOptions {
   runSignal?: RunSignal;
   /** The run's stop signal: once it aborted, no host call starts (each fails with MossError `run-stopped`). */
   signal?: AbortSignal;
+  /** Whether the trace keeps each call's arguments and result (bounded, redacted; see `TracePayloadRecorder`). */
+  tracePayloads?: TracePayloads;
 }
 
 /** moss-ts's tracer: a no-op unless the host registered an OpenTelemetry tracer provider. */
@@ -104,6 +107,8 @@ export class RunLog implements HostMembrane {
   readonly #denotations: Denotations;
   /** Decides each new call (see `CallDecisions`). */
   readonly #decisions: CallDecisions;
+  /** Keeps the calls' payloads in the trace, when the runtime was asked to. */
+  readonly #payloads: TracePayloadRecorder | undefined;
   /** Bytes the kept log holds. */
   #logBytes = 0;
   /** Entries whose call was handed to the host (run for real) in this run. */
@@ -121,6 +126,11 @@ export class RunLog implements HostMembrane {
     this.#options = options;
     this.#denotations = new Denotations(options.membrane, options.origin);
     this.#decisions = new CallDecisions(options.policies, options.membrane, this.#denotations, this.warnings);
+    const payloads = options.tracePayloads ?? false;
+    this.#payloads =
+      payloads === false
+        ? undefined
+        : new TracePayloadRecorder(payloads, (handle) => this.#denotations.describe(handle));
   }
 
   /** Whether the run made every call its replayed log holds (a resumed run that ends early took another path). */
@@ -249,6 +259,7 @@ export class RunLog implements HostMembrane {
       argsBytes: args.length,
     };
     this.calls.push(trace);
+    this.#payloads?.args(trace, args);
     const entry: LogEntry = { key, args };
     this.#unlogged.add(entry);
     const act = (verdict: Verdict): HostOutcome => {
@@ -361,6 +372,7 @@ export class RunLog implements HostMembrane {
       argsBytes: args.length,
     };
     this.calls.push(trace);
+    this.#payloads?.args(trace, args);
     const ids = args.includes('["H",') ? (handleSkeleton(args)?.ids ?? []) : [];
     const denoted = {
       ...(handle === undefined ? {} : { on: this.#denotations.denote(handle).denotes }),
@@ -388,7 +400,16 @@ export class RunLog implements HostMembrane {
         this.#keep({ ...logged });
         trace.outcome = "replayed";
         trace.resultBytes = logged.result.wire.length;
+        const answer = logged.request === undefined ? undefined : this.#options.answers[logged.request.id];
+        if (answer !== undefined && "approved" in answer)
+          trace.approval = answer.approved ? "approved" : "denied";
         this.#denotations.learn(index, key, logged.result.wire);
+        // After `learn`: host objects of the result read as what they now denote.
+        this.#payloads?.result(
+          trace,
+          logged.result.kind.endsWith("error") ? "error" : "value",
+          logged.result.wire,
+        );
         return replayedOutcome(logged.result);
       }
       if (logged.request !== undefined && logged.result === undefined) {
@@ -523,10 +544,12 @@ export class RunLog implements HostMembrane {
       entry.result = { kind: "promise-value", wire: outcome.wire, handles: false };
       this.#grow(outcome.wire.length);
       trace.resultBytes = outcome.wire.length;
+      this.#payloads?.result(trace, "value", outcome.wire);
       this.#options.onSettled?.();
       return { kind: "promise", settled: Promise.resolve(outcome) };
     }
     const member = request.kind === "approval" ? request.member : key;
+    if ("approved" in answer) trace.approval = answer.approved ? "approved" : "denied";
     if ("approved" in answer && answer.approved) {
       const handed = args.includes('["H",') ? (handleSkeleton(args)?.ids ?? []) : [];
       // Decided again: a policy that now denies (or fails) still wins over the person's yes.
@@ -571,6 +594,7 @@ export class RunLog implements HostMembrane {
     entry.result = { kind: sync ? "error" : "promise-error", wire, handles: false };
     trace.outcome = "denied";
     trace.resultBytes = wire.length;
+    this.#payloads?.result(trace, "error", wire);
     this.#options.onSettled?.();
     return sync
       ? { kind: "error", wire }
@@ -647,6 +671,7 @@ export class RunLog implements HostMembrane {
       }
       // Host code's calls of callbacks answer host code: what they return is no result of model code's call `index`.
       if (!this.#unlogged.has(entry)) this.#denotations.learn(index, entry.key, wire);
+      this.#payloads?.result(trace, kind, wire);
       this.#options.onSettled?.();
       span.setAttribute("moss.result_bytes", wire.length);
       if (kind === "error") span.setStatus({ code: SpanStatusCode.ERROR });

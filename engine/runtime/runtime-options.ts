@@ -7,6 +7,7 @@ import type {
   Execution,
   ExecutionLimits,
   MossContext,
+  TracePayloads,
   TypeCheckMode,
 } from "../types.ts";
 import type { MossRuntime } from "./moss-runtime.ts";
@@ -34,6 +35,11 @@ export interface MossRuntimeOptions {
    * denied (`ApprovalDenied`) instead of pausing; the call trace is kept either way.
    */
   durableRuns?: boolean;
+  /**
+   * Whether `execution.calls` keeps each call's arguments, result and error (bounded; see `HostCallRecord.args`), and
+   * the redactor they pass first. Default false: the trace holds sizes only.
+   */
+  tracePayloads?: TracePayloads;
 }
 
 /** Options of `runtime.resume()`. */

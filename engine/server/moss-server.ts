@@ -63,6 +63,11 @@ export interface MossServerOptions {
    * container under the token `"moss.config"`.
    */
   moduleConfig?: Record<string, unknown>;
+  /**
+   * Whether runs' traces keep each host call's arguments, result and error (bounded, through the tenant view's
+   * redactor; read with `GET /v1/threads/:threadId/runs/:runId/trace`). Default true; false keeps sizes only.
+   */
+  tracePayloads?: boolean;
   /** For `MOSS_CONTINUATION_KEY` (else the key shared through the database). */
   env?: NodeJS.ProcessEnv;
   version?: string;
@@ -116,7 +121,13 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
       : await store.continuationKey(randomBytes(32).toString("base64url"));
   view.addSecret(continuationKey);
   // Every thread's runtime is compiled from one analysis and one loaded instance of the module (see ModuleCache).
-  const compiler = { ...options.agent?.compiler, continuationKey, moduleCache: new ModuleCache() };
+  // A trace's payloads pass the one redactor of what tenants read before they are cut (and again when stored).
+  const compiler = {
+    ...options.agent?.compiler,
+    continuationKey,
+    moduleCache: new ModuleCache(),
+    tracePayloads: options.tracePayloads === false ? false : { redact: (text: string) => view.text(text) },
+  };
   const moduleConfig = options.moduleConfig ?? {};
   const compileRuntime = (context: Parameters<typeof compileModuleRuntime>[1], startCheck = false) =>
     compileModuleRuntime(

@@ -2,7 +2,7 @@
 // stored and streamed) and the error body. The server builds these shapes; moss-ts/client reads them with
 // `import type` (nothing here exists at run time, so the client bundles none of the engine).
 import type { AgentEvent } from "../agent/index.ts";
-import type { Execution, PendingRequest } from "../types.ts";
+import type { Execution, HostCallRecord, PendingRequest } from "../types.ts";
 
 /** A conversation of one tenant; its id is chosen by the client or generated. */
 export interface Thread {
@@ -37,6 +37,32 @@ export interface ThreadState {
   runId?: string;
   pending: PendingRequest[];
   lastEventId: number;
+}
+
+/**
+ * One execution of a run's code in its trace: the host calls it made, in call order. A step that paused executes
+ * again when its run resumes (its earlier calls then `replayed`), so a step may have several.
+ */
+export interface TraceExecution {
+  /** The agent's step that ran the code. */
+  step: number;
+  /** The id of the thread's `execution` event it is read from. */
+  eventId: number;
+  ok: boolean;
+  /** The code paused here, waiting for a person (its last call is `pending`). */
+  paused: boolean;
+  durationMs: number;
+  /** Sizes always; arguments, results and errors (bounded, redacted) unless the server keeps sizes only. */
+  calls: HostCallRecord[];
+}
+
+/** `GET /v1/threads/:threadId/runs/:runId/trace`: the host calls of every execution of a run, by step. */
+export interface RunTrace {
+  runId: string;
+  status: RunStatus;
+  executions: TraceExecution[];
+  /** The page was cut (it is bounded in bytes): pass this as `?after=` for the executions after it. */
+  next?: number;
 }
 
 /** The `run-status` event stored whenever a run changes status. */

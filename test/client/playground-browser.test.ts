@@ -452,4 +452,49 @@ describe.runIf(BROWSER_TESTS)("the playground in headless Chromium", () => {
     expect(errors).toEqual([]);
     await wide.close();
   });
+  it("a run's trace panel: each host call with its arguments, result, line, time and a person's approval; a huge argument cut with its marker", async () => {
+    const { page: wide, errors } = await studio(1280);
+    // A transfer to a huge name waits for approval: its trace row shows the arguments cut at 1 KiB.
+    const name = "b".repeat(3000);
+    replies.push(
+      code(
+        `  const receipt = await moss.vault.transfer("${name}", 1);\n  return [receipt, await moss.vault.balance()];`,
+      ),
+      { content: "Paid." },
+    );
+    const task = wide.getByRole("textbox", { name: "Task for the agent" });
+    await task.fill(`Pay a long name, ${randomUUID()}.`);
+    await task.press("Control+Enter");
+    const pausedTrace = wide.getByRole("group", { name: /^Trace of run / });
+    await pausedTrace.waitFor();
+    await pausedTrace.getByText("Trace: the run's host calls").click();
+    const pausedTable = pausedTrace.getByRole("table", {
+      name: "Host calls of step 1 (paused for a person)",
+    });
+    await pausedTable.waitFor();
+    const pendingRow = pausedTable.getByRole("row").filter({ hasText: "vault.transfer" });
+    expect(await pendingRow.textContent()).toContain("waits for a person");
+    // `["` + 3,000 characters + `",1]`: the cell ends with the marker naming the whole size.
+    expect(await pendingRow.textContent()).toContain(`["${"b".repeat(40)}`);
+    expect(await pendingRow.textContent()).toContain("… (truncated, 3006 bytes)");
+
+    await wide.getByRole("button", { name: "Approve" }).click();
+    await wide.getByRole("region", { name: "Answer" }).getByText("Paid.").waitFor();
+    // The panel moved to the run's end and reads the trace again: the resumed step, its approval and results.
+    const doneTable = pausedTrace.getByRole("table", { name: "Host calls of step 1 (completed)" });
+    await doneTable.waitFor();
+    const transfer = doneTable.getByRole("row").filter({ hasText: "vault.transfer" });
+    expect(await transfer.textContent()).toMatch(/ran, approved by a person/);
+    expect(await transfer.textContent()).toMatch(/"receipt-\d+"/);
+    const balance = doneTable.getByRole("row").filter({ hasText: "vault.balance" });
+    const cells = await balance.getByRole("cell").allTextContents();
+    expect(cells.slice(0, 3)).toEqual(["vault.balance", "3", "ran"]);
+    expect(cells[3]).toMatch(/^\d+(\.\d)? ms$/);
+    expect(cells[4]).toBe("[]");
+    expect(cells[5]).toMatch(/^-?\d+$/);
+    await doneTable.scrollIntoViewIfNeeded();
+    await wide.screenshot({ path: join(SCREENSHOTS, "studio-1280-trace.png"), fullPage: true });
+    expect(errors).toEqual([]);
+    await wide.close();
+  });
 });

@@ -112,6 +112,25 @@ describe("moss-ts/client against moss serve (PGlite)", () => {
     expect(new Set(ids).size).toBe(ids.length - 2);
   });
 
+  it("getTrace() reads the last request's run's host calls with their payloads; another tenant's handler is refused with thread-not-found", async () => {
+    replies.push(code('  console.log("balance", await moss.vault.balance());'), {
+      content: "You have 100 euros.",
+    });
+    const threadId = `crew-${randomUUID()}`;
+    const request = handler({ threadId });
+    await expect(request.getTrace()).rejects.toMatchObject({ code: "run-not-found" });
+    await send(request, "What is my balance?");
+    const trace = await request.getTrace();
+    expect(trace).toMatchObject({ runId: request.runId, status: "completed" });
+    expect(trace.executions[0]!.calls).toMatchObject([
+      { member: "vault.balance", line: 2, outcome: "value", args: "[]" },
+    ]);
+    expect(trace.executions[0]!.calls[0]!.result).toMatch(/^\d+$/);
+    // Bob's handler on the same thread id: alice's thread is not his to read.
+    const bobs = new RequestHandler({ bearerToken: TOKENS.bob, serverUrl: vault.server.url!, threadId });
+    await expect(bobs.getTrace(request.runId)).rejects.toMatchObject({ code: "thread-not-found" });
+  });
+
   it("cancel() of a run that ended already leaves it be (the server's 409 run-finished is not a failure of the app)", async () => {
     replies.push({ content: "Done." });
     const threadId = `crew-${randomUUID()}`;

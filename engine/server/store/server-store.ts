@@ -1,5 +1,5 @@
 import type { ImageContent, PendingRequest } from "../../types.ts";
-import type { Run, Thread, ThreadState } from "../protocol.ts";
+import type { Run, RunTrace, Thread, ThreadState } from "../protocol.ts";
 import { TenantView } from "../tenant-view.ts";
 import { answer, type StoredResponse } from "./answer-store.ts";
 import type { Database } from "./database.ts";
@@ -16,6 +16,7 @@ import {
   saveCheckpoint,
 } from "./run-queue.ts";
 import { cancelRun, createRun, getRun, requireRun } from "./run-store.ts";
+import { runTrace } from "./run-trace.ts";
 import { type StoreParts, sessionIdOf } from "./store-rows.ts";
 import {
   createThread,
@@ -112,6 +113,11 @@ export class ServerStore implements StoreParts {
   /** The tenant's run, or the 404 that says what is missing (`thread-not-found` or `run-not-found`). */
   requireRun(tenant: string, threadId: string, runId: string): Promise<Run> {
     return requireRun(this.database, tenant, threadId, runId);
+  }
+
+  /** The host calls of the tenant's run, by execution (see `runTrace`); 404s as {@link requireRun}. */
+  runTrace(tenant: string, threadId: string, runId: string, after?: number): Promise<RunTrace> {
+    return runTrace(this.database, tenant, threadId, runId, after);
   }
 
   /** Cancels a run from any instance (409 `run-finished` when it ended already). */

@@ -1,6 +1,6 @@
 // One execution's outcome as its `execution` event carries it: status, returned value (pretty-printed, folded when
-// large), stdout, the error with its code frame, type-check diagnostics, warnings, and the host calls it made (sizes
-// only: the trace keeps no payloads).
+// large), stdout, the error with its code frame, type-check diagnostics, warnings, and the host calls it made (their
+// arguments, results and errors as the server keeps them: bounded, redacted, or sizes only).
 import { element } from "./dom.js";
 
 /** A returned value longer than this (lines or characters) starts folded. */
@@ -109,27 +109,58 @@ const OUTCOMES = {
   pending: "waits for a person",
 };
 
-/** The run's host calls (`execution.calls`): what, where, how it ended, how long, how many bytes each way. */
+/** A person's answer to a call's approval request, in words. */
+const APPROVALS = { approved: "approved by a person", denied: "denied by a person" };
+
+/** The run's host calls (`execution.calls`), folded under a summary. */
 function callsBlock(calls) {
   const details = element("details", "calls");
   details.append(element("summary", "", `host calls (${calls.length})`));
-  const table = element("table", "");
-  table.setAttribute("aria-label", "Host calls of this execution");
+  details.append(callsTable(calls, "Host calls of this execution"));
+  return details;
+}
+
+/**
+ * A table of host calls (`HostCallRecord`s): what, where, how it ended (and whether a person approved it), how long,
+ * the arguments and the result or error as the server kept them (a cut one ends with its `… (truncated, n bytes)`
+ * marker), and the bytes each way.
+ */
+export function callsTable(calls, label) {
+  const table = element("table", "trace");
+  table.setAttribute("aria-label", label);
   const head = element("tr", "");
-  for (const title of ["call", "line", "outcome", "time", "bytes in / out"])
+  for (const title of ["call", "line", "outcome", "time", "arguments", "result or error", "bytes in / out"])
     head.append(element("th", "", title));
   table.append(head);
   for (const call of calls) {
-    const row = element("tr", "");
+    const row = element("tr", call.outcome === "denied" || call.outcome === "error" ? "failed" : "");
+    const outcome = [OUTCOMES[call.outcome] ?? call.outcome, APPROVALS[call.approval]]
+      .filter(Boolean)
+      .join(", ");
+    const result = call.error ?? call.result;
     row.append(
-      element("td", "mono", call.member),
-      element("td", "", call.line === undefined ? "?" : String(call.line)),
-      element("td", "", OUTCOMES[call.outcome] ?? call.outcome),
-      element("td", "", `${Math.round(call.durationMs ?? 0)} ms`),
+      element("td", "mono nowrap", call.member),
+      element("td", "nowrap", call.line === undefined ? "?" : String(call.line)),
+      element("td", "", outcome),
+      element("td", "nowrap", `${formatMs(call.durationMs)} ms`),
+      payloadCell(call.args),
+      payloadCell(result, call.error === undefined ? "" : "error"),
       element("td", "", `${call.argsBytes ?? "?"} / ${call.resultBytes ?? "–"}`),
     );
     table.append(row);
   }
-  details.append(table);
-  return details;
+  return table;
+}
+
+/** A payload's cell: its text (a long one scrolls within a few lines), or a dash when the trace kept none. */
+function payloadCell(text, className = "") {
+  if (text === undefined) return element("td", "quiet", "–");
+  const cell = element("td", `mono payload ${className}`.trim());
+  cell.append(element("div", "payload-text", text));
+  return cell;
+}
+
+function formatMs(ms) {
+  const value = Number(ms ?? 0);
+  return value > 0 && value < 10 ? value.toFixed(1) : String(Math.round(value));
 }

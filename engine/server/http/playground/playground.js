@@ -8,6 +8,7 @@ import { button, element } from "./dom.js";
 import { outcomeCard } from "./outcome.js";
 import { renderProse } from "./prose.js";
 import { decisionWords, requestCard } from "./requests.js";
+import { clearTracePanels, tracePanel } from "./trace.js";
 
 const $ = (id) => document.getElementById(id);
 const state = {
@@ -206,6 +207,7 @@ function openThread(threadId) {
   state.requests = new Map();
   state.text = undefined;
   state.lastText = undefined;
+  clearTracePanels();
   history.replaceState(null, "", `#thread=${encodeURIComponent(threadId)}`);
   for (const entry of $("threads").querySelectorAll("button.thread")) {
     entry.setAttribute("aria-current", String(entry.dataset.threadId === threadId));
@@ -219,6 +221,7 @@ function openThread(threadId) {
 function newThread() {
   state.stream?.abort();
   state.threadId = undefined;
+  clearTracePanels();
   history.replaceState(null, "", location.pathname);
   $("log").replaceChildren();
   setRun(undefined);
@@ -418,6 +421,9 @@ function render(type, data) {
       if (data.status !== "pending") settleRequests(data.run.id, data.status);
       showLife(data.status, data.run.id);
       append(element("div", "status", `run ${LIFE[data.status] ?? data.status}`));
+      // A run that paused or ended has a trace to read: its one panel moves here, read again when opened.
+      if (!["queued", "running"].includes(data.status) && state.threadId !== undefined)
+        append(tracePanel(api, state.threadId, data.run.id));
       if (data.status === "queued") listThreads().catch(() => {});
       break;
     }
