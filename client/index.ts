@@ -1,4 +1,6 @@
 // moss-ts/client: the Crewmaster protocol over `moss serve`'s native API, for Node and browsers (fetch only).
+
+export type { SessionEvent, ThreadPrompt, ThreadSession } from "../engine/server/protocol.ts";
 export {
   AnsweredClarifications,
   type AnsweredRequest,
