@@ -2,10 +2,25 @@
 // event and GET /session), the prompt the model reads (GET /prompt) and a message's image bytes (GET …/images/:i),
 // each tenant-scoped, redacted and bounded. A real `moss serve` core on PGlite with the vault module.
 import { randomUUID } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { truncateMiddle } from "../../engine/agent/observation.ts";
+import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import { SESSION_FIELD_MAX_CHARS } from "../../engine/server/worker/session-fields.ts";
-import { call, code, readEvents, runSettles, TOKENS, useVaultServer } from "./server-harness.ts";
+import { type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
+import { createPostgresDatabase } from "../helpers/postgres-database.ts";
+import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
+import {
+  call,
+  code,
+  readEvents,
+  runSettles,
+  startTestServer,
+  TOKENS,
+  useVaultServer,
+} from "./server-harness.ts";
 
 // A 1×1 PNG.
 const PNG =
@@ -184,4 +199,48 @@ describe("the thread's session, prompt and images", () => {
     });
     expect((await refusal(`${path}/0`, null)).status).toBe(401);
   });
+});
+
+describe.runIf(POSTGRES_TESTS)("the thread's session and images on PostgreSQL", () => {
+  it("GET /session answers the last session event and GET …/images/:i the stored bytes; another tenant 404", async () => {
+    const postgres = await createPostgresDatabase();
+    const replies: FakeReply[] = [];
+    const model = await startFakeOpenAIServer(replies);
+    const directory = await mkdtemp(join(tmpdir(), "moss-views-pg-"));
+    process.env.MOSS_VAULT_LOG = join(directory, "vault.log");
+    const server = await startTestServer({ url: postgres.url }, model.baseUrl);
+    try {
+      const thread = `views-pg-${randomUUID()}`;
+      await call(server, "POST", "/v1/threads", { body: { id: thread } });
+      expect((await call(server, "GET", `/v1/threads/${thread}/session`)).body).toEqual({ fields: {} });
+      replies.push(code('  moss.notes.push("on postgres");'), { content: "Done." });
+      await call(server, "POST", `/v1/threads/${thread}/runs`, {
+        body: { message: "Go.", images: [{ mediaType: "image/png", data: PNG }] },
+      });
+      const events = await readEvents(server, thread, runSettles);
+      const session = await call(server, "GET", `/v1/threads/${thread}/session`);
+      expect(session.body.fields).toEqual({ notes: '[\n  "on postgres"\n]' });
+      expect(typeof session.body.updatedAt).toBe("string");
+      const task = events.find((event) => event.event === "message" && event.data.message.images)!;
+      const path = `/v1/threads/${thread}/messages/${encodeURIComponent(task.data.message.id)}/images/0`;
+      const image = await fetch(`${server.url}${path}`, {
+        headers: { authorization: `Bearer ${TOKENS.alice}` },
+      });
+      expect(image.headers.get("content-type")).toBe("image/png");
+      expect(image.headers.get("x-content-type-options")).toBe("nosniff");
+      expect(Buffer.from(await image.arrayBuffer()).equals(Buffer.from(PNG, "base64"))).toBe(true);
+      for (const route of [`/v1/threads/${thread}/session`, path]) {
+        expect((await call(server, "GET", route, { tenant: "bob" })).body.error.code).toBe(
+          "thread-not-found",
+        );
+      }
+    } finally {
+      await server.close(1_000);
+      await model.close();
+      await closeSharedSandboxes();
+      await postgres.drop();
+      await rm(directory, { recursive: true, force: true });
+      delete process.env.MOSS_VAULT_LOG;
+    }
+  }, 120_000);
 });
