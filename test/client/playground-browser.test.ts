@@ -396,7 +396,14 @@ describe.runIf(BROWSER_TESTS)("the playground in headless Chromium", () => {
   it("the Session panel shows a data field's value after a run and what changed, the Prompt view shows a visible declaration and no hidden one, an attached image is drawn after a reload", async () => {
     const { page: wide, errors } = await studio(1280);
     const note = `oat milk ${randomUUID().slice(0, 8)}`;
-    replies.push(code(`  moss.notes.push(${JSON.stringify(note)});`), { content: "Noted." });
+    const DOT =
+      "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    replies.push(
+      code(
+        `  moss.notes.push(${JSON.stringify(note)});\n  moss.show({ mediaType: "image/png", data: ${JSON.stringify(DOT)} });`,
+      ),
+      { content: "Noted." },
+    );
     await wide.getByLabel("Attach images").setInputFiles({
       name: "pixel.png",
       mimeType: "image/png",
@@ -444,6 +451,17 @@ describe.runIf(BROWSER_TESTS)("the playground in headless Chromium", () => {
       ),
     );
     expect(await image.getAttribute("src")).toMatch(/^blob:/);
+    const shown = wide
+      .getByRole("figure", { name: "Images the code showed" })
+      .getByRole("img", { name: "image 1" });
+    await shown.waitFor();
+    await wide.waitForFunction(() =>
+      [...(globalThis as any).document.querySelectorAll("figure img")].every(
+        (img: any) => img.complete && img.naturalWidth === 1,
+      ),
+    );
+    expect(await shown.getAttribute("src")).toMatch(/^blob:/);
+    await wide.screenshot({ path: join(SCREENSHOTS, "studio-1280-images-after-reload.png"), fullPage: true });
     await wide.getByRole("region", { name: "Session" }).getByText(note, { exact: false }).waitFor();
     expect(errors).toEqual([]);
     await wide.close();

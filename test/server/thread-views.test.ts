@@ -199,6 +199,25 @@ describe("the thread's session, prompt and images", () => {
     });
     expect((await refusal(`${path}/0`, null)).status).toBe(401);
   });
+
+  it("an image the code showed with moss.show is served from its observation message", async () => {
+    const thread = await newThread();
+    const events = await runCode(
+      thread,
+      `  moss.show({ mediaType: "image/png", data: ${JSON.stringify(PNG)} });`,
+    );
+    const observation = events.find(
+      (event) =>
+        event.event === "message" && event.data.message.role !== "assistant" && event.data.message.images,
+    )!.data.message;
+    const response = await fetch(
+      `${vault.server.url}/v1/threads/${thread}/messages/${encodeURIComponent(observation.id)}/images/0`,
+      { headers: { authorization: `Bearer ${TOKENS.alice}` } },
+    );
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toBe("image/png");
+    expect(Buffer.from(await response.arrayBuffer()).equals(Buffer.from(PNG, "base64"))).toBe(true);
+  });
 });
 
 describe.runIf(POSTGRES_TESTS)("the thread's session and images on PostgreSQL", () => {

@@ -279,7 +279,9 @@ function render(type, data) {
           append(imagesOf(data.message, "Images attached to your task"));
         }
       } else if (data.message.role !== "assistant" && data.message.images?.length) {
-        append(imagesOf(data.message, "Images the code showed"));
+        const shown = imagesOf(data.message, "Images the code showed");
+        shown.classList.add("shown");
+        append(shown);
       } else if (data.message.role === "assistant") {
         const content = data.message.content ?? "";
         if (state.text !== undefined) setProse(state.text, content);
