@@ -69,8 +69,6 @@ export interface ThreadPrompt {
   prompt: string;
   /** The operator's extra instructions of the agent, when it has some. */
   instructions?: string;
-  /** The module prompt's length in tokens (o200k_base), when counted. */
-  tokens?: number;
 }
 
 /** A failure as a tenant reads it: a stable code (`model-unavailable`, `server-error`, …) and a sentence. */
