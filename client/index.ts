@@ -1,7 +1,14 @@
 // moss-ts/client: the Crewmaster protocol over `moss serve`'s native API, for Node and browsers (fetch only).
 
-export type { AnswerEvent, Thread } from "../engine/server/protocol.ts";
-export type { RunTrace, TraceExecution } from "../engine/server/protocol.ts";
+export type {
+  AnswerEvent,
+  RunTrace,
+  SessionEvent,
+  Thread,
+  ThreadPrompt,
+  ThreadSession,
+  TraceExecution,
+} from "../engine/server/protocol.ts";
 export type { HostCallRecord } from "../engine/types.ts";
 export {
   AnsweredClarifications,

@@ -1,5 +1,13 @@
 import { createParser } from "eventsource-parser";
-import type { ErrorBody, Run, RunTrace, Thread, ThreadState } from "../engine/server/protocol.ts";
+import type {
+  ErrorBody,
+  Run,
+  RunTrace,
+  Thread,
+  ThreadPrompt,
+  ThreadSession,
+  ThreadState,
+} from "../engine/server/protocol.ts";
 import {
   type AnsweredClarifications,
   answerOf,
@@ -197,6 +205,32 @@ export class RequestHandler {
     );
   }
 
+  /**
+   * The data fields of `moss` in a thread now (default this handler's), each as readable JSON text, and when they were
+   * stored: `GET /v1/threads/:threadId/session`. A refusal (`thread-not-found`, …) throws an Error with its `code`.
+   */
+  getSession(threadId: string = this.#threadId): Promise<ThreadSession> {
+    return this.#send<ThreadSession>("GET", `${threadPath(threadId)}/session`, undefined);
+  }
+
+  /** The module prompt the model reads for a thread (default this handler's): `GET /v1/threads/:threadId/prompt`. */
+  getPrompt(threadId: string = this.#threadId): Promise<ThreadPrompt> {
+    return this.#send<ThreadPrompt>("GET", `${threadPath(threadId)}/prompt`, undefined);
+  }
+
+  /**
+   * The bytes of image `index` of a message of a thread (default this handler's), typed with its stored media type:
+   * `GET /v1/threads/:threadId/messages/:messageId/images/:index` (a message's id is in its `message` event).
+   */
+  async getImage(messageId: string, index: number, threadId: string = this.#threadId): Promise<Blob> {
+    const response = await this.#request(
+      "GET",
+      `${threadPath(threadId)}/messages/${encodeURIComponent(messageId)}/images/${encodeURIComponent(String(index))}`,
+      undefined,
+    );
+    return response.blob();
+  }
+
   /** Stops reading the current request's stream at once (the run goes on on the server). */
   close(): void {
     this.#abort?.abort();
@@ -342,6 +376,17 @@ export class RequestHandler {
     signal?: AbortSignal,
     headers: Record<string, string> = {},
   ): Promise<Body> {
+    return (await (await this.#request(method, path, body, signal, headers)).json()) as Body;
+  }
+
+  /** The server's answer to a request when it is a success (a refusal throws its `RequestFailure`). */
+  async #request(
+    method: string,
+    path: string,
+    body: unknown,
+    signal?: AbortSignal,
+    headers: Record<string, string> = {},
+  ): Promise<Response> {
     let response: Response;
     try {
       response = await this.#fetch(`${this.#serverUrl}${path}`, {
@@ -362,8 +407,13 @@ export class RequestHandler {
       );
     }
     if (!response.ok) throw await failureOf(response);
-    return (await response.json()) as Body;
+    return response;
   }
+}
+
+/** The API path of a thread. */
+function threadPath(threadId: string): string {
+  return `/v1/threads/${encodeURIComponent(threadId)}`;
 }
 
 /** The server's `{ error: { code, message } }` as a failure (or the status when the body is not that). */

@@ -235,6 +235,11 @@ export class MossRuntime {
     return structuredClone(this.#context);
   }
 
+  /** The names of `moss`'s declared data fields (what a context's properties persist of this module). */
+  dataFields(): string[] {
+    return this.#data.fields();
+  }
+
   /** The service fields of `moss` and their values. */
   mossInjections(): Record<string, unknown> {
     return Object.fromEntries(this.#services);

@@ -8,6 +8,8 @@ import {
 } from "../agent/index.ts";
 import { ModuleCache } from "../compiler/index.ts";
 import { MossError } from "../errors.ts";
+import type { MossRuntime } from "../runtime/index.ts";
+import type { MossContext } from "../types.ts";
 import {
   answerClientErrors,
   createServerApp,
@@ -15,6 +17,7 @@ import {
   httpServerOptions,
   type TenantLimits,
 } from "./http/index.ts";
+import type { ThreadPrompt } from "./protocol.ts";
 import { createServerLogger, loggedError, type ServerLogger } from "./server-log.ts";
 import {
   type Database,
@@ -150,12 +153,14 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
       createRuntime: async (context) => {
         const runtime = await compileRuntime(context);
         if (hooks?.onCheckpoint !== undefined) runtime.onCheckpoint(hooks.onCheckpoint);
+        hooks?.onRuntime?.(runtime);
         return runtime;
       },
       sessionId,
       store: contexts,
       conversationStore: conversations,
     });
+  const prompt = threadPromptOf(compileRuntime, contexts, view, options.agent?.instructions);
   let worker: RunWorker | undefined;
   let events: EventHub | undefined;
   let http: import("node:http").Server | undefined;
@@ -183,6 +188,7 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
         events,
         version: options.version ?? "0.0.0",
         health: () => serverHealth(database, worker),
+        prompt,
         ...(options.limits === undefined ? {} : { limits: options.limits }),
         ...(options.tenantLimits === undefined ? {} : { tenantLimits: options.tenantLimits }),
         ...(options.http.heartbeatMs === undefined ? {} : { heartbeatMs: options.http.heartbeatMs }),
@@ -236,6 +242,43 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
       })();
       return closing;
     },
+  };
+}
+
+/**
+ * The prompt of the module for a thread's session: a runtime compiled with the session's context (its `code` may
+ * replace the module's source) renders it with the engine's one prompter, redacted; requests for the same source
+ * while one renders share it.
+ */
+function threadPromptOf(
+  compileRuntime: (context: MossContext | undefined, startCheck: boolean) => Promise<MossRuntime>,
+  contexts: DatabaseContextStore,
+  view: TenantView,
+  instructions: string | undefined,
+): (sessionId: string) => Promise<ThreadPrompt> {
+  const rendering = new Map<string, Promise<ThreadPrompt>>();
+  return async (sessionId) => {
+    const context = await contexts.load(sessionId);
+    const key = context?.code ?? "";
+    let rendered = rendering.get(key);
+    if (rendered === undefined) {
+      rendered = (async () => {
+        const runtime = await compileRuntime(context, true);
+        try {
+          return {
+            module: view.text(runtime.modulePath),
+            prompt: view.text(await runtime.prompter().dumpModulePrompt()),
+            ...(instructions === undefined || instructions.trim() === ""
+              ? {}
+              : { instructions: view.text(instructions.trim()) }),
+          };
+        } finally {
+          await runtime.close();
+        }
+      })().finally(() => rendering.delete(key));
+      rendering.set(key, rendered);
+    }
+    return rendered;
   };
 }
 

@@ -90,6 +90,35 @@ export type AnswerEvent = {
   at: string;
 };
 
+/**
+ * The `session` event stored after each execution of a run: the data fields of `moss` as they are after it, each as
+ * readable JSON text (redacted, cut to 4,096 characters with a `[truncated N characters]` marker in the middle),
+ * and the names of those that changed.
+ */
+export type SessionEvent = {
+  type: "session";
+  step: number;
+  fields: Record<string, string>;
+  changed: string[];
+};
+
+/** `GET /v1/threads/:threadId/session`: the thread's data fields as its last `session` event left them. */
+export interface ThreadSession {
+  fields: Record<string, string>;
+  /** When the last `session` event was stored (absent before the thread's first execution). */
+  updatedAt?: string;
+}
+
+/** `GET /v1/threads/:threadId/prompt`: the prompt the model reads for the thread's module. */
+export interface ThreadPrompt {
+  /** The module's path as the prompt names it. */
+  module: string;
+  /** The module prompt: its visible source and the declarations it reaches (hidden regions never appear). */
+  prompt: string;
+  /** The operator's extra instructions of the agent, when it has some. */
+  instructions?: string;
+}
+
 /** A failure as a tenant reads it: a stable code (`model-unavailable`, `server-error`, …) and a sentence. */
 export interface PublishedFailure {
   code: string;
@@ -111,6 +140,7 @@ export type PublishedEvent = (
   | { type: "error"; error: PublishedFailure; message: string }
   | RunStatusEvent
   | AnswerEvent
+  | SessionEvent
 ) & { runId: string | null };
 
 /** The type of a published event (the native stream's `event:`). */

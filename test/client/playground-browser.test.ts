@@ -425,6 +425,93 @@ describe.runIf(BROWSER_TESTS)("the playground in headless Chromium", () => {
     expect(errors).toEqual([]);
     await narrow.close();
   });
+  it("the Session panel shows a data field's value after a run and what changed, the Prompt view shows a visible declaration and no hidden one, an attached image is drawn after a reload", async () => {
+    const { page: wide, errors } = await studio(1280);
+    const note = `oat milk ${randomUUID().slice(0, 8)}`;
+    const DOT =
+      "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    replies.push(
+      code(
+        `  moss.notes.push(${JSON.stringify(note)});\n  moss.show({ mediaType: "image/png", data: ${JSON.stringify(DOT)} });`,
+      ),
+      { content: "Noted." },
+    );
+    await wide.getByLabel("Attach images").setInputFiles({
+      name: "pixel.png",
+      mimeType: "image/png",
+      buffer: Buffer.from(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==",
+        "base64",
+      ),
+    });
+    const task = wide.getByRole("textbox", { name: "Task for the agent" });
+    await task.fill("Remember to buy oat milk.");
+    await task.press("Control+Enter");
+    await wide.getByRole("region", { name: "Answer" }).getByText("Noted.").waitFor();
+
+    // The data field as JSON text, marked changed; the log says which fields the step changed.
+    const session = wide.getByRole("region", { name: "Session" });
+    await session.getByText(note, { exact: false }).waitFor();
+    expect(await session.getByRole("term").allTextContents()).toEqual(["notes changed"]);
+    expect(JSON.parse((await session.getByRole("definition").textContent())!)).toEqual([note]);
+    await wide.getByRole("log").getByText("session after step 1: notes changed").waitFor();
+
+    // The prompt the model reads: the module's visible source, none of its hidden region.
+    const prompt = wide.getByRole("region", { name: "Prompt" });
+    await prompt.getByRole("button", { name: "Show the prompt" }).click();
+    const text = prompt.getByLabel("Module prompt");
+    await text.waitFor();
+    expect(await text.textContent()).toContain("notes: string[] = [];");
+    expect(await text.textContent()).toContain("vault!: Vault;");
+    for (const hidden of ["__moss_compile__", "__moss_attr_prompts__", "moss-hide"]) {
+      expect(await text.textContent()).not.toContain(hidden);
+    }
+    expect(await prompt.getByRole("button", { name: "Hide the prompt" }).getAttribute("aria-expanded")).toBe(
+      "true",
+    );
+    await wide.screenshot({ path: join(SCREENSHOTS, "studio-1280-session-prompt.png"), fullPage: true });
+
+    // After a reload: the image is drawn from the thread's image route through a blob: URL, the session is back.
+    await wide.reload();
+    const image = wide
+      .getByRole("figure", { name: "Images attached to your task" })
+      .getByRole("img", { name: "pixel.png" });
+    await image.waitFor();
+    await wide.waitForFunction(() =>
+      [...(globalThis as any).document.querySelectorAll("figure img")].some(
+        (img: any) => img.complete && img.naturalWidth === 1,
+      ),
+    );
+    expect(await image.getAttribute("src")).toMatch(/^blob:/);
+    const shown = wide
+      .getByRole("figure", { name: "Images the code showed" })
+      .getByRole("img", { name: "image 1" });
+    await shown.waitFor();
+    await wide.waitForFunction(() =>
+      [...(globalThis as any).document.querySelectorAll("figure img")].every(
+        (img: any) => img.complete && img.naturalWidth === 1,
+      ),
+    );
+    expect(await shown.getAttribute("src")).toMatch(/^blob:/);
+    await wide.screenshot({ path: join(SCREENSHOTS, "studio-1280-images-after-reload.png"), fullPage: true });
+    await wide.getByRole("region", { name: "Session" }).getByText(note, { exact: false }).waitFor();
+    expect(errors).toEqual([]);
+    await wide.close();
+
+    // At 360 px the panel and the prompt stay within the screen.
+    const { page: narrow, errors: narrowErrors } = await studio(360, 740);
+    await narrow.getByRole("button", { name: "Remember to buy oat milk." }).first().click();
+    await narrow.getByRole("region", { name: "Session" }).getByText(note, { exact: false }).waitFor();
+    await narrow.getByRole("button", { name: "Show the prompt" }).click();
+    await narrow.getByLabel("Module prompt").waitFor();
+    expect(
+      await narrow.evaluate(() => (globalThis as any).document.documentElement.scrollWidth),
+    ).toBeLessThanOrEqual(360);
+    await narrow.screenshot({ path: join(SCREENSHOTS, "studio-360-session-prompt.png"), fullPage: true });
+    expect(narrowErrors).toEqual([]);
+    await narrow.close();
+  });
+
   it("a failed execution shows its error with the code frame and the type-check diagnostics, then the run's answer", async () => {
     const { page: wide, errors } = await studio(1280);
     replies.push(code('  const amount: number = "five";\n  console.log(amount);'), {

@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { cors } from "hono/cors";
+import type { ThreadPrompt } from "../protocol.ts";
 import { ServerError } from "../server-error.ts";
 import type { EventHub, ServerStore } from "../store/index.ts";
 import type { TenantTokens } from "../tenant-tokens.ts";
@@ -11,6 +12,7 @@ import { registerPlayground } from "./playground/index.ts";
 import type { ApiEnv } from "./request-checks.ts";
 import { runRoutes } from "./runs.ts";
 import { checkRequestText } from "./text-input.ts";
+import { threadViewRoutes } from "./thread-views.ts";
 import { threadRoutes } from "./threads.ts";
 
 export type { TenantLimits } from "../worker-defaults.ts";
@@ -28,6 +30,8 @@ export interface ServerAppOptions {
   heartbeatMs?: number;
   /** Web origins (`https://app.example`) whose pages may call the API from a browser (CORS); none by default. */
   corsOrigins?: readonly string[];
+  /** The prompt of the module for a thread's session (`GET /v1/threads/:id/prompt`); absent: that route answers 503. */
+  prompt?: (sessionId: string) => Promise<ThreadPrompt>;
   /** The state `GET /health` reports (the database, the worker); `ok` false answers 503. */
   health?: () => Promise<{ ok: boolean; body: Record<string, unknown> }>;
 }
@@ -118,6 +122,7 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
   app.route("/", runRoutes({ store, maxBodyBytes, maxActiveRuns }));
   app.route("/", answerRoutes({ store, maxBodyBytes }));
   app.route("/", eventRoutes({ store, events, heartbeatMs, streams: openStreams }));
+  app.route("/", threadViewRoutes({ store, prompt: options.prompt }));
 
   registerAguiRoute(app, {
     store,

@@ -130,6 +130,47 @@ export async function lastEventId(
   return rows[0]?.last_event_id;
 }
 
+/**
+ * The thread's last stored event of `type` (its data as stored, and when it was stored), or undefined when it has none
+ * or the thread is not the tenant's.
+ */
+export async function lastEventOfType(
+  database: Database,
+  tenant: string,
+  threadId: string,
+  type: string,
+): Promise<{ data: Record<string, unknown>; createdAt: string } | undefined> {
+  const rows = await database.query<{ data: string; created_at: Date | string }>(
+    `SELECT data::text AS data, created_at FROM moss_events
+     WHERE tenant = $1 AND thread_id = $2 AND type = $3 ORDER BY id DESC LIMIT 1`,
+    [tenant, threadId, type],
+  );
+  const row = rows[0];
+  if (row === undefined) return undefined;
+  return { data: JSON.parse(row.data) as Record<string, unknown>, createdAt: isoTime(row.created_at) };
+}
+
+/** The message with `messageId` as the thread's first `message` event stored it, or undefined. */
+export async function storedMessage(
+  database: Database,
+  tenant: string,
+  threadId: string,
+  messageId: string,
+): Promise<Record<string, unknown> | undefined> {
+  const rows = await database.query<{ message: string }>(
+    `SELECT (data -> 'message')::text AS message FROM moss_events
+     WHERE tenant = $1 AND thread_id = $2 AND type = 'message' AND data -> 'message' ->> 'id' = $3
+     ORDER BY id LIMIT 1`,
+    [tenant, threadId, messageId],
+  );
+  const row = rows[0];
+  return row === undefined ? undefined : (JSON.parse(row.message) as Record<string, unknown>);
+}
+
+function isoTime(value: Date | string): string {
+  return (value instanceof Date ? value : new Date(value)).toISOString();
+}
+
 /** The `run-status` event stored whenever a run changes status. */
 export function runStatusEvent(run: Run): RunStatusEvent {
   return { type: "run-status", status: run.status, run };

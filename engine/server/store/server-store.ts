@@ -3,7 +3,15 @@ import type { Run, RunTrace, Thread, ThreadState } from "../protocol.ts";
 import { TenantView } from "../tenant-view.ts";
 import { answer, type StoredResponse } from "./answer-store.ts";
 import type { Database } from "./database.ts";
-import { appendEvents, type EventInput, eventPage, lastEventId, type StoredEvent } from "./event-log.ts";
+import {
+  appendEvents,
+  type EventInput,
+  eventPage,
+  lastEventId,
+  lastEventOfType,
+  type StoredEvent,
+  storedMessage,
+} from "./event-log.ts";
 import {
   type ClaimedRun,
   type ClaimFairness,
@@ -174,6 +182,24 @@ export class ServerStore implements StoreParts {
   /** The thread's last event id (0 before the first), or undefined when the thread is not the tenant's. */
   lastEventId(tenant: string, threadId: string): Promise<number | undefined> {
     return lastEventId(this.database, tenant, threadId);
+  }
+
+  /** The thread's last stored event of `type` with when it was stored (the last `session` event: its data now). */
+  lastEventOfType(
+    tenant: string,
+    threadId: string,
+    type: string,
+  ): Promise<{ data: Record<string, unknown>; createdAt: string } | undefined> {
+    return lastEventOfType(this.database, tenant, threadId, type);
+  }
+
+  /** A message of the thread as its `message` event stored it (with its images), by the message's id. */
+  storedMessage(
+    tenant: string,
+    threadId: string,
+    messageId: string,
+  ): Promise<Record<string, unknown> | undefined> {
+    return storedMessage(this.database, tenant, threadId, messageId);
   }
 
   // The run queue and its leases (run-queue.ts).

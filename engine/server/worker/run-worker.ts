@@ -12,6 +12,7 @@ import {
 } from "../store/index.ts";
 import type { TenantFailure } from "../tenant-view.ts";
 import { DEFAULT_CONCURRENCY, DEFAULT_LEASE_MS, DEFAULT_MAX_TAKEOVERS } from "../worker-defaults.ts";
+import { RunSession } from "./session-fields.ts";
 import { branchBeforeTask, pendFromCheckpoint } from "./takeover.ts";
 
 /** The fields every log record of a run carries. */
@@ -21,11 +22,15 @@ function runFields(claimed: ClaimedRun): Record<string, unknown> {
 
 /**
  * Builds the agent of one thread session (a fresh one per run: the thread's state lives in the database); its
- * runtime reports each checkpoint of a run to `onCheckpoint` (see `MossRuntime.onCheckpoint`).
+ * runtime reports each checkpoint of a run to `onCheckpoint` (see `MossRuntime.onCheckpoint`), and itself to
+ * `onRuntime` once built (the worker reads the module's data fields of it).
  */
 export type CreateThreadAgent = (
   sessionId: string,
-  hooks?: { onCheckpoint?: (checkpoint: string) => unknown },
+  hooks?: {
+    onCheckpoint?: (checkpoint: string) => unknown;
+    onRuntime?: (runtime: { dataFields(): string[] }) => unknown;
+  },
 ) => MossAgent;
 
 /** Options of {@link RunWorker}. */
@@ -304,15 +309,9 @@ export class RunWorker {
     let burst: Array<AgentEvent & { type: string }> | undefined;
     // What the tenant reads of the failure that ended the run (the operator's log has the error itself).
     let tenantFailure: TenantFailure | undefined;
-    const onEvent = (agentEvent: AgentEvent) => {
-      const event = this.#tenantEvent(
-        agentEvent,
-        log,
-        (failure) => {
-          tenantFailure = failure;
-        },
-        tenantFailure,
-      );
+    // The data fields after each execution (a `session` event), and what changed since the thread last showed them.
+    const session = new RunSession(store.view, await this.#lastSessionFields(tenant, run.threadId, log));
+    const push = (event: { type: string }) => {
       if (burst !== undefined) burst.push(event as AgentEvent & { type: string });
       else {
         const events = [event as AgentEvent & { type: string }];
@@ -323,6 +322,19 @@ export class RunWorker {
           return store.appendEvents(tenant, run.threadId, run.id, events).catch(failed);
         });
       }
+    };
+    const onEvent = (agentEvent: AgentEvent) => {
+      const event = this.#tenantEvent(
+        agentEvent,
+        log,
+        (failure) => {
+          tenantFailure = failure;
+        },
+        tenantFailure,
+      );
+      push(event);
+      const sessionEvent = session.after(agentEvent);
+      if (sessionEvent !== undefined) push(sessionEvent);
       // The step's code ended: its checkpoint must not be replayed by a later takeover.
       if (event.type === "execution") {
         burst = undefined;
@@ -355,7 +367,12 @@ export class RunWorker {
         (await pendFromCheckpoint(this.#conversations, sessionId, claimed.checkpoint));
       if (!resumeCheckpoint) await branchBeforeTask(this.#conversations, sessionId, run.message);
     }
-    const agent = this.#createAgent(sessionId, { onCheckpoint });
+    const agent = this.#createAgent(sessionId, {
+      onCheckpoint,
+      onRuntime: (runtime) => {
+        session.dataFields = runtime.dataFields();
+      },
+    });
     let result: AgentRunResult | undefined;
     let failure: unknown;
     try {
@@ -437,6 +454,21 @@ export class RunWorker {
       },
       `run ${ended.status}`,
     );
+  }
+
+  /** The fields of the thread's last `session` event (undefined when it has none, or it cannot be read now). */
+  async #lastSessionFields(
+    tenant: string,
+    threadId: string,
+    log: ServerLogger,
+  ): Promise<Record<string, string> | undefined> {
+    try {
+      const last = await this.#store.lastEventOfType(tenant, threadId, "session");
+      return last?.data.fields as Record<string, string> | undefined;
+    } catch (error) {
+      log.warn({ event: "session-read-failed", error: loggedError(error) }, "cannot read the last session");
+      return undefined;
+    }
   }
 
   /** Ends the run as failed with `message` (and an `error` event saying it). */

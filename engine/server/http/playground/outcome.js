@@ -40,7 +40,7 @@ export function outcomeCard(data) {
     item.append(element("p", "quiet", "The code ran and returned nothing."));
   }
   if (execution.images?.length) {
-    // The page's CSP (img-src 'self') draws no data: image: the images the code showed are counted, not drawn.
+    // Counted here; the observation message that carries them draws them (message-images.js, through blob: URLs).
     item.append(element("p", "meta", `${execution.images.length} image(s) shown with moss.show`));
   }
   for (const warning of execution.warnings ?? []) item.append(element("p", "warning", `warning: ${warning}`));

@@ -5,9 +5,11 @@
 import { createParser } from "eventsource-parser";
 import { codeView } from "./code-view.js";
 import { button, element } from "./dom.js";
+import { forgetImages, messageImages } from "./message-images.js";
 import { outcomeCard } from "./outcome.js";
 import { renderProse } from "./prose.js";
 import { decisionWords, requestCard } from "./requests.js";
+import { resetSession, sessionLine, showSession, wirePrompt } from "./session-panel.js";
 import { clearTracePanels, tracePanel } from "./trace.js";
 
 const $ = (id) => document.getElementById(id);
@@ -213,6 +215,8 @@ function openThread(threadId) {
     entry.setAttribute("aria-current", String(entry.dataset.threadId === threadId));
   }
   $("log").replaceChildren();
+  forgetImages();
+  resetSession();
   setRun(undefined);
   showLife(undefined);
   follow(threadId);
@@ -224,6 +228,8 @@ function newThread() {
   clearTracePanels();
   history.replaceState(null, "", location.pathname);
   $("log").replaceChildren();
+  forgetImages();
+  resetSession();
   setRun(undefined);
   showLife(undefined);
   $("connection").textContent = "";
@@ -324,9 +330,14 @@ function render(type, data) {
         const item = element("div", "item user", data.message.content);
         item.setAttribute("aria-label", "Your task");
         append(item);
-        // The page's CSP (img-src 'self') shows no data: image: the attachments are named, not drawn.
-        if (data.message.images?.length)
+        if (data.message.images?.length) {
           append(element("p", "attachments user-images", imagesLine(data.message.images)));
+          append(imagesOf(data.message, "Images attached to your task"));
+        }
+      } else if (data.message.role !== "assistant" && data.message.images?.length) {
+        const shown = imagesOf(data.message, "Images the code showed");
+        shown.classList.add("shown");
+        append(shown);
       } else if (data.message.role === "assistant") {
         const content = data.message.content ?? "";
         if (state.text !== undefined) setProse(state.text, content);
@@ -389,6 +400,10 @@ function render(type, data) {
       card.inferred = false;
       break;
     }
+    case "session":
+      showSession(data);
+      append(sessionLine(data));
+      break;
     case "error":
       showError(data.message);
       break;
@@ -468,6 +483,19 @@ function decisionsFromCalls(data) {
   }
 }
 
+/** The message's images drawn, each fetched with the token from the thread's image route. */
+function imagesOf(message, label) {
+  const threadId = state.threadId;
+  return messageImages(message, label, async (index) => {
+    const response = await fetch(
+      `/v1/threads/${encodeURIComponent(threadId)}/messages/${encodeURIComponent(message.id)}/images/${index}`,
+      { headers: { authorization: `Bearer ${state.token}` } },
+    );
+    if (!response.ok) throw new Error(`the server answered ${response.status}`);
+    return response.blob();
+  });
+}
+
 /** "2 images attached: desk.png (image/png), a URL (image/jpeg)". */
 function imagesLine(images) {
   const names = images.map(
@@ -518,6 +546,8 @@ $("signout").addEventListener("click", () => {
   location.reload();
 });
 $("new-thread").addEventListener("click", newThread);
+wirePrompt(api, () => state.threadId);
+resetSession();
 $("message").addEventListener("keydown", (event) => {
   if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
     event.preventDefault();
