@@ -35,6 +35,10 @@ export const LAYERS = [
       "engine/fenced-code.ts",
       "engine/snippet-file.ts",
       "engine/render-diagnostics.ts",
+      "engine/stop-reasons.ts",
+      "engine/diagnostic-codes.ts",
+      "engine/server-defaults.ts",
+      "engine/format-value.ts",
     ],
   },
   { name: "membrane", members: ["engine/membrane/"] },
@@ -81,17 +85,11 @@ export const ALLOWED = [
   {
     from: "engine/cli/",
     to: [
-      "engine/agent/observation.ts",
-      "engine/agent/stop-reasons.ts",
       "engine/check/check-worker-start.ts",
-      "engine/check/diagnostic-codes.ts",
       "engine/compiler/host-setup.ts",
       "engine/compiler/load-module.ts",
       "engine/runtime/shared-sandbox.ts",
       "engine/server/tenant-tokens.ts",
-      "engine/server/http/http-timeouts.ts",
-      "engine/server/worker-defaults.ts",
-      "engine/server/log-levels.ts",
     ],
     reason:
       "commands load only what they run (CLI start-up time is a measured goal); the front doors load openai, ts-morph or the database",

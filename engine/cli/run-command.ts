@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import path from "node:path";
-import { describeRequest, formatValue } from "../agent/observation.ts";
 import { startSpareCheckWorker } from "../check/check-worker-start.ts";
 import { loadHostSetup } from "../compiler/host-setup.ts";
 import { lockContextFile, readContextFile, writeContextFile } from "../context/index.ts";
 import { MossError } from "../errors.ts";
+import { describeRequest, formatValue } from "../format-value.ts";
 import { renderDiagnostics } from "../render-diagnostics.ts";
 import { prestartSharedSandbox } from "../runtime/shared-sandbox.ts";
 import { SNIPPET_FILE } from "../snippet-file.ts";

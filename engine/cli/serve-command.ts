@@ -1,8 +1,8 @@
 import { join, resolve } from "node:path";
 import type { LanguageModel } from "../agent/index.ts";
 import type { DatabaseLocation } from "../server/index.ts";
-import type { LogLevel } from "../server/log-levels.ts";
 import { TenantTokens } from "../server/tenant-tokens.ts";
+import type { LogLevel } from "../server-defaults.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { ConfigSettings } from "./config-settings.ts";
 import { EXIT, usageError } from "./exit-codes.ts";

@@ -1,9 +1,9 @@
 import { Hono } from "hono";
 import { cors } from "hono/cors";
+import { DEFAULT_TENANT_LIMITS, type TenantLimits } from "../../server-defaults.ts";
 import { ServerError } from "../server-error.ts";
 import type { EventHub, ServerStore } from "../store/index.ts";
 import type { TenantTokens } from "../tenant-tokens.ts";
-import { DEFAULT_TENANT_LIMITS, type TenantLimits } from "../worker-defaults.ts";
 import { registerAguiRoute } from "./agui/index.ts";
 import { answerRoutes } from "./answers.ts";
 import { eventRoutes } from "./events.ts";
@@ -13,7 +13,7 @@ import { runRoutes } from "./runs.ts";
 import { checkRequestText } from "./text-input.ts";
 import { threadRoutes } from "./threads.ts";
 
-export type { TenantLimits } from "../worker-defaults.ts";
+export type { TenantLimits } from "../../server-defaults.ts";
 
 /** Options of {@link createServerApp}. */
 export interface ServerAppOptions {
