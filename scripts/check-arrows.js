@@ -35,6 +35,10 @@ export const LAYERS = [
       "engine/fenced-code.ts",
       "engine/snippet-file.ts",
       "engine/render-diagnostics.ts",
+      "engine/stop-reasons.ts",
+      "engine/diagnostic-codes.ts",
+      "engine/server-defaults.ts",
+      "engine/format-value.ts",
     ],
   },
   { name: "membrane", members: ["engine/membrane/"] },
@@ -76,25 +80,16 @@ export const PUBLIC_DOORS = ["engine/index.ts", "container/index.ts"];
  */
 export const ALLOWED = [
   // Upward imports.
-  // Deep imports whose front door would load far more than the importer needs, or that sit in files other work
-  // is rewriting this round.
+  // Deep imports whose front door would load far more than the importer needs. Both files are light (no TypeScript, no
+  // isolated-vm) and run before anything heavy: the spare type-check worker starts first so that TypeScript loads in
+  // it while the command loads the module (the check room's door loads TypeScript itself), and the process-wide
+  // sandbox drivers are prestarted by `moss run` and closed after every command (the runtime's door loads the
+  // compiler's TypeScript, the sandbox's the drivers and the membrane).
   {
     from: "engine/cli/",
-    to: [
-      "engine/agent/observation.ts",
-      "engine/agent/stop-reasons.ts",
-      "engine/check/check-worker-start.ts",
-      "engine/check/diagnostic-codes.ts",
-      "engine/compiler/host-setup.ts",
-      "engine/compiler/load-module.ts",
-      "engine/runtime/shared-sandbox.ts",
-      "engine/server/tenant-tokens.ts",
-      "engine/server/http/http-timeouts.ts",
-      "engine/server/worker-defaults.ts",
-      "engine/server/log-levels.ts",
-    ],
+    to: ["engine/check/check-worker-start.ts", "engine/runtime/shared-sandbox.ts"],
     reason:
-      "commands load only what they run (CLI start-up time is a measured goal); the front doors load openai, ts-morph or the database",
+      "commands load only what they run (CLI start-up time is a measured goal); the check and runtime front doors load TypeScript",
   },
   // moss-modules/ reaching past the public API: these names are not exported by engine/index.ts.
   {

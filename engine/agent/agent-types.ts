@@ -1,5 +1,6 @@
 // The public shapes of the agent: its options, the runtime and stores it uses, its events and results.
 import type { Container } from "../../container/index.ts";
+import type { StopReason } from "../stop-reasons.ts";
 import type {
   Answers,
   ExecuteRequest,
@@ -16,7 +17,6 @@ import type { CodeSource } from "./extract-code.ts";
 import type { LanguageModel } from "./language-model.ts";
 import type { ModuleRuntimeOptions } from "./module-runtime.ts";
 import type { ObservationLimits } from "./observation.ts";
-import type { StopReason } from "./stop-reasons.ts";
 
 /** What the agent needs of a MossRuntime (MossRuntime satisfies it). */
 export interface AgentRuntime {

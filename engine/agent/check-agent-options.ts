@@ -1,7 +1,7 @@
 import { MossError } from "../errors.ts";
+import { DEFAULT_MAX_ERRORS, DEFAULT_MAX_STEPS } from "../stop-reasons.ts";
 import type { MossAgentOptions } from "./agent-types.ts";
 import { promptBudget } from "./context-window.ts";
-import { DEFAULT_MAX_ERRORS, DEFAULT_MAX_STEPS } from "./stop-reasons.ts";
 
 /** {@link MossAgentOptions} with its defaults filled in. */
 export type CheckedAgentOptions = MossAgentOptions &

@@ -1,11 +1,11 @@
 import { createRequire } from "node:module";
 import { Tiktoken, type TiktokenBPE } from "js-tiktoken/lite";
 import { MossError } from "../errors.ts";
+import { truncateMiddle } from "../format-value.ts";
 import type { ChatMessage } from "./language-model.ts";
-import { truncateMiddle } from "./observation.ts";
 
 /** The context size assumed when neither the options nor the model server give one. */
-export { DEFAULT_CONTEXT_TOKENS } from "./stop-reasons.ts";
+export { DEFAULT_CONTEXT_TOKENS } from "../stop-reasons.ts";
 
 /** Tokens kept free besides the output (`max_tokens`): the counting tokenizer is not the model's own. */
 export const CONTEXT_MARGIN_RATIO = 0.1;

@@ -1,4 +1,6 @@
 // The agent: language models, code extraction, the conversation tree and the MossAgent loop.
+
+export { describeRequest, formatReturns, truncateMiddle } from "../format-value.ts";
 export {
   AGENT_ROLE,
   buildSystemPrompt,
@@ -94,9 +96,7 @@ export {
 } from "./moss-test-suite.ts";
 export {
   DEFAULT_OBSERVATION_LIMITS,
-  describeRequest,
   FAILURE_HINT,
-  formatReturns,
   imagesNote,
   NOT_TYPE_CHECKED,
   NOTHING_OBSERVED,
@@ -105,7 +105,6 @@ export {
   type ObservationLimits,
   PAUSED_NOTE,
   renderObservation,
-  truncateMiddle,
 } from "./observation.ts";
 export {
   DEFAULT_BASE_URL,

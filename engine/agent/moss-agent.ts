@@ -42,7 +42,7 @@ export type {
   MossAgentOptions,
 } from "./agent-types.ts";
 
-import { DEFAULT_MAX_TOKENS, STOP_REASONS, type StopReason } from "./stop-reasons.ts";
+import { DEFAULT_MAX_TOKENS, STOP_REASONS, type StopReason } from "../stop-reasons.ts";
 
 export { unclearAnswer } from "./unclear-answer.ts";
 export { DEFAULT_MAX_TOKENS, STOP_REASONS, type StopReason };

@@ -1,7 +1,7 @@
-import { inspect } from "node:util";
+import { describeRequest, formatReturns, truncateMiddle } from "../format-value.ts";
 import { renderDiagnostics } from "../render-diagnostics.ts";
 import { SNIPPET_FILE } from "../snippet-file.ts";
-import type { Execution, ExecutionError, PendingRequest } from "../types.ts";
+import type { Execution, ExecutionError } from "../types.ts";
 
 /** Size bounds of the observation text sent back to the model after an execution. */
 export interface ObservationLimits {
@@ -32,42 +32,6 @@ export const NOT_TYPE_CHECKED = "The code has errors (listed below), so it did n
 export const FAILURE_HINT =
   "The code failed. Fix it and run it again, or answer in plain text if the task cannot be done.";
 
-/** Cuts `text` to at most `maxChars`, keeping head and tail around a visible marker naming what was cut. */
-export function truncateMiddle(text: string, maxChars: number): string {
-  if (text.length <= maxChars) return text;
-  const marker = (cut: number) => `\n… [truncated ${cut} characters] …\n`;
-  const room = Math.max(0, maxChars - marker(text.length).length);
-  const head = Math.ceil((room * 2) / 3);
-  const tail = room - head;
-  const cut = text.length - head - tail;
-  return `${text.slice(0, head)}${marker(cut)}${tail > 0 ? text.slice(text.length - tail) : ""}`;
-}
-
-/**
- * Renders the return value of the model's code for the model to read: a string as JSON (its exact text, escapes
- * included), anything else as {@link formatValue} shows it.
- */
-export function formatReturns(value: unknown): string {
-  if (typeof value === "string") return JSON.stringify(value);
-  return formatValue(value);
-}
-
-/**
- * The one way a value the code returned or passed is shown, to the model and to a person (`moss run`'s
- * `returned:` line): Node's inspect, six levels deep, lines up to 100 characters, 100 items of an array and 2,000
- * characters of a string at most, keys in their own order.
- */
-export function formatValue(value: unknown): string {
-  return inspect(value, {
-    depth: 6,
-    breakLength: 100,
-    maxArrayLength: 100,
-    maxStringLength: 2_000,
-    sorted: false,
-    colors: false,
-  });
-}
-
 function formatError(error: ExecutionError): string {
   const lines = [`${error.name}: ${error.message}`];
   if (error.line !== undefined) {
@@ -84,23 +48,6 @@ function formatError(error: ExecutionError): string {
 /** Said after a paused execution: the model does not see it, the person deciding does (the CLI prints it). */
 export const PAUSED_NOTE =
   "The code paused, waiting for a person; once they answer, it runs again from the start with their answers.";
-
-/** One line naming a request a paused run waits for: `#id approval robot.move(90, 50) at line 3` or the question. */
-export function describeRequest(request: PendingRequest): string {
-  const at = request.line === undefined ? "" : ` at line ${request.line}`;
-  if (request.kind === "approval") {
-    const target = request.service === undefined ? request.member : `${request.service}.${request.member}`;
-    const args = request.args.map((arg) => formatReturns(arg)).join(", ");
-    // What the call acts on, unless the field it was called through says it already.
-    const on =
-      request.target === undefined || request.target.split(":")[0] === `moss.${request.service}`
-        ? ""
-        : ` on ${request.target}`;
-    return `#${request.id} approval ${target}(${truncateMiddle(args, 300)})${on}${at}`;
-  }
-  const choices = request.choices === undefined ? "" : ` [${request.choices.join(" | ")}]`;
-  return `#${request.id} question${at}: ${request.question}${choices}`;
-}
 
 /** The text an observation holds for the images its code showed (the images themselves follow it). */
 export function imagesNote(count: number): string {

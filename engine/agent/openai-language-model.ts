@@ -8,6 +8,7 @@ import type {
   ChatCompletionTool,
 } from "openai/resources/chat/completions";
 import { MossError } from "../errors.ts";
+import { DEFAULT_MODEL } from "../stop-reasons.ts";
 import type { ImageContent } from "../types.ts";
 import {
   computeCost,
@@ -20,10 +21,9 @@ import {
   type PriceTable,
   type ToolCall,
 } from "./language-model.ts";
-import { DEFAULT_MODEL } from "./stop-reasons.ts";
 
 // The model used when neither the options nor `MOSS_MODEL` name one: written with the agent's other defaults.
-export { DEFAULT_MODEL } from "./stop-reasons.ts";
+export { DEFAULT_MODEL } from "../stop-reasons.ts";
 
 /** The server used when neither the options nor `OPENAI_BASE_URL` name one. */
 export const DEFAULT_BASE_URL = "https://api.openai.com/v1";

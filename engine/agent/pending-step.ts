@@ -1,9 +1,10 @@
+import { describeRequest } from "../format-value.ts";
 import { continuationCode } from "../runtime/index.ts";
 import type { MossContext, PendingRequest } from "../types.ts";
 import type { AgentEvent } from "./agent-types.ts";
 import type { Conversation, ConversationMessage } from "./conversation.ts";
 import type { ToolCall } from "./language-model.ts";
-import { describeRequest, notResumedObservation } from "./observation.ts";
+import { notResumedObservation } from "./observation.ts";
 import { stepActions } from "./step-actions.ts";
 
 /**

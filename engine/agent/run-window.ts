@@ -1,6 +1,6 @@
 import { MossError } from "../errors.ts";
+import { DEFAULT_MAX_TOKENS } from "../stop-reasons.ts";
 import { promptBudget } from "./context-window.ts";
-import { DEFAULT_MAX_TOKENS } from "./stop-reasons.ts";
 
 /** The output limit and the prompt budget of one run. */
 export interface RunWindow {

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Project, ts } from "ts-morph";
+import { MOSS_DIAGNOSTIC_CODES } from "../diagnostic-codes.ts";
 import { codeFrame, MossError } from "../errors.ts";
 import { isReachableGlobalName } from "../membrane/index.ts";
 import { importsNodeBuiltin, MODULE_COMPILER_OPTIONS, nodeTypeOptions } from "../module/index.ts";
@@ -11,7 +12,6 @@ import { ensureModuleSurface } from "../module-surface.ts";
 import { SNIPPET_FILE } from "../snippet-file.ts";
 import type { Diagnostic } from "../types.ts";
 import { CheckHost } from "./check-host.ts";
-import { MOSS_DIAGNOSTIC_CODES } from "./diagnostic-codes.ts";
 import { moduleScope, scopeSource, shownIdentifiers } from "./module-scope.ts";
 import { scrubMessage } from "./scrub-message.ts";
 import {

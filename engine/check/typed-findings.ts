@@ -1,4 +1,5 @@
 import { ts } from "ts-morph";
+import { MOSS_DIAGNOSTIC_CODES } from "../diagnostic-codes.ts";
 import {
   isReachableGlobalName,
   isReachableMember,
@@ -6,7 +7,6 @@ import {
   MOSS_NAME_PREFIX,
 } from "../membrane/index.ts";
 import type { Diagnostic } from "../types.ts";
-import { MOSS_DIAGNOSTIC_CODES } from "./diagnostic-codes.ts";
 import { originalOffset, type SnippetAnalysis } from "./snippet-analysis.ts";
 
 /*

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { availableParallelism } from "node:os";
 import path from "node:path";
 import type { Worker } from "node:worker_threads";
+import { MOSS_DIAGNOSTIC_CODES } from "../diagnostic-codes.ts";
 import { MossError } from "../errors.ts";
 import type { Diagnostic } from "../types.ts";
 import type { CheckWorkerData, CheckWorkerReply, CheckWorkerRequest } from "./check-worker.ts";
@@ -15,7 +16,6 @@ import {
   startSpareCheckWorker,
   takeSpareCheckWorker,
 } from "./check-worker-start.ts";
-import { MOSS_DIAGNOSTIC_CODES } from "./diagnostic-codes.ts";
 import { checkLimitDiagnostic, type ModuleCheckerOptions } from "./module-checker.ts";
 import { scrubMessage } from "./scrub-message.ts";
 

@@ -1,9 +1,9 @@
 import { join, resolve } from "node:path";
 import type { AgentEvent, AgentRunResult, LanguageModel } from "../agent/index.ts";
-import { DEFAULT_OBSERVATION_LIMITS, describeRequest, truncateMiddle } from "../agent/observation.ts";
-import { STOP_REASONS, type StopReason } from "../agent/stop-reasons.ts";
 import { MossError } from "../errors.ts";
+import { describeRequest, truncateMiddle } from "../format-value.ts";
 import { imageFromFile } from "../image-content.ts";
+import { STOP_REASONS, type StopReason } from "../stop-reasons.ts";
 import type { PendingRequest } from "../types.ts";
 import {
   answerRequests,
@@ -134,7 +134,13 @@ export const agentCommand: CliCommand = async (argv, io) => {
     values.answers === undefined ? undefined : await readAnswersFile(values.answers, io.cwd, io.stdin);
   // Loaded only now: `moss agent --help` and usage errors need none of the agent, openai or the runtime.
   const [
-    { MossAgent, OpenAILanguageModel, ScriptedLanguageModel, FileConversationStore },
+    {
+      MossAgent,
+      OpenAILanguageModel,
+      ScriptedLanguageModel,
+      FileConversationStore,
+      DEFAULT_OBSERVATION_LIMITS,
+    },
     { FileContextStore },
     { sessionContinuationKey },
   ] = await Promise.all([
@@ -178,7 +184,7 @@ export const agentCommand: CliCommand = async (argv, io) => {
           conversationStore: new FileConversationStore(sessionsDirectory),
         }),
   });
-  const printer = new EventPrinter(io);
+  const printer = new EventPrinter(io, DEFAULT_OBSERVATION_LIMITS.maxStdoutChars);
   const interactive = (io.stdin as { isTTY?: boolean }).isTTY === true;
   const person = interactive ? new PersonPrompt(io.stdin, io.stderr) : undefined;
   const sources = {
@@ -240,12 +246,15 @@ function runExitCode(result: AgentRunResult): number {
 export class EventPrinter {
   readonly #io: CliIo;
   readonly #terminal: Terminal;
+  /** A paused run's stdout is shown cut as the observation cuts it (the agent's `maxStdoutChars`). */
+  readonly #maxStdoutChars: number;
   #stopSpinner: (() => void) | undefined;
   #atLineStart = true;
   #started = false;
 
-  constructor(io: CliIo) {
+  constructor(io: CliIo, maxStdoutChars: number) {
     this.#io = io;
+    this.#maxStdoutChars = maxStdoutChars;
     this.#terminal = new Terminal(io);
   }
 
@@ -301,10 +310,7 @@ export class EventPrinter {
               ? []
               : [
                   "<stdout>",
-                  truncateMiddle(
-                    event.execution.stdout.replace(/\n$/, ""),
-                    DEFAULT_OBSERVATION_LIMITS.maxStdoutChars,
-                  ),
+                  truncateMiddle(event.execution.stdout.replace(/\n$/, ""), this.#maxStdoutChars),
                   "</stdout>",
                 ];
         if (shown.length > 0) this.#line(safe(shown.join("\n")));

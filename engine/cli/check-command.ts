@@ -1,5 +1,4 @@
 import { startSpareCheckWorker } from "../check/check-worker-start.ts";
-import { hostSetupFile, loadHostSetup } from "../compiler/host-setup.ts";
 import { ensureModuleSurface } from "../module-surface.ts";
 import { renderDiagnostics } from "../render-diagnostics.ts";
 import type { Diagnostic } from "../types.ts";
@@ -46,7 +45,7 @@ export const checkCommand: CliCommand = async (argv, io) => {
   }
   // TypeScript loads in the checker's worker while this thread loads the module.
   void startSpareCheckWorker().catch(() => {});
-  const { MossCompiler } = await loadCompiler();
+  const { MossCompiler, hostSetupFile, loadHostSetup } = await loadCompiler();
   const { moduleProjectFiles } = await import("../module/index.ts");
   // Everything the host setup file, the module and their imports read is tracked: the kept result holds while
   // each of those inputs is unchanged (the host setup's code runs again whenever one changed).

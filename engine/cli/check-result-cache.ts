@@ -1,6 +1,6 @@
 // `moss check`'s results kept between runs (a result-cache.ts entry of the command "check"): a repeated check of
 // unchanged inputs answers without loading TypeScript or the module.
-import { MOSS_DIAGNOSTIC_CODES } from "../check/diagnostic-codes.ts";
+import { MOSS_DIAGNOSTIC_CODES } from "../diagnostic-codes.ts";
 import type { Diagnostic } from "../types.ts";
 import type { KeptWarning, ReadKind } from "./read-tracker.ts";
 import {

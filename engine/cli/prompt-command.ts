@@ -1,4 +1,3 @@
-import { hostSetupFile, loadHostSetup } from "../compiler/host-setup.ts";
 import type { AttributeEntry } from "../prompter/index.ts";
 import type { CliCommand } from "./cli-io.ts";
 import { loadCompiler } from "./load-compiler.ts";
@@ -41,7 +40,7 @@ export const promptCommand: CliCommand = async (argv, io) => {
     replayWarnings(cached.warnings);
     result = cached.result;
   } else {
-    const { MossCompiler } = await loadCompiler();
+    const { MossCompiler, hostSetupFile, loadHostSetup } = await loadCompiler();
     const { moduleProjectFiles } = await import("../module/index.ts");
     // The host setup, the module's hooks and the prompt's own hooks are tracked: the kept prompt holds while every
     // input they read is unchanged.

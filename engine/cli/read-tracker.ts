@@ -6,7 +6,7 @@ import fs from "node:fs";
 import { createRequire, syncBuiltinESMExports } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { loadedModuleFiles, trackModuleLoads } from "../compiler/load-module.ts";
+import { loadCompiler } from "./load-compiler.ts";
 
 /** How a path was read: its content (or, for a folder, that it is one) or its listing. */
 export type ReadKind = "content" | "listing";
@@ -52,9 +52,11 @@ function pathOf(target: unknown): string | undefined {
 /**
  * Runs `work` while recording what it reads: `node:fs` reads and probes, folder listings, modules loaded, Node's
  * warnings and console output. The `node:fs` functions are wrapped for the duration only (and restored, also when
- * `work` throws). Returns `work`'s value and what was read.
+ * `work` throws). Returns `work`'s value and what was read. The modules loaded are the compiler's to count (its module
+ * hooks load them): the commands that track have loaded it already, and a kept result is replayed without it.
  */
 export async function trackReads<T>(work: () => Promise<T>): Promise<{ value: T; tracked: TrackedReads }> {
+  const { loadedModuleFiles, trackModuleLoads } = await loadCompiler();
   const tracked: TrackedReads = { reads: new Map(), warnings: [], printed: false };
   const note = (target: unknown, kind: ReadKind): void => {
     const file = pathOf(target);

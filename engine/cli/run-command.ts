@@ -1,10 +1,9 @@
 import { randomBytes } from "node:crypto";
 import path from "node:path";
-import { describeRequest, formatValue } from "../agent/observation.ts";
 import { startSpareCheckWorker } from "../check/check-worker-start.ts";
-import { loadHostSetup } from "../compiler/host-setup.ts";
 import { lockContextFile, readContextFile, writeContextFile } from "../context/index.ts";
 import { MossError } from "../errors.ts";
+import { describeRequest, formatValue } from "../format-value.ts";
 import { renderDiagnostics } from "../render-diagnostics.ts";
 import { prestartSharedSandbox } from "../runtime/shared-sandbox.ts";
 import { SNIPPET_FILE } from "../snippet-file.ts";
@@ -156,7 +155,7 @@ async function run(argv: string[], io: CliIo, releases: Array<() => Promise<void
 
   const terminal = new Terminal(io);
   const runtime = await terminal.step(`loading ${modulePath}`, async () => {
-    const { MossCompiler } = await loadCompiler();
+    const { MossCompiler, loadHostSetup } = await loadCompiler();
     const compiler = new MossCompiler({ typeCheck, sandbox, continuationKey });
     await loadHostSetup(modulePath, compiler);
     if (saved) compiler.joinContext(saved, { source: contextFile ?? pausedFile });

@@ -1,8 +1,7 @@
 import { join, resolve } from "node:path";
 import type { LanguageModel } from "../agent/index.ts";
 import type { DatabaseLocation } from "../server/index.ts";
-import type { LogLevel } from "../server/log-levels.ts";
-import { TenantTokens } from "../server/tenant-tokens.ts";
+import type { LogLevel } from "../server-defaults.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
 import { ConfigSettings } from "./config-settings.ts";
 import { EXIT, usageError } from "./exit-codes.ts";
@@ -108,6 +107,15 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
     databaseUrl !== undefined
       ? { url: databaseUrl }
       : { dataDirectory: join(resolve(io.cwd, dataDir), "pglite") };
+  // Said before the server loads; the entries themselves are read by the server's TenantTokens, loaded with it.
+  if (http !== false && http.tokens.length === 0) {
+    throw usageError(
+      'moss serve needs at least one tenant token: --token <tenant>:<secret> (or MOSS_SERVE_TOKENS="a:s1,b:s2", or tokens in moss.config.yaml)',
+      usage,
+    );
+  }
+  const [{ startMossServer, redactUrl, createServerLogger, TenantTokens }, { OpenAILanguageModel }] =
+    await Promise.all([import("../server/index.ts"), import("../agent/index.ts")]);
   const tokens =
     http === false
       ? undefined
@@ -115,16 +123,6 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
           http.tokens.map(([token]) => token),
           "--token / MOSS_SERVE_TOKENS / tokens",
         );
-  if (tokens !== undefined && tokens.size === 0) {
-    throw usageError(
-      'moss serve needs at least one tenant token: --token <tenant>:<secret> (or MOSS_SERVE_TOKENS="a:s1,b:s2", or tokens in moss.config.yaml)',
-      usage,
-    );
-  }
-  const [{ startMossServer, redactUrl, createServerLogger }, { OpenAILanguageModel }] = await Promise.all([
-    import("../server/index.ts"),
-    import("../agent/index.ts"),
-  ]);
   const model: LanguageModel = new OpenAILanguageModel({
     env: io.env,
     ...(modelName === undefined ? {} : { model: modelName }),

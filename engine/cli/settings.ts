@@ -3,21 +3,22 @@
 // config file's schema (moss-config.ts), the usage text and docs/reference/settings.md are all made from this table
 // (test/cli/settings.test.ts keeps the committed page equal to it), so none of them can name a flag or a default
 // the others do not.
+
+import {
+  DEFAULT_CONCURRENCY,
+  DEFAULT_HTTP_TIMEOUTS,
+  DEFAULT_LEASE_MS,
+  DEFAULT_MAX_TAKEOVERS,
+  DEFAULT_TENANT_LIMITS,
+  LOG_LEVELS,
+} from "../server-defaults.ts";
 import {
   DEFAULT_CONTEXT_TOKENS,
   DEFAULT_MAX_ERRORS,
   DEFAULT_MAX_STEPS,
   DEFAULT_MAX_TOKENS,
   DEFAULT_MODEL,
-} from "../agent/stop-reasons.ts";
-import { DEFAULT_HTTP_TIMEOUTS } from "../server/http/http-timeouts.ts";
-import { LOG_LEVELS } from "../server/log-levels.ts";
-import {
-  DEFAULT_CONCURRENCY,
-  DEFAULT_LEASE_MS,
-  DEFAULT_MAX_TAKEOVERS,
-  DEFAULT_TENANT_LIMITS,
-} from "../server/worker-defaults.ts";
+} from "../stop-reasons.ts";
 
 /** The commands that read settings. */
 export type SettingsCommand = "serve" | "worker" | "agent";

@@ -1,6 +1,6 @@
 import { type DestinationStream, type Logger, pino } from "pino";
 import { MossError } from "../errors.ts";
-import { LOG_LEVELS } from "./log-levels.ts";
+import { LOG_LEVELS } from "../server-defaults.ts";
 
 /** The operator's log of a server: JSON lines (pino), one record per thing that happened to a run. */
 export type ServerLogger = Logger;

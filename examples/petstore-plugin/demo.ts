@@ -4,6 +4,7 @@
 import { fileURLToPath } from "node:url";
 import type { LanguageModel } from "../../engine/agent/language-model.ts";
 import { MossAgent } from "../../engine/agent/moss-agent.ts";
+import { DEFAULT_OBSERVATION_LIMITS } from "../../engine/agent/observation.ts";
 import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
 import { ScriptedLanguageModel } from "../../engine/agent/scripted-language-model.ts";
 import { EventPrinter } from "../../engine/cli/agent-command.ts";
@@ -27,13 +28,16 @@ const store = await startPetStore(process.env.PETSTORE_API_KEY);
 process.env.PETSTORE_URL = store.url;
 process.stdout.write(`Task: ${TASK}\n\n`);
 const agent = new MossAgent({ model, modulePath: MODULE, maxSteps: 6 });
-const printer = new EventPrinter({
-  stdout: process.stdout,
-  stderr: process.stderr,
-  stdin: process.stdin,
-  env: process.env,
-  cwd: process.cwd(),
-});
+const printer = new EventPrinter(
+  {
+    stdout: process.stdout,
+    stderr: process.stderr,
+    stdin: process.stdin,
+    env: process.env,
+    cwd: process.cwd(),
+  },
+  DEFAULT_OBSERVATION_LIMITS.maxStdoutChars,
+);
 try {
   const result = await agent.run(TASK, { onEvent: (event) => printer.print(event) });
   process.stdout.write(`\nOrders on the server: ${JSON.stringify(store.orders)}\n`);

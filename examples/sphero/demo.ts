@@ -4,6 +4,7 @@
 import { fileURLToPath } from "node:url";
 import type { LanguageModel } from "../../engine/agent/language-model.ts";
 import { MossAgent } from "../../engine/agent/moss-agent.ts";
+import { DEFAULT_OBSERVATION_LIMITS } from "../../engine/agent/observation.ts";
 import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
 import { ScriptedLanguageModel } from "../../engine/agent/scripted-language-model.ts";
 import { EventPrinter, EXIT_CODES } from "../../engine/cli/agent-command.ts";
@@ -44,7 +45,7 @@ const io = {
   env: process.env,
   cwd: process.cwd(),
 };
-const printer = new EventPrinter(io);
+const printer = new EventPrinter(io, DEFAULT_OBSERVATION_LIMITS.maxStdoutChars);
 try {
   const result = await agent.run(TASK, { onEvent: (event) => printer.print(event) });
   process.exitCode = EXIT_CODES[result.stopReason];

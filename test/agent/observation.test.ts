@@ -5,8 +5,8 @@ import {
   NOTHING_OBSERVED,
   PAUSED_NOTE,
   renderObservation,
-  truncateMiddle,
 } from "../../engine/agent/observation.ts";
+import { truncateMiddle } from "../../engine/format-value.ts";
 import type { Execution } from "../../engine/types.ts";
 
 function execution(overrides: Partial<Execution>): Execution {

@@ -2,8 +2,8 @@ import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { MOSS_DIAGNOSTIC_CODES } from "../../engine/check/diagnostic-codes.ts";
 import { checkCacheKey, readCachedCheck, writeCachedCheck } from "../../engine/cli/check-result-cache.ts";
+import { MOSS_DIAGNOSTIC_CODES } from "../../engine/diagnostic-codes.ts";
 import type { Diagnostic } from "../../engine/types.ts";
 
 let temp: string;

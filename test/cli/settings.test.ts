@@ -6,7 +6,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough, Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_MAX_ERRORS, DEFAULT_MAX_STEPS } from "../../engine/agent/stop-reasons.ts";
 import type { CliIo } from "../../engine/cli/cli-io.ts";
 import { main } from "../../engine/cli/main.ts";
 import { loadMossConfig } from "../../engine/cli/moss-config.ts";
@@ -23,7 +22,8 @@ import {
   DEFAULT_LEASE_MS,
   DEFAULT_MAX_TAKEOVERS,
   DEFAULT_TENANT_LIMITS,
-} from "../../engine/server/worker-defaults.ts";
+} from "../../engine/server-defaults.ts";
+import { DEFAULT_MAX_ERRORS, DEFAULT_MAX_STEPS } from "../../engine/stop-reasons.ts";
 
 const COMMANDS: SettingsCommand[] = ["serve", "worker", "agent"];
 

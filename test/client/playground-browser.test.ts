@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { describeRequest } from "../../engine/agent/observation.ts";
+import { describeRequest } from "../../engine/format-value.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { MossServer } from "../../engine/server/moss-server.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";

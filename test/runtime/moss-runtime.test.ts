@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
-import { MOSS_DIAGNOSTIC_CODES } from "../../engine/check/diagnostic-codes.ts";
 import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
 import { decodeProperties } from "../../engine/context/index.ts";
+import { MOSS_DIAGNOSTIC_CODES } from "../../engine/diagnostic-codes.ts";
 import { MossError } from "../../engine/errors.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";

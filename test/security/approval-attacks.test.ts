@@ -1,9 +1,9 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, test } from "vitest";
-import { describeRequest } from "../../engine/agent/observation.ts";
 import { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
 import { MossError } from "../../engine/errors.ts";
+import { describeRequest } from "../../engine/format-value.ts";
 import { MAX_CONTINUATION_RESULTS } from "../../engine/runtime/continuation.ts";
 import type { MossRuntime } from "../../engine/runtime/moss-runtime.ts";
 import type {

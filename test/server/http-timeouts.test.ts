@@ -9,8 +9,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { MossError } from "../../engine/errors.ts";
-import { DEFAULT_HTTP_TIMEOUTS, httpServerOptions } from "../../engine/server/http/http-timeouts.ts";
+import { httpServerOptions } from "../../engine/server/http/http-timeouts.ts";
 import { TenantTokens } from "../../engine/server/tenant-tokens.ts";
+import { DEFAULT_HTTP_TIMEOUTS } from "../../engine/server-defaults.ts";
 import { printedSetting, runMoss } from "../helpers/moss-cli.ts";
 import { call, readSse, TOKENS, useVaultServer, VAULT_MODULE } from "./server-harness.ts";
 

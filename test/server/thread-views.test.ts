@@ -6,7 +6,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { truncateMiddle } from "../../engine/agent/observation.ts";
+import { truncateMiddle } from "../../engine/format-value.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import { SESSION_FIELD_MAX_CHARS } from "../../engine/server/worker/session-fields.ts";
 import { type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";

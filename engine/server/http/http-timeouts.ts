@@ -1,21 +1,8 @@
 import { type Server, type ServerOptions, STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
 import { MossError } from "../../errors.ts";
+import { DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts } from "../../server-defaults.ts";
 import { ServerError } from "../server-error.ts";
-
-/** How long a client may take to send a request: its headers, and the whole request with its body. */
-export interface HttpTimeouts {
-  /** Time to receive a request's headers; a client slower than that gets 408 and the connection is closed. */
-  headersTimeoutMs: number;
-  /** Time to receive the whole request, body included (not the response: event streams stay open); else 408. */
-  requestTimeoutMs: number;
-}
-
-/** The timeouts of `moss serve` unless configured otherwise (Node's own are 60 s and 300 s). */
-export const DEFAULT_HTTP_TIMEOUTS: Readonly<HttpTimeouts> = Object.freeze({
-  headersTimeoutMs: 15_000,
-  requestTimeoutMs: 60_000,
-});
 
 /** The least either timeout may be. */
 const MIN_TIMEOUT_MS = 100;

@@ -2,13 +2,9 @@
 // AG-UI route (`agui/`) and the playground page with its files (`playground/`), over the checks every request
 // passes (token, text, body size) and the Node HTTP server's timeouts.
 
+export { DEFAULT_HTTP_TIMEOUTS, type HttpTimeouts } from "../../server-defaults.ts";
 export { streamHeldBytes } from "./follow-thread-events.ts";
-export {
-  answerClientErrors,
-  DEFAULT_HTTP_TIMEOUTS,
-  type HttpTimeouts,
-  httpServerOptions,
-} from "./http-timeouts.ts";
+export { answerClientErrors, httpServerOptions } from "./http-timeouts.ts";
 export {
   createServerApp,
   type ServerApp,

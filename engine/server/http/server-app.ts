@@ -1,10 +1,10 @@
 import { Hono } from "hono";
 import { cors } from "hono/cors";
+import { DEFAULT_TENANT_LIMITS, type TenantLimits } from "../../server-defaults.ts";
 import type { ThreadPrompt } from "../protocol.ts";
 import { ServerError } from "../server-error.ts";
 import type { EventHub, ServerStore } from "../store/index.ts";
 import type { TenantTokens } from "../tenant-tokens.ts";
-import { DEFAULT_TENANT_LIMITS, type TenantLimits } from "../worker-defaults.ts";
 import { registerAguiRoute } from "./agui/index.ts";
 import { answerRoutes } from "./answers.ts";
 import { eventRoutes } from "./events.ts";
@@ -15,7 +15,7 @@ import { checkRequestText } from "./text-input.ts";
 import { threadViewRoutes } from "./thread-views.ts";
 import { threadRoutes } from "./threads.ts";
 
-export type { TenantLimits } from "../worker-defaults.ts";
+export type { TenantLimits } from "../../server-defaults.ts";
 
 /** Options of {@link createServerApp}. */
 export interface ServerAppOptions {

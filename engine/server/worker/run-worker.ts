@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { AgentEvent, AgentRunResult, ConversationStore, MossAgent } from "../../agent/index.ts";
+import { DEFAULT_CONCURRENCY, DEFAULT_LEASE_MS, DEFAULT_MAX_TAKEOVERS } from "../../server-defaults.ts";
 import { createServerLogger, loggedError, type ServerLogger } from "../server-log.ts";
 import {
   CHANNELS,
@@ -11,7 +12,6 @@ import {
   ServerStore,
 } from "../store/index.ts";
 import type { TenantFailure } from "../tenant-view.ts";
-import { DEFAULT_CONCURRENCY, DEFAULT_LEASE_MS, DEFAULT_MAX_TAKEOVERS } from "../worker-defaults.ts";
 import { RunSession } from "./session-fields.ts";
 import { branchBeforeTask, pendFromCheckpoint } from "./takeover.ts";
 

@@ -1,7 +1,8 @@
 // The `session` event of a run: after each execution, the data fields of `moss` as a tenant reads them (readable JSON,
 // redacted, bounded per field) and the names of those that changed since the last time the thread showed them.
-import { type AgentEvent, truncateMiddle } from "../../agent/index.ts";
+import type { AgentEvent } from "../../agent/index.ts";
 import { decodeProperties, partitionProperties } from "../../context/index.ts";
+import { truncateMiddle } from "../../format-value.ts";
 import type { SessionEvent } from "../protocol.ts";
 import type { TenantView } from "../tenant-view.ts";
 

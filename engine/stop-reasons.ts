@@ -1,6 +1,7 @@
 /*
- * The agent's defaults and stop reasons, in a module of their own: the CLI's help and exit codes need them without
- * loading the agent (and with it the runtime, the compiler and the model client).
+ * The agent's defaults and stop reasons, a leaf rule of the foundation: the agent reads them, and so do the CLI's
+ * settings table, help and exit codes, without loading the agent (and with it the runtime, the compiler and the
+ * model client).
  */
 
 /** The model used when neither the options nor `MOSS_MODEL` name one. */

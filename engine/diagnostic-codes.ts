@@ -1,3 +1,6 @@
+// A leaf rule of the foundation: the checker writes these codes and `moss check`'s result cache reads them, without
+// loading the checker (and with it TypeScript).
+
 /** Codes of the moss-specific findings about the model's snippet (TypeScript's own codes stay below 90000). */
 export const MOSS_DIAGNOSTIC_CODES = Object.freeze({
   /** The checker itself failed (a compiler bug, not the model's fault): a warning, the code was not checked. */
