@@ -23,7 +23,12 @@ export default defineConfig({
     // files also wait on child processes, pipes and sockets. Two at least keep both cores busy.
     maxWorkers: Math.max(2, availableParallelism() - 1),
     // From the sources, moss-ts emits the public API's declarations on first use (engine/module-surface.ts): once
-    // here. One PostgreSQL for the run (MOSS_TEST_POSTGRES=1), a database of its own per file.
-    globalSetup: ["test/helpers/module-surface-setup.ts", "test/helpers/postgres-global-setup.ts"],
+    // here. One PostgreSQL for the run (MOSS_TEST_POSTGRES=1), a database of its own per file; one PGlite database
+    // made once, which tests copy for a fresh one (freshPGliteDirectory).
+    globalSetup: [
+      "test/helpers/module-surface-setup.ts",
+      "test/helpers/postgres-global-setup.ts",
+      "test/helpers/pglite-template-setup.ts",
+    ],
   },
 });

@@ -12,6 +12,7 @@ import { describeRequest } from "../../engine/format-value.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { MossServer } from "../../engine/server/moss-server.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
+import { freshPGliteDirectory } from "../helpers/fresh-pglite.ts";
 import { call, startTestServer, TOKENS } from "../server/server-harness.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -52,7 +53,10 @@ describe.runIf(BROWSER_TESTS)("the playground in headless Chromium", () => {
     directory = await mkdtemp(join(tmpdir(), "moss-playground-"));
     process.env.MOSS_VAULT_LOG = join(directory, "vault.log");
     model = await startFakeOpenAIServer(replies);
-    server = await startTestServer({ dataDirectory: join(directory, "data") }, model.baseUrl);
+    server = await startTestServer(
+      { dataDirectory: await freshPGliteDirectory(join(directory, "data")) },
+      model.baseUrl,
+    );
     browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS });
     page = await browser.newPage({ viewport: { width: 1100, height: 760 } });
   }, 60_000);

@@ -13,6 +13,7 @@ import { EVENT_PAGE_BYTES, LIST_PAGE_BYTES, MAX_METADATA_BYTES } from "../../eng
 import { streamHeldBytes } from "../../engine/server/http/follow-thread-events.ts";
 import { type Database, openDatabase } from "../../engine/server/store/database.ts";
 import { ServerStore } from "../../engine/server/store/server-store.ts";
+import { freshPGliteDirectory } from "../helpers/fresh-pglite.ts";
 import { createPostgresDatabase, type PostgresDatabase } from "../helpers/postgres-database.ts";
 import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
 import { call, readEvents, runSettles, TOKENS, useVaultServer } from "./server-harness.ts";
@@ -61,7 +62,7 @@ function useDatabase(kind: "pglite" | "postgres"): { database: () => Database } 
       database = await openDatabase({ url: postgres.url });
     } else {
       directory = await mkdtemp(join(tmpdir(), "moss-fair-db-"));
-      database = await openDatabase({ dataDirectory: join(directory, "data") });
+      database = await openDatabase({ dataDirectory: await freshPGliteDirectory(join(directory, "data")) });
     }
   }, 120_000);
   afterAll(async () => {

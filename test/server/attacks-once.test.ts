@@ -15,6 +15,7 @@ import { type MossServer, startMossServer } from "../../engine/server/moss-serve
 import type { Run } from "../../engine/server/protocol.ts";
 import type { DatabaseLocation } from "../../engine/server/store/database.ts";
 import type { ServerStore } from "../../engine/server/store/index.ts";
+import { freshPGliteDirectory } from "../helpers/fresh-pglite.ts";
 import { createPostgresDatabase } from "../helpers/postgres-database.ts";
 import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
 import { type BankCall, bankHost } from "./fixtures/once/context.host.ts";
@@ -147,7 +148,8 @@ afterEach(async () => {
 
 /** A new, empty database of the backend (each test has its own: runs left by one test are no other's). */
 async function freshDatabase(backend: Backend): Promise<DatabaseLocation> {
-  if (backend === "PGlite") return { dataDirectory: join(directory, randomUUID()) };
+  if (backend === "PGlite")
+    return { dataDirectory: await freshPGliteDirectory(join(directory, randomUUID())) };
   const database = await createPostgresDatabase();
   closers.push(database.drop);
   return { url: database.url };

@@ -24,6 +24,7 @@ import {
   refusedBaseUrl,
   startFakeOpenAIServer,
 } from "../agent/fake-openai-server.ts";
+import { freshPGliteDirectory } from "../helpers/fresh-pglite.ts";
 import { createPostgresDatabase } from "../helpers/postgres-database.ts";
 import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
 import {
@@ -391,8 +392,8 @@ function suite(name: string, locate: (directory: string) => Promise<Places>) {
 }
 
 suite("PGlite", async (directory) => ({
-  refused: { dataDirectory: join(directory, "data-refused") },
-  working: { dataDirectory: join(directory, "data-working") },
+  refused: { dataDirectory: await freshPGliteDirectory(join(directory, "data-refused")) },
+  working: { dataDirectory: await freshPGliteDirectory(join(directory, "data-working")) },
   end: async () => {},
 }));
 

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Database, type DatabaseLocation, openDatabase } from "../../engine/server/store/database.ts";
 import { CHANNELS, ServerStore } from "../../engine/server/store/index.ts";
+import { freshPGliteDirectory } from "../helpers/fresh-pglite.ts";
 import { createPostgresDatabase, type PostgresDatabase } from "../helpers/postgres-database.ts";
 import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
 
@@ -85,7 +86,7 @@ suite(
   "PGlite",
   async () => {
     pgliteDirectory = await mkdtemp(join(tmpdir(), "moss-bursts-"));
-    return { dataDirectory: pgliteDirectory };
+    return { dataDirectory: await freshPGliteDirectory(pgliteDirectory) };
   },
   async () => {
     if (pgliteDirectory !== undefined) await rm(pgliteDirectory, { recursive: true, force: true });

@@ -14,6 +14,7 @@ import type { RunTrace } from "../../engine/server/protocol.ts";
 import type { DatabaseLocation } from "../../engine/server/store/database.ts";
 import { runTrace } from "../../engine/server/store/run-trace.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
+import { freshPGliteDirectory } from "../helpers/fresh-pglite.ts";
 import { createPostgresDatabase } from "../helpers/postgres-database.ts";
 import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
 import { call, code, readEvents, runSettles, startTestServer, TRANSFER } from "./server-harness.ts";
@@ -208,7 +209,10 @@ function suite(name: string, locate: Locate) {
 }
 
 suite("PGlite", async (directory) => ({
-  places: [{ dataDirectory: join(directory, "greeter") }, { dataDirectory: join(directory, "vault") }],
+  places: [
+    { dataDirectory: await freshPGliteDirectory(join(directory, "greeter")) },
+    { dataDirectory: await freshPGliteDirectory(join(directory, "vault")) },
+  ],
   end: async () => {},
 }));
 

@@ -16,6 +16,7 @@ import {
 import { ServerStore } from "../../engine/server/store/index.ts";
 import { RunWorker } from "../../engine/server/worker/run-worker.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
+import { freshPGliteDirectory } from "../helpers/fresh-pglite.ts";
 
 let directory: string;
 let database: Database;
@@ -24,7 +25,7 @@ let model: FakeOpenAIServer;
 beforeAll(async () => {
   directory = await mkdtemp(join(tmpdir(), "moss-worker-"));
   process.env.MOSS_LEDGER_LOG = join(directory, "ledger.log");
-  database = await openDatabase({ dataDirectory: join(directory, "pglite") });
+  database = await openDatabase({ dataDirectory: await freshPGliteDirectory(join(directory, "pglite")) });
   const replies: FakeReply[] = Array.from({ length: 3 }, () => ({ content: "Done." }));
   model = await startFakeOpenAIServer(replies);
 });

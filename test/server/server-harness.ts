@@ -12,6 +12,7 @@ import { type MossServer, type MossServerOptions, startMossServer } from "../../
 import type { DatabaseLocation } from "../../engine/server/store/database.ts";
 import { TenantTokens } from "../../engine/server/tenant-tokens.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
+import { freshPGliteDirectory } from "../helpers/fresh-pglite.ts";
 
 export const VAULT_MODULE = "test/agent/fixtures/vault/context.ts";
 export const TOKENS = { alice: "alice-secret", bob: "bob-secret" } as const;
@@ -55,7 +56,7 @@ export function useVaultServer(prefix: string, options: Partial<MossServerOption
     process.env.MOSS_VAULT_LOG = join(fixture.directory, "vault.log");
     fixture.model = await startFakeOpenAIServer(fixture.replies);
     fixture.server = await startTestServer(
-      { dataDirectory: join(fixture.directory, "data") },
+      { dataDirectory: await freshPGliteDirectory(join(fixture.directory, "data")) },
       fixture.model.baseUrl,
       options,
     );

@@ -14,6 +14,7 @@ import {
   DatabaseContextStore,
   DatabaseConversationStore,
 } from "../../engine/server/store/database-stores.ts";
+import { freshPGliteDirectory } from "../helpers/fresh-pglite.ts";
 import { createPostgresDatabase, type PostgresDatabase } from "../helpers/postgres-database.ts";
 import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
 
@@ -176,7 +177,7 @@ contract(
   databaseBackend(
     async () => {
       pgliteDirectory = await mkdtemp(join(tmpdir(), "moss-store-pglite-"));
-      return { dataDirectory: pgliteDirectory };
+      return { dataDirectory: await freshPGliteDirectory(pgliteDirectory) };
     },
     async () => {
       if (pgliteDirectory !== undefined) await rm(pgliteDirectory, { recursive: true, force: true });
