@@ -1,5 +1,4 @@
 import { existsSync } from "node:fs";
-import { watch } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
@@ -121,16 +120,13 @@ export function __moss_compile__(compiler: any) {
 `;
 
 /** Resolves when `file` exists (a watch on its folder, not a poll). */
-async function appears(file: string): Promise<void> {
-  const controller = new AbortController();
-  const watching = watch(path.dirname(file), { signal: controller.signal });
-  try {
-    if (existsSync(file)) return;
-    for await (const _event of watching) if (existsSync(file)) return;
-  } catch (error) {
-    if ((error as Error).name !== "AbortError") throw error;
-  } finally {
-    controller.abort();
+async function appears(file: string, timeoutMs = 30_000): Promise<void> {
+  // Polled, not watched: fs/promises' watch is an async generator that starts watching only at the first next(), so
+  // a file made between a first existsSync and that moment was never reported (the test then hung to its timeout).
+  const deadline = performance.now() + timeoutMs;
+  while (!existsSync(file)) {
+    if (performance.now() > deadline) throw new Error(`${file} did not appear within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
 
