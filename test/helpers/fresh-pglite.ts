@@ -1,4 +1,4 @@
-import { cp, readdir } from "node:fs/promises";
+import { cp, readdir, rmdir } from "node:fs/promises";
 import { inject } from "vitest";
 
 /**
@@ -9,8 +9,11 @@ import { inject } from "vitest";
 export async function freshPGliteDirectory(directory: string): Promise<string> {
   const template = inject("pgliteTemplate");
   if (template === undefined) return directory;
-  const present = await readdir(directory).catch(() => []);
-  if (present.length > 0) throw new Error(`freshPGliteDirectory: ${directory} is not empty`);
-  await cp(template, directory, { recursive: true, errorOnExist: true, force: false });
+  const present = await readdir(directory).catch(() => undefined);
+  if (present !== undefined && present.length > 0)
+    throw new Error(`freshPGliteDirectory: ${directory} is not empty`);
+  // Copied to a new directory: onto an existing one, fs.cp merges on Node 20 but refuses (EEXIST) on Node 24.
+  if (present !== undefined) await rmdir(directory);
+  await cp(template, directory, { recursive: true });
   return directory;
 }
