@@ -15,3 +15,18 @@ export function button(text, className, label) {
   if (label) node.setAttribute("aria-label", label);
   return node;
 }
+
+/**
+ * A one-line text input with its visible `<label>` (its accessible name), tied by `id`; autocomplete off. `maxLength`
+ * when given. Returns both: callers place them.
+ */
+export function labelledInput(id, labelText, className, maxLength) {
+  const label = element("label", "reason-label", labelText);
+  label.htmlFor = id;
+  const input = element("input", className);
+  input.id = id;
+  input.type = "text";
+  if (maxLength !== undefined) input.maxLength = maxLength;
+  input.autocomplete = "off";
+  return { label, input };
+}

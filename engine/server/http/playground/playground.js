@@ -4,7 +4,7 @@
 // through textContent, or through markdown-it with raw HTML off (prose.js).
 import { createParser } from "eventsource-parser";
 import { codeView } from "./code-view.js";
-import { button, element } from "./dom.js";
+import { button, element, labelledInput } from "./dom.js";
 import { forgetImages, messageImages } from "./message-images.js";
 import { outcomeCard } from "./outcome.js";
 import { renderProse } from "./prose.js";
@@ -119,14 +119,7 @@ async function listThreads() {
 function renameForm(entry, thread, title, rename) {
   const form = element("form", "rename-form");
   form.setAttribute("aria-label", `Rename ${title}`);
-  const inputId = `rename-${thread.id}`;
-  const label = element("label", "reason-label", "New name");
-  label.htmlFor = inputId;
-  const input = element("input", "rename-input");
-  input.id = inputId;
-  input.type = "text";
-  input.maxLength = 200;
-  input.autocomplete = "off";
+  const { label, input } = labelledInput(`rename-${thread.id}`, "New name", "rename-input", 200);
   input.value = title;
   const save = element("button", "", "Save");
   save.type = "submit";

@@ -1,7 +1,7 @@
 // What a paused run asks a person: an approval of one host call (the call in words, its line of code, Approve or
 // Deny with an optional reason) or a `moss.ask` question (its choices as buttons, else a text box); the decision is
 // shown on the card once it is made, and as the thread recorded it (its `answer` event: who, when, the reason).
-import { button, element } from "./dom.js";
+import { button, element, labelledInput } from "./dom.js";
 import { pretty } from "./outcome.js";
 
 const WHY = {
@@ -128,14 +128,12 @@ export function requestCard(data, answer) {
       item.append(element("p", "meta", request.lineUnknown));
     }
     item.append(element("h4", "", "arguments"), element("pre", "args", pretty(request.args)));
-    const reasonId = `reason-${request.id}`;
-    const reasonLabel = element("label", "reason-label", "Reason if you deny (optional)");
-    reasonLabel.htmlFor = reasonId;
-    const reason = element("input", "reason");
-    reason.id = reasonId;
-    reason.type = "text";
-    reason.maxLength = 500;
-    reason.autocomplete = "off";
+    const { label: reasonLabel, input: reason } = labelledInput(
+      `reason-${request.id}`,
+      "Reason if you deny (optional)",
+      "reason",
+      500,
+    );
     const approve = button("Approve", "choice approve", `Approve ${words}`);
     const deny = button("Deny", "choice deny", `Deny ${words}`);
     approve.addEventListener("click", () => send({ approved: true }, approve, "Approved"));
@@ -168,13 +166,7 @@ export function requestCard(data, answer) {
       row.append(choice);
     }
     if (!request.choices?.length) {
-      const inputId = `answer-${request.id}`;
-      const label = element("label", "reason-label", "Your answer");
-      label.htmlFor = inputId;
-      const input = element("input", "free-answer");
-      input.id = inputId;
-      input.type = "text";
-      input.autocomplete = "off";
+      const { label, input } = labelledInput(`answer-${request.id}`, "Your answer", "free-answer");
       const submit = button("Answer", "choice");
       const go = () => send({ answer: input.value }, submit, `Answered "${input.value}"`);
       submit.addEventListener("click", go);
