@@ -1,4 +1,6 @@
-import { cp, readdir, rmdir } from "node:fs/promises";
+import { cp, mkdtemp, readdir, rm, rmdir } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { inject } from "vitest";
 
 /**
@@ -16,4 +18,18 @@ export async function freshPGliteDirectory(directory: string): Promise<string> {
   if (present !== undefined) await rmdir(directory);
   await cp(template, directory, { recursive: true });
   return directory;
+}
+
+/**
+ * A suite's fresh embedded database in a new temp folder named by `prefix`: its location, and `end` removing the
+ * folder (the shape the server suites' `suite("PGlite", …)` take).
+ */
+export async function pgliteSuiteDatabase(
+  prefix: string,
+): Promise<{ location: { dataDirectory: string }; end: () => Promise<void> }> {
+  const directory = await mkdtemp(join(tmpdir(), prefix));
+  return {
+    location: { dataDirectory: await freshPGliteDirectory(directory) },
+    end: () => rm(directory, { recursive: true, force: true }),
+  };
 }

@@ -18,7 +18,7 @@ import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { MossServer } from "../../engine/server/moss-server.ts";
 import type { DatabaseLocation } from "../../engine/server/store/database.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
-import { freshPGliteDirectory } from "../helpers/fresh-pglite.ts";
+import { pgliteSuiteDatabase } from "../helpers/fresh-pglite.ts";
 import { createPostgresDatabase, type PostgresDatabase } from "../helpers/postgres-database.ts";
 import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
 import { call, code, readEvents, readSse, runSettles, startTestServer, TOKENS } from "./server-harness.ts";
@@ -380,13 +380,7 @@ function suite(name: string, locate: () => Promise<{ location: DatabaseLocation;
   });
 }
 
-suite("PGlite", async () => {
-  const directory = await mkdtemp(join(tmpdir(), "moss-attacks-answers-pglite-"));
-  return {
-    location: { dataDirectory: await freshPGliteDirectory(directory) },
-    end: () => rm(directory, { recursive: true, force: true }),
-  };
-});
+suite("PGlite", () => pgliteSuiteDatabase("moss-attacks-answers-pglite-"));
 
 describe.runIf(POSTGRES_TESTS)("PostgreSQL", () => {
   suite("PostgreSQL", async () => {

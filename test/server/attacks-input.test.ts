@@ -12,7 +12,7 @@ import type { MossServer } from "../../engine/server/moss-server.ts";
 import type { DatabaseLocation } from "../../engine/server/store/database.ts";
 import { TenantTokens } from "../../engine/server/tenant-tokens.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
-import { freshPGliteDirectory } from "../helpers/fresh-pglite.ts";
+import { pgliteSuiteDatabase } from "../helpers/fresh-pglite.ts";
 import { runMoss } from "../helpers/moss-cli.ts";
 import { createPostgresDatabase, type PostgresDatabase } from "../helpers/postgres-database.ts";
 import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
@@ -146,13 +146,7 @@ function suite(name: string, locate: () => Promise<{ location: DatabaseLocation;
   });
 }
 
-suite("PGlite", async () => {
-  const directory = await mkdtemp(join(tmpdir(), "moss-attacks-input-pglite-"));
-  return {
-    location: { dataDirectory: await freshPGliteDirectory(directory) },
-    end: () => rm(directory, { recursive: true, force: true }),
-  };
-});
+suite("PGlite", () => pgliteSuiteDatabase("moss-attacks-input-pglite-"));
 
 describe.runIf(POSTGRES_TESTS)("PostgreSQL", () => {
   suite("PostgreSQL", async () => {

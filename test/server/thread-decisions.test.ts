@@ -11,7 +11,7 @@ import { MAX_METADATA_BYTES } from "../../engine/server/answer-bounds.ts";
 import type { MossServer } from "../../engine/server/moss-server.ts";
 import type { DatabaseLocation } from "../../engine/server/store/database.ts";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
-import { freshPGliteDirectory } from "../helpers/fresh-pglite.ts";
+import { pgliteSuiteDatabase } from "../helpers/fresh-pglite.ts";
 import { createPostgresDatabase } from "../helpers/postgres-database.ts";
 import { POSTGRES_TESTS } from "../helpers/postgres-server.ts";
 import { call, code, readEvents, runSettles, startTestServer, TOKENS, TRANSFER } from "./server-harness.ts";
@@ -227,13 +227,7 @@ function suite(name: string, locate: () => Promise<Place>) {
   });
 }
 
-suite("PGlite", async () => {
-  const directory = await mkdtemp(join(tmpdir(), "moss-decisions-pglite-"));
-  return {
-    location: { dataDirectory: await freshPGliteDirectory(directory) },
-    end: () => rm(directory, { recursive: true, force: true }),
-  };
-});
+suite("PGlite", () => pgliteSuiteDatabase("moss-decisions-pglite-"));
 
 describe.runIf(POSTGRES_TESTS)("PostgreSQL", () => {
   suite("PostgreSQL", async () => {
