@@ -181,7 +181,7 @@ export class ProcessDriver implements SandboxDriver {
   }
 
   #placeNow(): SandboxChild | undefined {
-    const live = [...this.#active].filter((child) => !child.exited);
+    const live = this.#live();
     const idle = this.#idleProcess(this.#evenShare(live));
     if (idle !== undefined) {
       // Shared for want of a ready spare: the pool grows toward maxProcesses now, so later sessions spread out
@@ -190,7 +190,8 @@ export class ProcessDriver implements SandboxDriver {
       this.#refillLater = false;
       return idle;
     }
-    if (live.length < this.#maxProcesses) {
+    // Counted again: an eviction just now may have ended a process (its last session gone).
+    if (this.#live().length < this.#maxProcesses) {
       // No ready spare. None at all (the first open, a one-shot script): start just the one this open needs; the pool
       // refills a moment later, off the critical path.
       if (this.#spares.length === 0) this.#fill(1);
@@ -234,14 +235,21 @@ export class ProcessDriver implements SandboxDriver {
       while (child.sessions.size >= this.#sessionsPerProcess && this.#evict(child));
       // The size as last read (after this process's last open or run; placing reads no file).
       if ((child.residentBytes ?? 0) > this.#processMemoryBytes) this.#evict(child);
+      // Its last session evicted, the process ended (released): a new session goes to a process that lives.
+      if (!this.#active.has(child) || child.exited) continue;
       if (child.sessions.size < this.#sessionsPerProcess) return child;
     }
     return undefined;
   }
 
+  /** The processes holding sessions that have not ended. */
+  #live(): SandboxChild[] {
+    return [...this.#active].filter((child) => !child.exited);
+  }
+
   /** A ready spare while the pool has room, taken (and replaced at once, ahead of the next demand). */
   #readySpare(): SandboxChild | undefined {
-    const live = [...this.#active].filter((child) => !child.exited).length;
+    const live = this.#live().length;
     const index = this.#spares.findIndex((child) => child.isReady);
     if (live >= this.#maxProcesses || index === -1) return undefined;
     const spare = this.#spares.splice(index, 1)[0]!;

@@ -287,16 +287,21 @@ export class SandboxChild {
     setup: SessionSetup | Promise<SessionSetup>,
     memoryLimitBytes: number,
   ): Promise<void> {
-    // The process is spoken for before anything is awaited (the setup may still be compiling its definitions).
+    if (this.#exited) throw new MossError("sandbox-failed", "the sandbox process had already ended");
+    // The process is spoken for before anything is awaited (the setup may still be compiling its definitions), and
+    // the open is registered then too: a process that ends while the setup is awaited fails the open (#exit rejects
+    // every registered open) instead of leaving it waiting for an answer no process will send.
     this.sessions.set(session.id, session);
     this.#arriving++;
     this.#hold(true);
+    const opened = new Promise<void>((resolve, reject) => {
+      this.#opening.set(session.id, { resolve, reject });
+    });
+    // Rejected while the setup is still awaited, it is awaited (and its error thrown) below.
+    opened.catch(() => {});
     try {
       await this.ready;
       const given = await setup;
-      const opened = new Promise<void>((resolve, reject) => {
-        this.#opening.set(session.id, { resolve, reject });
-      });
       this.#send({ type: "open", session: session.id, setup: given, memoryLimitBytes });
       await opened;
       session.memoryMebibytes = memoryLimitMebibytes(memoryLimitBytes);

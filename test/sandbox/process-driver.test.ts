@@ -154,6 +154,44 @@ describe("process driver supervision", () => {
   });
 });
 
+describe("a sandbox process that ends while a session opens there", () => {
+  test("the open does not wait for an answer no process will send: it opens again in a new process", async () => {
+    const own = new ProcessDriver({ poolSize: 1, maxProcesses: 1 });
+    try {
+      await own.start();
+      const [first] = own.pids;
+      const membrane = new TestMembrane();
+      let setups = 0;
+      // The setup is still being made (as a module's definitions compile) when the process dies.
+      const setup = async () => {
+        setups++;
+        if (setups === 1) {
+          process.kill(first!, "SIGKILL");
+          await new Promise((resolve) => setTimeout(resolve, 300));
+        }
+        return membrane.setup({ ball: new Ball() }, { count: 0 }, {});
+      };
+      const session = await own.open(setup, membrane, LIMITS);
+      expect(setups).toBe(2);
+      expect(own.pids).not.toContain(first);
+      expect(
+        (
+          await session.run({
+            script: "function main() { return 41 + 1; }",
+            filename: "snippet.js",
+            target: "main",
+            args: [],
+            limits: LIMITS,
+          })
+        ).ok,
+      ).toBe(true);
+      await session.dispose();
+    } finally {
+      await own.close();
+    }
+  });
+});
+
 describe("sandbox process flags", () => {
   test("--no-harmony-rab-gsab goes only to Node lines that accept it (Node 22+ exits 9 on it)", () => {
     expect(acceptsRabGsabFlag("20.20.2")).toBe(true);
