@@ -1,9 +1,15 @@
 // Starting type-check workers, and the spare one started before any module needs it. Kept apart from the checker
 // (no TypeScript imported here): the CLI starts the spare first thing, and TypeScript then loads in the worker while
 // the host loads the context module.
+import { pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
 import { runnableEntryAsync } from "../runnable-entry.ts";
-import type { CheckWorkerData, CheckWorkerReply, SpareCheckWorkerData } from "./check-worker.ts";
+import type {
+  CheckWorkerBootData,
+  CheckWorkerData,
+  CheckWorkerReply,
+  SpareCheckWorkerData,
+} from "./check-worker.ts";
 
 /** Default heap limit of the type-check worker. */
 export const DEFAULT_TYPE_CHECK_MEMORY_BYTES = 512 * 1024 * 1024;
@@ -18,24 +24,34 @@ const MEBIBYTE = 1024 * 1024;
  */
 const YOUNG_GENERATION_MB = 16;
 
-const WORKER_ENTRY = new URL(
-  import.meta.url.endsWith(".ts") ? "./check-worker.ts" : "./check-worker.js",
-  import.meta.url,
-);
+const EXTENSION = import.meta.url.endsWith(".ts") ? ".ts" : ".js";
+const BOOT_ENTRY = new URL(`./check-worker-boot${EXTENSION}`, import.meta.url);
+const WORKER_ENTRY = new URL(`./check-worker${EXTENSION}`, import.meta.url);
 
-/** The file a type-check worker runs (bundled once per process when moss-ts runs from its sources). */
-export function checkWorkerEntry(): Promise<string> {
-  return runnableEntryAsync(WORKER_ENTRY, { external: ["ts-morph"] });
+/** The files a type-check worker runs: its first module, then the checker (check-worker-boot.ts says why two). */
+export interface CheckWorkerEntry {
+  boot: string;
+  /** The checker's URL. */
+  checker: string;
+}
+
+/** The files a type-check worker runs (each bundled once per process when moss-ts runs from its sources). */
+export async function checkWorkerEntry(): Promise<CheckWorkerEntry> {
+  const [boot, checker] = await Promise.all([
+    runnableEntryAsync(BOOT_ENTRY),
+    runnableEntryAsync(WORKER_ENTRY, { external: ["ts-morph"] }),
+  ]);
+  return { boot, checker: pathToFileURL(checker).href };
 }
 
 /** A type-check worker, unreferenced, with its heap limits and its stdio piped but never read. */
 export function startCheckWorker(
-  entry: string,
+  entry: CheckWorkerEntry,
   data: CheckWorkerData | SpareCheckWorkerData,
   memoryLimitBytes: number,
 ): Worker {
-  const worker = new Worker(entry, {
-    workerData: data,
+  const worker = new Worker(entry.boot, {
+    workerData: { checker: entry.checker, data } satisfies CheckWorkerBootData,
     resourceLimits: {
       maxOldGenerationSizeMb: Math.max(16, Math.floor(memoryLimitBytes / MEBIBYTE)),
       maxYoungGenerationSizeMb: YOUNG_GENERATION_MB,

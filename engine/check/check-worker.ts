@@ -3,7 +3,6 @@
 // messages, inside the heap limit its parent set. Checking is model-controlled work: it never runs on the host's
 // main thread.
 import { parentPort, workerData } from "node:worker_threads";
-import { enableCodeCache } from "../enable-code-cache.ts";
 import type { ModuleChecker, ModuleCheckerOptions } from "./module-checker.ts";
 
 /** What the worker starts from. */
@@ -16,6 +15,13 @@ export interface CheckWorkerData {
 /** What a spare worker starts from: nothing of a module yet (it loads TypeScript and its lib, then waits). */
 export interface SpareCheckWorkerData {
   spare: true;
+}
+
+/** A worker's `workerData`: the checker's file (check-worker-boot.ts imports it) and what the checker starts from. */
+export interface CheckWorkerBootData {
+  /** The URL of this file (or its bundle), imported once TypeScript's code cache is in place. */
+  checker: string;
+  data: CheckWorkerData | SpareCheckWorkerData;
 }
 
 /** A message from the host. */
@@ -37,8 +43,7 @@ export type CheckWorkerReply =
 
 const port = parentPort;
 if (port) {
-  // TypeScript from V8's code cache the CLI's main thread keeps: it is imported only after the cache is in place.
-  enableCodeCache();
+  // TypeScript is already loaded from V8's code cache (check-worker-boot.ts, the worker's first module).
   const { ModuleChecker, warmCheckLibrary } = await import("./module-checker.ts");
   // The host never reads this worker's stdio (reading it would keep the host process alive), so nothing the
   // checker or a library prints may be written there.
@@ -58,7 +63,7 @@ if (port) {
       send({ type: "failed", message: error instanceof Error ? error.message : String(error) });
     }
   };
-  const given = workerData as CheckWorkerData | SpareCheckWorkerData;
+  const given = (workerData as CheckWorkerBootData).data;
   if ("spare" in given) {
     // A spare: TypeScript's lib is parsed and bound, and the checker's code compiled, before a module needs it.
     try {
