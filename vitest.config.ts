@@ -16,6 +16,12 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     pool: "forks",
+    // Files run one after another in each worker process, not each in a new one: a new process per file loaded
+    // TypeScript, ts-morph, the engine and the lib's parse again (a full run 1,399 s → 1,211 s on two cores, issue
+    // 25's CI row). So a test file restores what it changes of the process (environment variables, the working
+    // directory, spies) in its own hooks, as every file here does, and a file that needs modules loaded afresh says
+    // so itself (vi.resetModules, as serve-footprint.test.ts).
+    isolate: false,
     execArgv: ["--no-node-snapshot"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
@@ -23,10 +29,11 @@ export default defineConfig({
     // files also wait on child processes, pipes and sockets. Two at least keep both cores busy.
     maxWorkers: Math.max(2, availableParallelism() - 1),
     // From the sources, moss-ts emits the public API's declarations on first use (engine/module-surface.ts): once
-    // here. One PostgreSQL for the run (MOSS_TEST_POSTGRES=1), a database of its own per file; one PGlite database
+    // here; one `moss check` writes V8's code cache of TypeScript that type-check workers load. One PostgreSQL for the run (MOSS_TEST_POSTGRES=1), a database of its own per file; one PGlite database
     // made once, which tests copy for a fresh one (freshPGliteDirectory).
     globalSetup: [
       "test/helpers/module-surface-setup.ts",
+      "test/helpers/code-cache-setup.ts",
       "test/helpers/postgres-global-setup.ts",
       "test/helpers/pglite-template-setup.ts",
     ],

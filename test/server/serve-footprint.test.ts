@@ -2,7 +2,6 @@
 // (TypeScript and its lib, ~140 MiB, which the start used to load and end again); the first run that is checked
 // starts one, and the run is checked as before. Every type-check worker started is counted.
 import { describe, expect, it, vi } from "vitest";
-import { call, code, readEvents, useVaultServer } from "./server-harness.ts";
 
 const started = vi.hoisted(() => [] as string[]);
 vi.mock("../../engine/check/check-worker-start.ts", async (importOriginal) => {
@@ -15,6 +14,12 @@ vi.mock("../../engine/check/check-worker-start.ts", async (importOriginal) => {
     },
   };
 });
+
+// The suite runs files one after another in a shared worker (vitest.config.ts: isolate false): the server's modules,
+// and with them a spare worker or a warm pool, may already be loaded by an earlier file. They load afresh here, with
+// the mock above in place.
+vi.resetModules();
+const { call, code, readEvents, useVaultServer } = await import("./server-harness.ts");
 
 describe("moss serve's idle footprint (PGlite)", () => {
   const fixture = useVaultServer("moss-serve-footprint-");
