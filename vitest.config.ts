@@ -22,6 +22,7 @@ export default defineConfig({
     // directory, spies) in its own hooks, as every file here does, and a file that needs modules loaded afresh says
     // so itself (vi.resetModules, as serve-footprint.test.ts).
     isolate: false,
+    setupFiles: ["test/helpers/fresh-shared-sandboxes.ts"],
     execArgv: ["--no-node-snapshot"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
