@@ -30,8 +30,9 @@ export default defineConfig({
     // files also wait on child processes, pipes and sockets. Two at least keep both cores busy.
     maxWorkers: Math.max(2, availableParallelism() - 1),
     // From the sources, moss-ts emits the public API's declarations on first use (engine/module-surface.ts): once
-    // here; one `moss check` writes V8's code cache of TypeScript that type-check workers load. One PostgreSQL for the run (MOSS_TEST_POSTGRES=1), a database of its own per file; one PGlite database
-    // made once, which tests copy for a fresh one (freshPGliteDirectory).
+    // here; one `moss check` writes V8's code cache of TypeScript that type-check workers load. One PostgreSQL for
+    // the run (MOSS_TEST_POSTGRES=1), a database of its own per file; one PGlite database made once, which tests
+    // copy for a fresh one (freshPGliteDirectory).
     globalSetup: [
       "test/helpers/module-surface-setup.ts",
       "test/helpers/code-cache-setup.ts",

@@ -26,7 +26,8 @@ let enabled = false;
 /**
  * Keeps V8's compiled code of the heavy dependencies (TypeScript, ts-morph) on disk, in this user's private cache
  * folder: Node's own compile cache where it exists (Node ≥ 22.1), else a V8 code cache of each of their files,
- * loaded here before anything imports ts-morph. Call it before ts-morph is imported; `NODE_DISABLE_COMPILE_CACHE=1` turns it off.
+ * loaded here before anything imports ts-morph. Call it before ts-morph is imported; `NODE_DISABLE_COMPILE_CACHE=1`
+ * turns it off.
  */
 export function enableCodeCache(): void {
   if (enabled) return;
