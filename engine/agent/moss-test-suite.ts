@@ -97,6 +97,10 @@ const TEST_CASES_EXPORT = "__moss_test_cases__";
 export class MossTestSuite {
   readonly #options: MossTestSuiteOptions;
 
+  /** While a suite runs: the last case's runtime, closed once the next case's runtime is compiled. */
+  #kept: MossRuntime | undefined;
+  #keepLast = false;
+
   constructor(options: MossTestSuiteOptions = {}) {
     this.#options = options;
   }
@@ -144,6 +148,34 @@ export class MossTestSuite {
   ): Promise<MossModuleTestReport> {
     const cases = await this.testCases(modulePath);
     const results: MossTestCaseResult[] = [];
+    this.#keepLast = true;
+    try {
+      await this.#runCases(modulePath, cases, results, options);
+    } finally {
+      this.#keepLast = false;
+      const last = this.#kept;
+      this.#kept = undefined;
+      await last?.close();
+    }
+    const passed = results.filter((result) => result.ok).length;
+    return {
+      module: modulePath,
+      ok: passed === results.length,
+      passed,
+      failed: results.length - passed,
+      results,
+    };
+  }
+
+  async #runCases(
+    modulePath: string,
+    cases: MossTestCase[],
+    results: MossTestCaseResult[],
+    options: Pick<MossTestRunOptions, "inject"> & {
+      onStart?: (testCase: MossTestCase) => void;
+      onResult?: (result: MossTestCaseResult) => void;
+    },
+  ): Promise<void> {
     for (const testCase of cases) {
       options.onStart?.(testCase);
       let result: MossTestCaseResult;
@@ -190,14 +222,6 @@ export class MossTestSuite {
       results.push(result);
       options.onResult?.(result);
     }
-    const passed = results.filter((result) => result.ok).length;
-    return {
-      module: modulePath,
-      ok: passed === results.length,
-      passed,
-      failed: results.length - passed,
-      results,
-    };
   }
 
   async #withRuntime<T>(
@@ -218,10 +242,17 @@ export class MossTestSuite {
     ).catch((error: unknown) => {
       throw MossError.is(error, "binding-missing") ? withTestBindingHint(error, host) : error;
     });
+    // The cases of one suite run each in a runtime of its own, but the runtime before stays open until this one is
+    // compiled: its type-check worker (shared by every runtime of the module's source) then serves the next case
+    // too, instead of ending with the case and starting again, its lib parsed anew, for the next.
+    const previous = this.#kept;
+    this.#kept = undefined;
+    await previous?.close();
     try {
       return await body(runtime);
     } finally {
-      await runtime.close();
+      if (this.#keepLast) this.#kept = runtime;
+      else await runtime.close();
     }
   }
 }
