@@ -11,11 +11,17 @@
 //                    code cache of moss-ts and TypeScript is warm, as on any machine that ran moss once); the same
 //                    command repeated on that copy is shown beside it (kept results apply)
 //   moss test of the module's 4 cases against `node -e 0` (target ≤ 15×, issue 27)
+//   the same first commands and moss test through the warm path (docs/03-cli.md "The warm path"): the daemon's warm
+//                    process ready when the command starts (a developer's next command after a pause); and one row
+//                    of a first check that follows another command at once (the warm process still being made).
+//                    Every other row runs with MOSS_NO_DAEMON=1: a process of its own, as before.
 // The CLI is measured as installed users run it: built JavaScript (tsc -p tsconfig.build.json into bench/.tmp),
 // started by bin/moss.js with plain `node` (bin/moss.js adds --no-node-snapshot itself, by starting again, where a
 // command runs isolates in its own process). The source checkout's start (tsx registered first) is shown for comparison.
 import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { copyFile, mkdir, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { formatMs, formatRatio, percentile, printTable, verdict } from "./stats.ts";
@@ -52,14 +58,16 @@ async function freshModule(host: boolean): Promise<string> {
   return path.join(folder, "context.ts");
 }
 
-/** Wall time of one child process, which must exit 0. */
-function timeProcess(args: string[]): Promise<number> {
+/** Wall time of one child process, which must exit 0; without the warm path unless `env` says where its daemon is. */
+function timeProcess(args: string[], env: NodeJS.ProcessEnv = { MOSS_NO_DAEMON: "1" }): Promise<number> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
+    const childEnv: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1", CI: "1", VITEST: "" };
+    delete childEnv.MOSS_NO_DAEMON;
     const child = spawn(process.execPath, args, {
       cwd: ROOT,
       stdio: ["ignore", "ignore", "pipe"],
-      env: { ...process.env, NO_COLOR: "1", CI: "1", VITEST: "" },
+      env: { ...childEnv, ...env },
     });
     let stderr = "";
     child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
@@ -107,6 +115,29 @@ async function build(): Promise<{ bin: string; coldCheck: string; code: string }
     ].join("\n"),
   );
   return { bin, coldCheck, code };
+}
+
+/** The warm path's environment for the benchmark: a temp folder of its own, so its daemon is its own. */
+function warmEnv(): NodeJS.ProcessEnv {
+  return { TMPDIR: mkdtempSync(path.join(tmpdir(), "moss-bench-warm-")), MOSS_DAEMON_IDLE_SECONDS: "300" };
+}
+
+/** Waits until the daemon in `env`'s temp folder has a warm process ready (the state file it writes says so). */
+async function daemonReady(env: NodeJS.ProcessEnv): Promise<void> {
+  const folder = path.join(env.TMPDIR!, `moss-ts-${process.getuid?.()}`);
+  const end = Date.now() + 60_000;
+  while (Date.now() < end) {
+    const states = existsSync(folder)
+      ? readdirSync(folder).filter((name) => name.endsWith(".sock.state"))
+      : [];
+    for (const name of states) {
+      try {
+        if (JSON.parse(readFileSync(path.join(folder, name), "utf8")).ready === true) return;
+      } catch {}
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`no daemon became ready in ${folder}`);
 }
 
 function median(values: number[]): number {
@@ -165,6 +196,34 @@ export async function run(): Promise<void> {
       }
     }
   }
+  // The warm path: the daemon's warm process ready before each measured first command.
+  const warm = warmEnv();
+  const warmRows: Record<string, number[]> = {};
+  const warmRow = (name: string) => {
+    warmRows[name] ??= [];
+    return warmRows[name]!;
+  };
+  await timeProcess([bin, "prompt", MODULE], warm);
+  for (let round = 0; round < CHECK_RUNS; round++) {
+    for (const host of [false, true]) {
+      for (const [name, command] of Object.entries(commands)) {
+        const module = await freshModule(host);
+        await daemonReady(warm);
+        warmRow(`first moss ${name} (sphero${host ? ", host setup file" : ""}), warm path`).push(
+          await timeProcess(command(module), warm),
+        );
+      }
+    }
+    await daemonReady(warm);
+    warmRow("moss test (sphero, 4 cases), warm path").push(await timeProcess([bin, "test", MODULE], warm));
+    // At once after another command: the warm process for it is still being made.
+    await timeProcess(commands.prompt(await freshModule(false)), warm);
+    warmRow("first moss check (sphero) right after another command, warm path (comparison)").push(
+      await timeProcess(commands.check(await freshModule(false)), warm),
+    );
+  }
+  spawnSync(process.execPath, [bin, "daemon", "stop"], { env: { ...process.env, ...warm } });
+  await rm(warm.TMPDIR!, { recursive: true, force: true });
   await rm(BUILD, { recursive: true, force: true });
 
   const node = median(figures.node);
@@ -267,6 +326,9 @@ export async function run(): Promise<void> {
       ],
       ...firstRows,
       row("moss test (sphero, 4 cases, in-process sandbox), against node -e 0", figures.test, 15),
+      ...Object.entries(warmRows).map(([name, values]) =>
+        row(name, values, name.includes("comparison") ? undefined : name.startsWith("moss test") ? 15 : 10),
+      ),
     ],
     [
       "Rounds interleave each figure with its baseline. The cold type-check baseline is node start + importing the",
@@ -275,6 +337,9 @@ export async function run(): Promise<void> {
       "unmeasured round's check: it answers from its kept result (see --no-cache for the check done again).",
       "A first command runs on a new copy of the module (no kept result applies; code caches warm); its repeat runs",
       "on the same copy. Ratios of the first/repeated/test rows are against node -e 0.",
+      "Rows without 'warm path' run with MOSS_NO_DAEMON=1 (a process of their own). Warm-path rows start once the",
+      "daemon's warm process is ready (the client's start, its key and the relay included); the comparison row",
+      "starts at once after another command, while the warm process for it is still being made.",
     ],
   );
 }

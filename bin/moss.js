@@ -14,11 +14,23 @@ import { existsSync } from "node:fs";
 // in this user's private temp folder: Node's default compile cache folder is shared by every user of the machine.
 
 const argv = process.argv.slice(2);
-// `agent`, `serve` and `worker` run isolates only in sandbox processes (they have no in-process sandbox): they start
-// once, without a second Node process (about 45 MiB for the life of a server).
+// ISOLATE_COMMANDS: `agent`, `serve` and `worker` run isolates only in sandbox processes (they have no in-process
+// sandbox): they start once, without a second Node process (about 45 MiB for the life of a server).
 const ISOLATE_COMMANDS = new Set(["run", "test"]);
+const fromSource = existsSync(new URL("../tsconfig.json", import.meta.url));
 
-if (runsIsolatesHere(argv) && !hasFlag("--no-node-snapshot")) {
+// The warm path (README "The warm path"): installed, `prompt`, `check`, `run` and `test` go to this user's daemon,
+// which runs them in a process that has moss-ts and TypeScript loaded already; without one answering, the command
+// runs here and a daemon starts for the next. `MOSS_NO_DAEMON=1` turns it off. A checkout runs its sources, which
+// change as they are edited: it never uses one. A process started again with --no-node-snapshot (below) asked already.
+const daemonCode =
+  fromSource || hasFlag("--no-node-snapshot") || process.env.MOSS_NO_DAEMON === "1"
+    ? undefined
+    : await (await import("../dist/engine/cli/daemon-client.js")).runThroughDaemon(argv);
+
+if (daemonCode !== undefined) {
+  process.exitCode = daemonCode;
+} else if (runsIsolatesHere(argv) && !hasFlag("--no-node-snapshot")) {
   const child = spawn(
     process.execPath,
     ["--no-node-snapshot", ...process.execArgv, ...process.argv.slice(1)],
@@ -36,7 +48,6 @@ if (runsIsolatesHere(argv) && !hasFlag("--no-node-snapshot")) {
     process.kill(process.pid, signal);
   });
 } else {
-  const fromSource = existsSync(new URL("../tsconfig.json", import.meta.url));
   let main;
   if (fromSource) {
     // `import … from "moss-ts"` in the repository's modules resolves to the sources too ("moss-ts-source").

@@ -16,6 +16,7 @@ Usage:
   moss test <module.ts> [--host]                          run the module's __moss_test_cases__ against its test fakes
   moss serve <module.ts> [--port <n>] [--token <t:s>]     serve agents over HTTP (threads, runs, SSE events)
   moss worker <module.ts> --database-url <url>            execute the runs of moss serve instances, without HTTP
+  moss daemon <status|stop>                               the warm path's background process (MOSS_NO_DAEMON=1: off)
 
 Run "moss <command> --help" for a command's options.
 
@@ -30,6 +31,7 @@ const COMMANDS: Record<string, () => Promise<CliCommand>> = {
   test: async () => (await import("./test-command.ts")).testCommand,
   serve: async () => (await import("./serve-command.ts")).serveCommand,
   worker: async () => (await import("./serve-command.ts")).workerCommand,
+  daemon: async () => (await import("./daemon-command.ts")).daemonCommand,
 };
 
 /** Runs the CLI with `argv` (without node and script); returns the exit code (see {@link EXIT}). */

@@ -31,6 +31,7 @@ export {
 } from "../membrane/index.ts";
 export { abortedResult } from "./crash-result.ts";
 export { InProcessDriver, type InProcessDriverOptions } from "./in-process-driver.ts";
+export { loadIsolatedVm } from "./isolated-vm.ts";
 export { ProcessDriver, type ProcessDriverOptions } from "./process-driver.ts";
 export type {
   HandleShape,

@@ -1,5 +1,15 @@
 import { execFile, spawn } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  cpSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -37,13 +47,21 @@ let project = "";
 let pack: PackResult | undefined;
 let skipReason: string | undefined;
 
-/** The environment of a user's shell: none of vitest's variables, no loader or flag in NODE_OPTIONS. */
-function userEnv(): NodeJS.ProcessEnv {
+/**
+ * The environment of a user's shell: none of vitest's variables, no loader or flag in NODE_OPTIONS. Without the
+ * warm path (`MOSS_NO_DAEMON=1`) unless a test asks for it: a daemon would outlive the test.
+ */
+function userEnv(extra: NodeJS.ProcessEnv = { MOSS_NO_DAEMON: "1" }): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(process.env)) {
     if (name.startsWith("VITEST") || name === "NODE_OPTIONS" || name === "TEST" || name === "NODE_ENV")
       continue;
+    if (name === "MOSS_NO_DAEMON") continue;
     env[name] = value;
+  }
+  for (const [name, value] of Object.entries(extra)) {
+    if (value === undefined) delete env[name];
+    else env[name] = value;
   }
   return env;
 }
@@ -56,7 +74,7 @@ async function npm(args: string[], cwd: string, timeout = 120_000): Promise<stri
 /** Runs plain `node` (no flags) in the project (or `cwd`); resolves with how it ended instead of throwing. */
 function node(
   args: string[],
-  options: { stdin?: string; timeoutMs?: number; cwd?: string } = {},
+  options: { stdin?: string; timeoutMs?: number; cwd?: string; env?: NodeJS.ProcessEnv } = {},
 ): Promise<{
   code: number | null;
   signal: NodeJS.Signals | null;
@@ -65,7 +83,7 @@ function node(
   timedOut: boolean;
 }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, args, { cwd: options.cwd ?? project, env: userEnv() });
+    const child = spawn(process.execPath, args, { cwd: options.cwd ?? project, env: userEnv(options.env) });
     let stdout = "";
     let stderr = "";
     let timedOut = false;
@@ -328,5 +346,240 @@ describe("the published package", () => {
       expect(result.code, output).toBe(0);
     },
     VITEST_TIMEOUT_MS,
+  );
+});
+
+/*
+ * The warm path (README "The warm path"), from the installed package: a daemon runs `prompt`, `check`, `run` and
+ * `test` in a process that has moss-ts and TypeScript loaded, and must answer exactly what a process of the command's
+ * own would. Each input a command reads is changed here and the next answer, served by the daemon, must change.
+ * Each test has its own temp folder (TMPDIR), so its daemon and socket are its own; each stops its daemon.
+ */
+describe("the warm path (installed package)", () => {
+  const MODULE = [
+    'import { Moss as Parent } from "moss-ts";',
+    'import { WORD } from "./word.ts";',
+    "",
+    "/** A module whose answers tell what it read. */",
+    "export class Moss extends Parent {",
+    "  turns = 0;",
+    "}",
+    "",
+    "/** The word of word.ts. */",
+    "export function word(): string {",
+    "  return WORD;",
+    "}",
+    "",
+    "/** The working directory and the greeting the module sees. */",
+    "export function where(): string {",
+    '  return process.cwd() + "|" + (process.env.WARM_GREETING ?? "none");',
+    "}",
+    "",
+    "/** How often the host setup file's setup() ran in this process. */",
+    "export function setups(): number {",
+    "  return (globalThis as { warmSetups?: number }).warmSetups ?? 0;",
+    "}",
+    "",
+  ].join("\n");
+  const HOST_SETUP = [
+    'import type { MossCompiler } from "moss-ts";',
+    "",
+    "export function setup(_compiler: MossCompiler): void {",
+    "  const state = globalThis as { warmSetups?: number };",
+    "  state.warmSetups = (state.warmSetups ?? 0) + 1;",
+    "}",
+    "",
+  ].join("\n");
+  const CODE = 'async function main(moss: Moss) { return [word(), where(), setups()].join(" ") }';
+  let temp = "";
+  let folder = "";
+
+  /** This test's private temp folder (where its daemon's socket lives) and its environment. */
+  const warmEnv = (extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv => ({
+    TMPDIR: temp,
+    MOSS_DAEMON_IDLE_SECONDS: "120",
+    ...extra,
+  });
+  const privateFolder = () => path.join(temp, `moss-ts-${process.getuid?.()}`);
+  const sockets = () =>
+    existsSync(privateFolder())
+      ? readdirSync(privateFolder())
+          .filter((name) => /^daemon-[0-9a-f]+\.sock$/.test(name))
+          .map((name) => path.join(privateFolder(), name))
+      : [];
+  const state = (socket: string): { ready: boolean; served: number; pid: number } | undefined => {
+    try {
+      return JSON.parse(readFileSync(`${socket}.state`, "utf8"));
+    } catch {
+      return undefined;
+    }
+  };
+  async function until<T>(what: string, probe: () => T | undefined, timeoutMs = 60_000): Promise<T> {
+    const end = Date.now() + timeoutMs;
+    while (Date.now() < end) {
+      const found = probe();
+      if (found !== undefined && found !== false) return found;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    throw new Error(`timed out waiting for ${what}`);
+  }
+  /** The one daemon socket of this test once its warm process is ready. */
+  const readyDaemon = async (): Promise<string> => {
+    const socket = await until("a daemon socket", () => (sockets().length === 1 ? sockets()[0] : undefined));
+    await until("a ready warm process", () => state(socket)?.ready === true || undefined);
+    return socket;
+  };
+  const moss = (args: string[], options: { stdin?: string; cwd?: string; env?: NodeJS.ProcessEnv } = {}) =>
+    node([path.join(project, "node_modules/moss-ts/bin/moss.js"), ...args], {
+      timeoutMs: 90_000,
+      ...options,
+      env: warmEnv(options.env),
+      ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
+    });
+
+  beforeAll(() => {
+    if (skipReason) return;
+    temp = mkdtempSync(path.join(tmpdir(), "moss-ts-warm-"));
+    folder = path.join(project, "warm");
+    cpSync(path.join(project, "package.json"), path.join(folder, "package.json"));
+    writeFileSync(path.join(folder, "context.ts"), MODULE);
+    writeFileSync(path.join(folder, "context.host.ts"), HOST_SETUP);
+    writeFileSync(path.join(folder, "word.ts"), 'export const WORD = "alpha";\n');
+  });
+
+  afterAll(async () => {
+    if (!temp) return;
+    await moss(["daemon", "stop"]);
+    rmSync(temp, { recursive: true, force: true });
+  });
+
+  it(
+    "answers as a process of its own would, after each input of the command changed",
+    async ({ skip }) => {
+      if (skipReason) return skip(skipReason);
+      const run = (options: { cwd?: string; env?: NodeJS.ProcessEnv; module?: string } = {}) =>
+        moss(["run", options.module ?? "warm/context.ts", "--code", "-"], { ...options, stdin: CODE });
+
+      // The first command runs in its own process and starts the daemon for the next.
+      const first = await run();
+      expect(first.stderr).toBe("");
+      expect(first.stdout).toContain(`alpha ${project}|none 1`);
+      const socket = await readyDaemon();
+      // Private: a socket only this user may open, in a folder only this user may enter.
+      expect(statSync(socket).mode & 0o077).toBe(0);
+      expect(statSync(privateFolder()).mode & 0o077).toBe(0);
+      expect(statSync(socket).uid).toBe(process.getuid?.());
+
+      const served = async (expected: number) => {
+        await until(`command ${expected} served`, () =>
+          state(socket)?.served === expected ? true : undefined,
+        );
+        await readyDaemon();
+      };
+      // The same command through the daemon: the same answer, the host setup run once in its process.
+      const again = await run();
+      expect(again.stderr).toBe("");
+      expect(again.stdout).toBe(first.stdout);
+      await served(1);
+
+      // A file the module imports changed.
+      writeFileSync(path.join(folder, "word.ts"), 'export const WORD = "beta";\n');
+      const edited = await run();
+      expect(edited.stdout).toContain(`beta ${project}|none 1`);
+      await served(2);
+
+      // The module itself changed: its prompt shows the new function, and code may call it.
+      writeFileSync(
+        path.join(folder, "context.ts"),
+        `${MODULE}\n/** Added later. */\nexport function added(): number {\n  return 42;\n}\n`,
+      );
+      const prompt = await moss(["prompt", "warm/context.ts"]);
+      expect(prompt.stdout).toContain("export function added(): number");
+      await served(3);
+      const checked = await moss(["check", "warm/context.ts", "--code", "-"], {
+        stdin: "async function main(moss: Moss) { return added() + 1 }",
+      });
+      expect(checked.stdout).toContain("No errors.");
+      expect(checked.code).toBe(0);
+      await served(4);
+
+      // The working directory, and the environment the module sees.
+      const elsewhere = await run({ cwd: folder, module: "context.ts" });
+      expect(elsewhere.stdout).toContain(`beta ${folder}|none 1`);
+      await served(5);
+      const greeted = await run({ env: { WARM_GREETING: "hi" } });
+      expect(greeted.stdout).toContain(`beta ${project}|hi 1`);
+      await served(6);
+
+      // A failing command: its diagnostics, its exit code.
+      const typo = await moss(["check", "warm/context.ts", "--code", "-"], {
+        stdin: "async function main(moss: Moss) { return wrod() }",
+      });
+      expect(typo.stdout).toContain("Cannot find name 'wrod'");
+      expect(typo.code).toBe(1);
+      await served(7);
+
+      // MOSS_NO_DAEMON=1: the command runs in its own process; the daemon serves nothing.
+      const off = await run({ env: { MOSS_NO_DAEMON: "1" } });
+      expect(off.stdout).toContain(`beta ${project}|none 1`);
+      expect(state(socket)?.served).toBe(7);
+
+      // A different Node start-up (a variable Node reads at start) is another daemon's, never this one's.
+      const otherNode = await run({ env: { NODE_OPTIONS: "--max-old-space-size=3000" } });
+      expect(otherNode.stdout).toContain(`beta ${project}|none 1`);
+      expect(state(socket)?.served).toBe(7);
+      await until("a second daemon", () => (sockets().length === 2 ? true : undefined));
+
+      // moss-ts itself changed (an upgrade rewrites its files): the old daemon serves it no more.
+      const installed = path.join(project, "node_modules", "moss-ts", "dist", "engine", "cli", "main.js");
+      const later = new Date(Date.now() + 60_000);
+      utimesSync(installed, later, later);
+      const upgraded = await run();
+      expect(upgraded.stdout).toContain(`beta ${project}|none 1`);
+      expect(state(socket)?.served).toBe(7);
+    },
+    RUN_TIMEOUT_MS,
+  );
+
+  it(
+    "ends when idle, and `moss daemon stop` ends it at once",
+    async ({ skip }) => {
+      if (skipReason) return skip(skipReason);
+      const idle = { MOSS_DAEMON_IDLE_SECONDS: "5" };
+      const cleanFolder = () => rmSync(privateFolder(), { recursive: true, force: true });
+      await moss(["daemon", "stop"]);
+      cleanFolder();
+      // Watched while the command runs: the daemon it starts may end (idle) before the command does.
+      const appeared = until("a daemon socket", () => {
+        const [socket] = sockets();
+        return socket !== undefined && existsSync(`${socket}.pid`) ? socket : undefined;
+      });
+      await moss(["prompt", "warm/context.ts"], { env: idle });
+      const socket = await appeared;
+      const pid = Number(readFileSync(`${socket}.pid`, "utf8"));
+      await until("the idle daemon to end", () => (existsSync(socket) ? undefined : true), 30_000);
+      await until("its process to end", () => {
+        try {
+          process.kill(pid, 0);
+          return undefined;
+        } catch {
+          return true;
+        }
+      });
+
+      await moss(["prompt", "warm/context.ts"]);
+      const running = await readyDaemon();
+      const status = await moss(["daemon", "status"]);
+      expect(status.stdout).toContain(running);
+      expect(status.stdout).toContain("ready");
+      const stopped = await moss(["daemon", "stop"]);
+      expect(stopped.stdout).toContain("Stopped 1 daemon.");
+      await until(
+        "the stopped daemon's socket to go",
+        () => (existsSync(running) ? undefined : true),
+        10_000,
+      );
+    },
+    RUN_TIMEOUT_MS,
   );
 });
