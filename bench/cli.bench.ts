@@ -223,7 +223,8 @@ export async function run(): Promise<void> {
     );
   }
   spawnSync(process.execPath, [bin, "daemon", "stop"], { env: { ...process.env, ...warm } });
-  await rm(warm.TMPDIR!, { recursive: true, force: true });
+  // The stopped daemon may write its last log line while the folder goes.
+  await rm(warm.TMPDIR!, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
   await rm(BUILD, { recursive: true, force: true });
 
   const node = median(figures.node);

@@ -25,9 +25,15 @@ import {
   TO_CLIENT,
 } from "./daemon-frames.ts";
 
-let serving = false;
+/** The connection of this process's one command, once the daemon handed it over (possibly while it warms). */
+let handed: Socket | undefined;
+let wake: (() => void) | undefined;
 
-/** Loads and warms everything a command shares with every other; nothing a request's inputs decide. */
+/**
+ * Loads and warms everything a command shares with every other; nothing a request's inputs decide. Each step is
+ * work the command would do anyway; a command handed over while it warms stops the warming between steps (it then
+ * runs about as a fresh process would: what it loaded already is its head start).
+ */
 async function warmUp(): Promise<void> {
   enableCodeCache();
   await Promise.all([
@@ -38,21 +44,14 @@ async function warmUp(): Promise<void> {
     import("./test-command.ts"),
     import("../compiler/index.ts"),
   ]);
-  const { readCheckedModule } = await import("../module/index.ts");
   const { warmCheckerPool } = await import("../check/index.ts");
-  const spare = warmCheckerPool();
-  // The lib parsed and bound in the module project (the one without Node's types, which most modules use), from a
-  // module of our own in the private temp folder; its file leaves the project again, so no command's inputs name it.
-  const folder = path.join(privateTempFolder(), `daemon-warm-up-${process.pid}`);
-  mkdirSync(folder, { recursive: true, mode: 0o700 });
-  const file = path.join(folder, "context.ts");
-  const source =
-    'import { Moss as Parent } from "moss-ts";\nexport class Moss extends Parent {\n  turns = 0;\n}\n';
-  writeFileSync(file, source);
-  const { project, analysis } = readCheckedModule(file, source, "context.ts");
-  project.removeSourceFile(analysis.sourceFile);
-  rmSync(folder, { recursive: true, force: true });
+  // The spare waits as long as this process may wait for its command (the daemon ends it when idle).
+  const spare = warmCheckerPool({ idleTimeoutMs: 24 * 60 * 60 * 1000 });
+  if (handed !== undefined) return;
   await warmModuleLoaders();
+  if (handed !== undefined) return;
+  await warmModuleProject();
+  if (handed !== undefined) return;
   try {
     const { loadIsolatedVm } = await import("../sandbox/index.ts");
     loadIsolatedVm();
@@ -60,6 +59,26 @@ async function warmUp(): Promise<void> {
     // A command that needs isolated-vm reports why it cannot load, as it would without the daemon.
   }
   await spare;
+}
+
+/**
+ * The lib parsed and bound in the module project (the one without Node's types, which most modules use), from a
+ * module of our own in the private temp folder; its file leaves the project again, so no command's inputs name it.
+ */
+async function warmModuleProject(): Promise<void> {
+  const { readCheckedModule } = await import("../module/index.ts");
+  const folder = path.join(privateTempFolder(), `daemon-warm-up-${process.pid}`);
+  mkdirSync(folder, { recursive: true, mode: 0o700 });
+  try {
+    const file = path.join(folder, "context.ts");
+    const source =
+      'import { Moss as Parent } from "moss-ts";\nexport class Moss extends Parent {\n  turns = 0;\n}\n';
+    writeFileSync(file, source);
+    const { project, analysis } = readCheckedModule(file, source, "context.ts");
+    project.removeSourceFile(analysis.sourceFile);
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
 }
 
 /**
@@ -190,7 +209,6 @@ class ClientStdin extends Readable {
 
 /** Becomes the client's process for its one command. */
 function serve(socket: Socket): void {
-  serving = true;
   process.disconnect?.();
   const send = writer(socket);
   const reader = new FrameReader();
@@ -218,6 +236,7 @@ function serve(socket: Socket): void {
     }
   });
   socket.on("error", () => {});
+  socket.resume();
   // The client is gone (its terminal closed, it was killed): so is its command, as a hung-up process would be.
   socket.on("close", () => {
     if (!exited) process.kill(process.pid, "SIGHUP");
@@ -250,12 +269,20 @@ async function run(
 }
 
 process.on("message", (message: { type?: string }, handle: unknown) => {
-  if (message.type === "request" && !serving && handle !== undefined) serve(handle as Socket);
+  if (message.type !== "request" || handed !== undefined || handle === undefined) return;
+  handed = handle as Socket;
+  // Paused until the warming step under way ends: the command's frames wait in the socket.
+  handed.pause();
+  wake?.();
 });
-// The daemon ended (or dropped this process) before a request came: nothing to do.
+// The daemon ended (or dropped this process) before a command came: nothing to do.
 process.on("disconnect", () => {
-  if (!serving) process.exit(0);
+  if (handed === undefined) process.exit(0);
 });
 const warmUpStarted = performance.now();
 await warmUp();
-process.send?.({ type: "ready", warmUpMs: Math.round(performance.now() - warmUpStarted) });
+if (handed === undefined) {
+  process.send?.({ type: "ready", warmUpMs: Math.round(performance.now() - warmUpStarted) });
+  await new Promise<void>((resolve) => (wake = resolve));
+}
+serve(handed!);

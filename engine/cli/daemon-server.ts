@@ -22,6 +22,8 @@ const log = (line: string): void => {
   } catch {}
 };
 const idleMs = Math.max(1, Number(process.env.MOSS_DAEMON_IDLE_SECONDS) || 600) * 1000;
+/** How long a command's process runs before the next warm process starts beside it. */
+const NEXT_WARM_DELAY_MS = 3000;
 /** Warm processes that ended before they were ready, in a row: at this many the daemon gives up. */
 const MAX_FAILED_STARTS = 3;
 const childEntry = new URL(`./daemon-child${path.extname(import.meta.url)}`, import.meta.url);
@@ -86,18 +88,29 @@ function warm(): void {
   });
 }
 
-/** Gives each waiting connection to the ready process (one each), warming the next. */
+/**
+ * Gives each waiting connection to a process of its own: the ready one, else the one warming (it stops warming and
+ * runs the command about as a fresh process would). The next process starts warming once the command's
+ * process ended, or after {@link NEXT_WARM_DELAY_MS} if it runs longer: not beside the command, whose CPU it would take.
+ */
 function handOver(): void {
-  while (ready !== undefined && waiting.length > 0) {
+  while (waiting.length > 0) {
+    const child = ready ?? warming;
+    if (child === undefined) return warm();
     const connection = waiting.shift()!;
     if (connection.destroyed) continue;
-    const child = ready;
-    ready = undefined;
+    const wasReady = child === ready;
+    if (wasReady) ready = undefined;
+    else warming = undefined;
     child.send({ type: "request" }, connection);
     served++;
-    log(`command ${served} handed to process ${child.pid}`);
+    log(`command ${served} handed to process ${child.pid}${wasReady ? "" : " (still warming)"}`);
     writeState();
-    warm();
+    const next = setTimeout(warm, NEXT_WARM_DELAY_MS);
+    child.once("exit", () => {
+      clearTimeout(next);
+      warm();
+    });
   }
 }
 
@@ -123,7 +136,6 @@ const server = createServer({ pauseOnConnect: true }, (connection) => {
   } catch {}
   waiting.push(connection);
   handOver();
-  warm();
 });
 
 /** Listens on the socket; when one is there, only if no daemon answers on it (else this one is not needed). */
