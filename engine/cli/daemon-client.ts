@@ -217,6 +217,7 @@ function relay(socket: Socket, argv: string[]): Promise<number> {
     let exitCode: number | undefined;
     let forwarded: NodeJS.Signals | undefined;
     let readingStdin = false;
+    let rawMode = false;
     const onSignal = (signal: NodeJS.Signals): void => {
       forwarded = signal;
       if (!socket.destroyed) socket.write(frame(TO_CHILD.signal, signal));
@@ -229,7 +230,8 @@ function relay(socket: Socket, argv: string[]): Promise<number> {
         else if (kind === TO_CLIENT.stderr) process.stderr.write(payload);
         else if (kind === TO_CLIENT.exit) exitCode = Number(payload.toString("utf8"));
         else if (kind === TO_CLIENT.rawMode && process.stdin.isTTY) {
-          process.stdin.setRawMode(payload.toString("utf8") === "1");
+          rawMode = payload.toString("utf8") === "1";
+          process.stdin.setRawMode(rawMode);
         } else if (kind === TO_CLIENT.wantStdin && !readingStdin) {
           readingStdin = true;
           process.stdin.on("data", (data: Buffer) => {
@@ -244,6 +246,8 @@ function relay(socket: Socket, argv: string[]): Promise<number> {
     socket.on("error", () => {});
     socket.on("close", () => {
       for (const signal of FORWARDED_SIGNALS) process.off(signal, onSignal);
+      // A command that ended without leaving raw mode (it crashed, or was killed) leaves the terminal as it was.
+      if (rawMode) process.stdin.setRawMode(false);
       if (readingStdin) process.stdin.destroy();
       if (exitCode !== undefined) return resolve(exitCode);
       if (forwarded !== undefined) {
