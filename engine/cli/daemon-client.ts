@@ -5,7 +5,6 @@
 // process runs this one command as this process would have (its arguments, working directory, environment, umask,
 // terminal) and then exits. Nothing of a module outlives a command, so nothing can be stale; what is shared is keyed
 // below. Only node: builtins are imported here: this runs before every command.
-import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { appendFileSync, existsSync, readdirSync, statSync } from "node:fs";
 import { connect, type Socket } from "node:net";
@@ -96,15 +95,20 @@ function nodeFlags(env: NodeJS.ProcessEnv): string[] {
 /** Each file of moss-ts's code (not source maps) and each held package's package.json, with its size and time. */
 function codeFiles(): Array<[string, number, number]> {
   const files: Array<[string, number, number]> = [];
+  // One readdir per folder: Node 24's recursive readdir took 13 ms here where this takes 2.
+  const visit = (folder: string): void => {
+    for (const entry of readdirSync(folder, { withFileTypes: true })) {
+      const file = path.join(folder, entry.name);
+      if (entry.isDirectory()) visit(file);
+      else if (entry.isFile() && !entry.name.endsWith(".map")) {
+        const stat = statSync(file);
+        files.push([file, stat.size, stat.mtimeMs]);
+      }
+    }
+  };
   for (const folder of ["engine", "container", "moss-modules", "client"]) {
     const root = path.join(CODE_ROOT, folder);
-    if (!existsSync(root)) continue;
-    for (const entry of readdirSync(root, { recursive: true, withFileTypes: true })) {
-      if (!entry.isFile() || entry.name.endsWith(".map")) continue;
-      const file = path.join(entry.parentPath, entry.name);
-      const stat = statSync(file);
-      files.push([file, stat.size, stat.mtimeMs]);
-    }
+    if (existsSync(root)) visit(root);
   }
   files.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   const manifest = path.join(PACKAGE_ROOT, "package.json");
@@ -141,7 +145,7 @@ export async function runThroughDaemon(argv: string[]): Promise<number | undefin
   if (socketPath === undefined) return undefined;
   const socket = await connected(socketPath);
   if (socket === undefined) {
-    startDaemon(socketPath);
+    await startDaemon(socketPath);
     return undefined;
   }
   return relay(socket, argv);
@@ -163,7 +167,8 @@ function connected(socketPath: string): Promise<Socket | undefined> {
 }
 
 /** Starts the daemon for `socketPath` in the background, detached from this terminal; it ends when idle. */
-export function startDaemon(socketPath: string): void {
+export async function startDaemon(socketPath: string): Promise<void> {
+  const { spawn } = await import("node:child_process");
   const server = fileURLToPath(new URL(`./daemon-server${path.extname(import.meta.url)}`, import.meta.url));
   try {
     const child = spawn(
