@@ -91,12 +91,16 @@ function warm(): void {
 /**
  * Gives each waiting connection to a process of its own: the ready one, else the one warming (it stops warming and
  * runs the command about as a fresh process would). The next process starts warming once the command's
- * process ended, or after {@link NEXT_WARM_DELAY_MS} if it runs longer: not beside the command, whose CPU it would take.
+ * process ended, or after {@link NEXT_WARM_DELAY_MS} if it runs longer: not beside the command, whose CPU it would
+ * take.
  */
 function handOver(): void {
   while (waiting.length > 0) {
     const child = ready ?? warming;
-    if (child === undefined) return warm();
+    if (child === undefined) {
+      warm();
+      return;
+    }
     const connection = waiting.shift()!;
     if (connection.destroyed) continue;
     const wasReady = child === ready;
