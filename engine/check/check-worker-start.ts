@@ -146,6 +146,20 @@ export function takeSpareCheckWorker(memoryLimitBytes: number): Worker | undefin
   return taken.worker;
 }
 
+/**
+ * Ends a type-check worker. Node's `terminate()` holds the process open (it references the worker again) until the
+ * thread is gone, tens of ms for a checker's heap; a process with nothing else to do exits at once instead (the
+ * thread ends with it). Resolves when the thread ended, or never if the process exits first.
+ */
+export function terminateCheckWorker(worker: Worker): Promise<void> {
+  const ended = worker.terminate().then(
+    () => {},
+    () => {},
+  );
+  worker.unref();
+  return ended;
+}
+
 /** Ends the spare worker, if any. */
 export function endSpareCheckWorker(): void {
   const ended = spare;
@@ -153,7 +167,7 @@ export function endSpareCheckWorker(): void {
   spare = undefined;
   clearTimeout(ended.idleTimer);
   ended.settle();
-  void ended.worker.terminate().catch(() => {});
+  void terminateCheckWorker(ended.worker);
 }
 
 /** How many spare workers run (0 or 1). */

@@ -15,6 +15,7 @@ import {
   startCheckWorker,
   startSpareCheckWorker,
   takeSpareCheckWorker,
+  terminateCheckWorker,
 } from "./check-worker-start.ts";
 import { checkLimitDiagnostic, type ModuleCheckerOptions } from "./module-checker.ts";
 import { scrubMessage } from "./scrub-message.ts";
@@ -446,7 +447,7 @@ class SharedChecker {
     clearTimeout(this.#idleTimer);
     const started = this.#started;
     this.#started = undefined;
-    if (started) await started.worker.terminate().catch(() => {});
+    if (started) await terminateCheckWorker(started.worker);
     this.#pool.released();
   }
 
@@ -599,7 +600,7 @@ class SharedChecker {
 
   #end(started: Started): void {
     if (this.#started === started) this.#started = undefined;
-    void started.worker.terminate().catch(() => {});
+    void terminateCheckWorker(started.worker);
     this.#pool.released();
   }
 
