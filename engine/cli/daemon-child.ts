@@ -220,7 +220,10 @@ function serve(socket: Socket): void {
     exited = true;
     send(TO_CLIENT.exit, String(code));
   });
+  // Node prints an uncaught error straight to fd 2 (not the client's): it is sent as Node would print it, unless
+  // the command handles it itself.
   process.on("uncaughtExceptionMonitor", (error) => {
+    if (process.listenerCount("uncaughtException") > 0) return;
     send(TO_CLIENT.stderr, `${inspect(error)}\n\nNode.js ${process.version}\n`);
   });
   socket.on("data", (chunk: Buffer) => {
@@ -231,8 +234,13 @@ function serve(socket: Socket): void {
         void run(request, stdin, send).finally(() => hold.set("command", false));
       } else if (kind === TO_CHILD.stdin) stdin?.deliver(Buffer.from(payload));
       else if (kind === TO_CHILD.stdinEnd) stdin?.deliver(null);
-      else if (kind === TO_CHILD.signal)
-        process.kill(process.pid, payload.toString("utf8") as NodeJS.Signals);
+      else if (kind === TO_CHILD.signal) {
+        try {
+          process.kill(process.pid, payload.toString("utf8") as NodeJS.Signals);
+        } catch {
+          // Not a signal this platform knows: nothing to pass on.
+        }
+      }
     }
   });
   socket.on("error", () => {});
