@@ -4,9 +4,9 @@
 // TypeScript and its lib loaded, a type-check worker ready, nothing of any module) and hands it this connection; that
 // process runs this one command as this process would have (its arguments, working directory, environment, umask,
 // terminal) and then exits. Nothing of a module outlives a command, so nothing can be stale; what is shared is keyed
-// below. Only node: builtins are imported here: this runs before every command.
+// below. Only light modules are imported here (node: builtins, no TypeScript): this runs before every command.
 import { createHash } from "node:crypto";
-import { appendFileSync, existsSync, readdirSync, statSync } from "node:fs";
+import { appendFileSync, existsSync, statSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -19,6 +19,7 @@ import {
   TO_CHILD,
   TO_CLIENT,
 } from "./daemon-frames.ts";
+import { MOSS_CODE_ROOT, mossCodeIdentity } from "./moss-package.ts";
 
 /** The commands the daemon runs: the short ones a developer repeats. `agent`, `serve`, `worker` run for long. */
 export const DAEMON_COMMANDS = new Set(["prompt", "check", "run", "test"]);
@@ -46,9 +47,8 @@ const HELD_PACKAGES = [
   "isolated-vm-7",
 ];
 
-/** The folder of moss-ts's code this file belongs to (dist/ when built), and the package's root. */
-const CODE_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
-const PACKAGE_ROOT = path.basename(CODE_ROOT) === "dist" ? path.dirname(CODE_ROOT) : CODE_ROOT;
+/** The root of moss-ts's package (above dist/ when built). */
+const PACKAGE_ROOT = path.basename(MOSS_CODE_ROOT) === "dist" ? path.dirname(MOSS_CODE_ROOT) : MOSS_CODE_ROOT;
 
 /**
  * Where this process's daemon listens, or undefined when the warm path is off for it: `MOSS_NO_DAEMON=1`, a private
@@ -75,8 +75,8 @@ export function daemonSocketPath(env: NodeJS.ProcessEnv = process.env): string |
   for (const name of Object.keys(env).sort()) {
     if (STARTUP_VARIABLE.test(name)) add(`${name}=${env[name]}`);
   }
-  add(CODE_ROOT);
-  for (const [file, size, time] of codeFiles()) {
+  add(mossCodeIdentity());
+  for (const [file, size, time] of heldPackages()) {
     add(file);
     add(size);
     add(time);
@@ -92,30 +92,9 @@ function nodeFlags(env: NodeJS.ProcessEnv): string[] {
   return flags;
 }
 
-/** Each file of moss-ts's code (not source maps) and each held package's package.json, with its size and time. */
-function codeFiles(): Array<[string, number, number]> {
+/** The package.json of each package a warm process holds loaded besides moss-ts's own code, by size and time. */
+function heldPackages(): Array<[string, number, number]> {
   const files: Array<[string, number, number]> = [];
-  // One readdir per folder: Node 24's recursive readdir took 13 ms here where this takes 2.
-  const visit = (folder: string): void => {
-    for (const entry of readdirSync(folder, { withFileTypes: true })) {
-      const file = path.join(folder, entry.name);
-      if (entry.isDirectory()) visit(file);
-      else if (entry.isFile() && !entry.name.endsWith(".map")) {
-        const stat = statSync(file);
-        files.push([file, stat.size, stat.mtimeMs]);
-      }
-    }
-  };
-  for (const folder of ["engine", "container", "moss-modules", "client"]) {
-    const root = path.join(CODE_ROOT, folder);
-    if (existsSync(root)) visit(root);
-  }
-  files.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  const manifest = path.join(PACKAGE_ROOT, "package.json");
-  if (existsSync(manifest)) {
-    const stat = statSync(manifest);
-    files.push([manifest, stat.size, stat.mtimeMs]);
-  }
   for (const name of HELD_PACKAGES) {
     const found = packageManifest(name);
     if (found === undefined) continue;

@@ -1,8 +1,11 @@
 // Where moss-ts's own package.json is, from this file's folder: `engine/cli/` in the sources, `dist/engine/cli/` in
 // the published package.
-import { readFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { typeScriptFile } from "../enable-code-cache.ts";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
@@ -26,4 +29,49 @@ export function mossPackageVersion(): string {
   if (file === undefined) return "unknown";
   const version = (JSON.parse(readFileSync(file, "utf8")) as { version?: unknown }).version;
   return typeof version === "string" ? version : "unknown";
+}
+
+/** moss-ts's own code folders, whose every file (by size and time) is part of its identity. */
+export const MOSS_CODE_FOLDERS = ["engine", "container", "moss-modules"].map((folder) =>
+  path.join(MOSS_CODE_ROOT, folder),
+);
+
+/**
+ * What identifies the moss-ts a process runs: its package.json and every file of its code folders (source maps and
+ * declarations included), and the TypeScript and ts-morph it loads, each by size and time. One rule for the kept
+ * results' keys (result-cache.ts) and the warm path's daemon (daemon-client.ts): a change to any of them is another
+ * moss-ts to both.
+ */
+export function mossCodeIdentity(): string {
+  const digest = createHash("sha256");
+  const add = (file: string): void => {
+    try {
+      const found = statSync(file);
+      digest.update(`${file}\0${found.size}\0${found.mtimeMs}\n`);
+    } catch {
+      digest.update(`${file}\0absent\n`);
+    }
+  };
+  const packageFile = mossPackageFile();
+  if (packageFile !== undefined) add(packageFile);
+  const walk = (folder: string): void => {
+    let names: string[];
+    try {
+      names = readdirSync(folder).sort();
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      if (name === "node_modules") continue;
+      const file = path.join(folder, name);
+      if (statSync(file).isDirectory()) walk(file);
+      else add(file);
+    }
+  };
+  for (const folder of MOSS_CODE_FOLDERS) walk(folder);
+  try {
+    add(createRequire(import.meta.url).resolve("ts-morph"));
+    add(typeScriptFile());
+  } catch {}
+  return digest.digest("base64url");
 }

@@ -6,22 +6,17 @@
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { readdir, rm, stat } from "node:fs/promises";
-import { createRequire } from "node:module";
 import { tmpdir, userInfo } from "node:os";
 import path from "node:path";
-import { typeScriptFile } from "../enable-code-cache.ts";
 import { privateTempFolder, touchPrivateFile, writePrivateFile } from "../private-temp-folder.ts";
-import { MOSS_CODE_ROOT, mossPackageFile } from "./moss-package.ts";
+import { MOSS_CODE_FOLDERS, mossCodeIdentity } from "./moss-package.ts";
 import type { KeptWarning, ReadKind } from "./read-tracker.ts";
 
 const FORMAT = 2;
 /** Entries kept; the least recently written go first. */
 const MAX_ENTRIES = 256;
-/** moss-ts's own code folders (under MOSS_CODE_ROOT), whose every file (by size and time) is part of each key. */
-const LIBRARY_FOLDERS = ["engine", "container", "moss-modules"];
 /** The files beside a module (and in each folder above it) that decide how it is compiled and loaded. */
 const GOVERNING_FILES = ["package.json", "tsconfig.json"];
-const require = createRequire(import.meta.url);
 
 /** What one command was given: the key of its kept result. */
 export interface ResultCacheKey {
@@ -57,7 +52,7 @@ export function resultCacheKey(
   cwd: string,
   env: NodeJS.ProcessEnv,
 ): ResultCacheKey {
-  library ??= libraryIdentity();
+  library ??= mossCodeIdentity();
   const inputs = JSON.stringify([
     FORMAT,
     command,
@@ -105,11 +100,7 @@ export async function writeCachedResult(
 ): Promise<void> {
   try {
     const all = new Map<string, ReadKind>();
-    const skipped = [
-      privateTempFolder(),
-      transformCacheFolder(),
-      ...LIBRARY_FOLDERS.map((folder) => path.join(MOSS_CODE_ROOT, folder)),
-    ];
+    const skipped = [privateTempFolder(), transformCacheFolder(), ...MOSS_CODE_FOLDERS];
     for (const [file, kind] of reads) {
       if (skipped.some((folder) => file === folder || file.startsWith(`${folder}${path.sep}`))) continue;
       if (all.get(file) !== "listing") all.set(file, kind);
@@ -183,41 +174,6 @@ function hash(data: string | Uint8Array): string {
  */
 function transformCacheFolder(): string {
   return path.join(tmpdir(), `tsx-${process.geteuid?.() ?? userInfo().username}`);
-}
-
-/** moss-ts's version, each of its code files by size and modification time, and TypeScript's file the same way. */
-function libraryIdentity(): string {
-  const digest = createHash("sha256");
-  const add = (file: string): void => {
-    try {
-      const found = statSync(file);
-      digest.update(`${file}\0${found.size}\0${found.mtimeMs}\n`);
-    } catch {
-      digest.update(`${file}\0absent\n`);
-    }
-  };
-  const packageFile = mossPackageFile();
-  if (packageFile !== undefined) add(packageFile);
-  const walk = (folder: string): void => {
-    let names: string[];
-    try {
-      names = readdirSync(folder).sort();
-    } catch {
-      return;
-    }
-    for (const name of names) {
-      if (name === "node_modules") continue;
-      const file = path.join(folder, name);
-      if (statSync(file).isDirectory()) walk(file);
-      else add(file);
-    }
-  };
-  for (const folder of LIBRARY_FOLDERS) walk(path.join(MOSS_CODE_ROOT, folder));
-  try {
-    add(require.resolve("ts-morph"));
-    add(typeScriptFile());
-  } catch {}
-  return digest.digest("base64url");
 }
 
 async function dropOldEntries(folder: string): Promise<void> {

@@ -552,11 +552,15 @@ describe("the warm path (installed package)", () => {
       // Watched while the command runs: the daemon it starts may end (idle) before the command does.
       const appeared = until("a daemon socket", () => {
         const [socket] = sockets();
-        return socket !== undefined && existsSync(`${socket}.pid`) ? socket : undefined;
+        if (socket === undefined) return undefined;
+        try {
+          return { socket, pid: Number(readFileSync(`${socket}.pid`, "utf8")) };
+        } catch {
+          return undefined;
+        }
       });
       await moss(["prompt", "warm/context.ts"], { env: idle });
-      const socket = await appeared;
-      const pid = Number(readFileSync(`${socket}.pid`, "utf8"));
+      const { socket, pid } = await appeared;
       await until("the idle daemon to end", () => (existsSync(socket) ? undefined : true), 30_000);
       await until("its process to end", () => {
         try {
