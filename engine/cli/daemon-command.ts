@@ -31,7 +31,7 @@ export const daemonCommand: CliCommand = async (argv, io) => {
     .map((name) => {
       const socket = path.join(folder, name.slice(0, -".pid".length));
       const pid = Number(readFileSync(path.join(folder, name), "utf8"));
-      return { socket, pid, alive: isAlive(pid) };
+      return { socket, pid, alive: isDaemon(pid, socket) };
     });
   if (action === "stop") {
     for (const daemon of daemons) {
@@ -72,12 +72,20 @@ export function readState(socket: string): { ready: boolean; served: number } | 
   }
 }
 
-function isAlive(pid: number): boolean {
+/**
+ * Whether `pid` is the daemon of `socket`: alive, and (where /proc tells) started for that socket. A pid file left by
+ * a daemon that could not remove it names, later, whatever process the system gave that number to: never signal it.
+ */
+function isDaemon(pid: number, socket: string): boolean {
   if (!Number.isInteger(pid) || pid <= 0) return false;
   try {
     process.kill(pid, 0);
-    return true;
   } catch {
     return false;
+  }
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").includes(socket);
+  } catch {
+    return process.platform !== "linux";
   }
 }
