@@ -44,6 +44,10 @@ async function warmUp(): Promise<void> {
     import("./test-command.ts"),
     import("../compiler/index.ts"),
   ]);
+  // The identity of this moss-ts, which a command's kept-result key needs: the same as its client's (it names the
+  // daemon's socket), so it is not walked again per command.
+  const { mossCodeIdentity } = await import("./moss-package.ts");
+  mossCodeIdentity();
   const { warmCheckerPool } = await import("../check/index.ts");
   // The spare waits as long as this process may wait for its command (the daemon ends it when idle).
   const spare = warmCheckerPool({ idleTimeoutMs: 24 * 60 * 60 * 1000 });

@@ -85,9 +85,14 @@ export function daemonSocketPath(env: NodeJS.ProcessEnv = process.env): string |
   return socket.length < 100 ? socket : undefined;
 }
 
-/** Node's flags of this process as a daemon would repeat them (without `--no-node-snapshot`, which it always has). */
+/** Node's flags of this process as a daemon repeats them: without `--no-node-snapshot`, which it always has. */
+function ownFlags(): string[] {
+  return process.execArgv.filter((flag) => flag !== "--no-node-snapshot");
+}
+
+/** What fixes a daemon's Node start besides its binary: its flags and `NODE_OPTIONS`. */
 function nodeFlags(env: NodeJS.ProcessEnv): string[] {
-  const flags = process.execArgv.filter((flag) => flag !== "--no-node-snapshot");
+  const flags = ownFlags();
   if (env.NODE_OPTIONS) flags.push(`NODE_OPTIONS=${env.NODE_OPTIONS}`);
   return flags;
 }
@@ -150,16 +155,12 @@ export async function startDaemon(socketPath: string): Promise<void> {
   const { spawn } = await import("node:child_process");
   const server = fileURLToPath(new URL(`./daemon-server${path.extname(import.meta.url)}`, import.meta.url));
   try {
-    const child = spawn(
-      process.execPath,
-      [
-        "--no-node-snapshot",
-        ...process.execArgv.filter((flag) => flag !== "--no-node-snapshot"),
-        server,
-        socketPath,
-      ],
-      { cwd: path.dirname(socketPath), detached: true, stdio: "ignore", env: process.env },
-    );
+    const child = spawn(process.execPath, ["--no-node-snapshot", ...ownFlags(), server, socketPath], {
+      cwd: path.dirname(socketPath),
+      detached: true,
+      stdio: "ignore",
+      env: process.env,
+    });
     child.on("error", () => {});
     child.unref();
   } catch (error) {

@@ -40,9 +40,17 @@ export const MOSS_CODE_FOLDERS = ["engine", "container", "moss-modules"].map((fo
  * What identifies the moss-ts a process runs: its package.json and every file of its code folders (source maps and
  * declarations included), and the TypeScript and ts-morph it loads, each by size and time. One rule for the kept
  * results' keys (result-cache.ts) and the warm path's daemon (daemon-client.ts): a change to any of them is another
- * moss-ts to both.
+ * moss-ts to both. Computed once per process (walking the files costs ~10 ms): a process runs one moss-ts, and a warm
+ * process of the daemon serves only commands whose client found this same identity (it names the daemon's socket).
  */
 export function mossCodeIdentity(): string {
+  identity ??= computeCodeIdentity();
+  return identity;
+}
+
+let identity: string | undefined;
+
+function computeCodeIdentity(): string {
   const digest = createHash("sha256");
   const add = (file: string): void => {
     try {

@@ -38,8 +38,6 @@ interface Entry {
   warnings: KeptWarning[];
 }
 
-let library: string | undefined;
-
 /**
  * The key of `command` run on the module at `modulePath` with `input` (the code, the options that change the
  * result): also the working directory, the whole environment (a module's hooks and its host setup may read any of
@@ -52,11 +50,10 @@ export function resultCacheKey(
   cwd: string,
   env: NodeJS.ProcessEnv,
 ): ResultCacheKey {
-  library ??= mossCodeIdentity();
   const inputs = JSON.stringify([
     FORMAT,
     command,
-    library,
+    mossCodeIdentity(),
     process.version,
     process.platform,
     process.arch,
