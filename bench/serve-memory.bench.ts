@@ -15,6 +15,7 @@ const MIB = 1024 * 1024;
 const GOAL_MIB = 256;
 const THREAD_GOAL_MIB = 4;
 const THREADS = 20;
+const IDLE_SETTLE_MS = 7_000;
 const TOKEN = "bench-secret-0123456789";
 const CLI = fileURLToPath(new URL("../bin/moss.js", import.meta.url));
 const MODULE = fileURLToPath(new URL("../examples/todo/context.ts", import.meta.url));
@@ -73,6 +74,7 @@ async function idleTree(
     const readyMs = performance.now() - started;
     await settle();
     const idle = treeBytes();
+    const idleRoles = rolesOf(treeProcesses(child.pid!));
     let perThread: { first: number; after: number } | undefined;
     if (threads !== undefined) {
       const url = /http:\/\/[\d.]+:\d+/.exec(output)![0];
@@ -83,18 +85,22 @@ async function idleTree(
       await settle();
       perThread = { first, after: treeBytes() };
     }
-    const processes = treeProcesses(child.pid!);
-    const roles = new Map<string, { rss: number; count: number }>();
-    for (const process of processes) {
-      const role = roleOf(process.command);
-      const entry = roles.get(role) ?? { rss: 0, count: 0 };
-      roles.set(role, { rss: entry.rss + process.rss, count: entry.count + 1 });
-    }
-    return { readyMs, idle, roles, perThread };
+    return { readyMs, idle, idleRoles, roles: rolesOf(treeProcesses(child.pid!)), perThread };
   } finally {
     child.kill("SIGTERM");
     await new Promise((resolve) => child.once("exit", resolve));
   }
+}
+
+/** The processes of a tree by role: how many, and their resident size. */
+function rolesOf(processes: ReturnType<typeof treeProcesses>): Map<string, { rss: number; count: number }> {
+  const roles = new Map<string, { rss: number; count: number }>();
+  for (const process of processes) {
+    const role = roleOf(process.command);
+    const entry = roles.get(role) ?? { rss: 0, count: 0 };
+    roles.set(role, { rss: entry.rss + process.rss, count: entry.count + 1 });
+  }
+  return roles;
 }
 
 /** Runs one task in each of `count` new threads (each a checked execute, then an answer) and waits for their ends. */
@@ -159,7 +165,9 @@ export async function run(): Promise<void> {
     const dataDirectory = join(directory, "data");
     console.log("\n## moss serve idle memory (the CLI's whole process tree, PGlite, examples/todo)\n");
     console.log("| start | ready in s | tree MiB | goal MiB | ratio to goal |\n|---|---:|---:|---:|---:|");
-    const fresh = await idleTree(dataDirectory, 5_000);
+    // Idle: 7 s after the ready line (and after each batch of tasks), past the 5 s after its last compile at which a
+    // server stops esbuild's services (engine/esbuild-service.ts).
+    const fresh = await idleTree(dataDirectory, IDLE_SETTLE_MS);
     // The model answers each task with one execute that writes a data field, then with an answer.
     const execute: FakeReply = {
       content: "",
@@ -175,9 +183,10 @@ export async function run(): Promise<void> {
     const model = await startFakeOpenAIServer(
       endlessReplies((index) => (index % 2 === 0 ? execute : { content: "Noted." })),
     );
-    const again = await idleTree(dataDirectory, 5_000, { modelUrl: model.baseUrl, count: THREADS }).finally(
-      () => model.close(),
-    );
+    const again = await idleTree(dataDirectory, IDLE_SETTLE_MS, {
+      modelUrl: model.baseUrl,
+      count: THREADS,
+    }).finally(() => model.close());
     for (const [label, tree] of [
       ["new data directory (database made at start)", fresh],
       ["the same data directory again", again],
@@ -194,9 +203,14 @@ export async function run(): Promise<void> {
     console.log(
       `| threads 2 to ${THREADS}, over the tree after the first | ${((after - first) / MIB / (THREADS - 1)).toFixed(1)} | ${THREAD_GOAL_MIB} |`,
     );
-    console.log(`\n| process (after ${THREADS} threads) | count | MiB |\n|---|---:|---:|`);
-    for (const [role, { rss, count }] of again.roles) {
-      console.log(`| ${role} | ${count} | ${(rss / MIB).toFixed(0)} |`);
+    for (const [title, roles] of [
+      ["idle, the same data directory again", again.idleRoles],
+      [`after ${THREADS} threads`, again.roles],
+    ] as const) {
+      console.log(`\n| process (${title}) | count | MiB |\n|---|---:|---:|`);
+      for (const [role, { rss, count }] of roles) {
+        console.log(`| ${role} | ${count} | ${(rss / MIB).toFixed(0)} |`);
+      }
     }
     // The stages are measured on the data directory the CLI made (an existing database, as on every start but the first).
     const stages = await runChild<Array<{ stage: string; rss: number }>>("serve-stages", [

@@ -14,6 +14,14 @@ import { existsSync } from "node:fs";
 // in this user's private temp folder: Node's default compile cache folder is shared by every user of the machine.
 
 const argv = process.argv.slice(2);
+// A server outlives its compiles: its esbuild services stop after 5 s without one (engine/esbuild-service.ts), and
+// esbuild's synchronous calls run without the worker thread whose stop would leave a compiler process unreaped. Set
+// before anything loads esbuild, so every thread (Node 20 runs module hooks on one that copies the environment when
+// it starts) and every process a server starts has them.
+if (argv[0] === "serve" || argv[0] === "worker") {
+  process.env.MOSS_ESBUILD_IDLE_MS ??= "5000";
+  process.env.ESBUILD_WORKER_THREADS ??= "0";
+}
 // ISOLATE_COMMANDS: `agent`, `serve` and `worker` run isolates only in sandbox processes (they have no in-process
 // sandbox): they start once, without a second Node process (about 45 MiB for the life of a server).
 const ISOLATE_COMMANDS = new Set(["run", "test"]);

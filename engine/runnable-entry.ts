@@ -4,6 +4,7 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { BuildOptions, Plugin } from "esbuild";
+import { withEsbuild } from "./esbuild-service.ts";
 import { privateTempFolder, touchPrivateFile, writePrivateFile } from "./private-temp-folder.ts";
 
 /** Options of `runnableEntry`. */
@@ -20,11 +21,6 @@ export interface RunnableEntryOptions {
 const require = createRequire(import.meta.url);
 const entries = new Map<string, string>();
 
-/** esbuild, loaded on first use: a process that only runs built JavaScript (or a CLI's --help) never loads it. */
-function esbuild(): typeof import("esbuild") {
-  return require("esbuild") as typeof import("esbuild");
-}
-
 /**
  * An entry file that plain Node can start (a child process or a worker thread) whether moss-ts runs from built
  * JavaScript or from its TypeScript sources. Built JavaScript is returned as it is. A TypeScript entry and its
@@ -37,7 +33,9 @@ export function runnableEntry(entryUrl: string | URL, options: RunnableEntryOpti
   if (!entryFile.endsWith(".ts")) return entryFile;
   const cached = bundled(entryFile);
   if (cached) return cached;
-  const output = esbuild().buildSync(buildOptions(entryFile, options)).outputFiles![0]!.text;
+  // esbuild is loaded on first use: a process that only runs built JavaScript (or a CLI's --help) never loads it.
+  const output = withEsbuild((esbuild) => esbuild.buildSync(buildOptions(entryFile, options)))
+    .outputFiles![0]!.text;
   return remember(entryFile, writeEntry(entryFile, pinExternals(output, options)));
 }
 
@@ -53,10 +51,9 @@ export async function runnableEntryAsync(
   if (!entryFile.endsWith(".ts")) return entryFile;
   const cached = bundled(entryFile);
   if (cached) return cached;
-  const result = await esbuild().build({
-    ...buildOptions(entryFile, options),
-    plugins: [sourceImportMetaUrl],
-  });
+  const result = await withEsbuild((esbuild) =>
+    esbuild.build({ ...buildOptions(entryFile, options), plugins: [sourceImportMetaUrl] }),
+  );
   return remember(entryFile, writeEntry(entryFile, pinExternals(result.outputFiles![0]!.text, options)));
 }
 

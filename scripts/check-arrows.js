@@ -24,6 +24,7 @@ export const LAYERS = [
       "engine/moss.ts",
       "engine/module-surface.ts",
       "engine/runnable-entry.ts",
+      "engine/esbuild-service.ts",
       "engine/closest.ts",
       "engine/escape-reg-exp.ts",
       "engine/read-json-file.ts",

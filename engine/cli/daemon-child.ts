@@ -94,12 +94,18 @@ async function warmModuleProject(): Promise<void> {
 async function warmModuleLoaders(): Promise<void> {
   await import("tsx/esm/api");
   const esbuild = await import("esbuild");
-  esbuild.transformSync("let warm: number = 1;", { loader: "ts" });
-  if (typeof (nodeModule as { registerHooks?: unknown }).registerHooks === "function") return;
+  // The service `moss run`'s snippets compile on (esbuild's asynchronous API, in this thread).
+  await esbuild.transform("let warm: number = 1;", { loader: "ts" });
+  if (typeof (nodeModule as { registerHooks?: unknown }).registerHooks === "function") {
+    // In-thread hooks (tsx's and moss-ts's) compile with esbuild's synchronous API: its worker and service.
+    esbuild.transformSync("let warm: number = 1;", { loader: "ts" });
+    return;
+  }
+  // Off-thread hooks compile with esbuild's asynchronous API on that thread's service.
   const imports = [import.meta.resolve("tsx/esm"), import.meta.resolve("esbuild")];
   const source = [
     ...imports.map((url, index) => `import * as loaded${index} from ${JSON.stringify(url)};`),
-    'loaded1.transformSync("let warm: number = 1;", { loader: "ts" });',
+    'loaded1.transform("let warm: number = 1;", { loader: "ts" }).catch(() => {});',
     "export {};",
   ].join("\n");
   nodeModule.register(`data:text/javascript,${encodeURIComponent(source)}`);

@@ -5,12 +5,16 @@
 //
 // load-module.ts registers them in-thread with `module.registerHooks` where Node has it (22.15+, 23.5+: Node 24
 // deprecates `module.register`, DEP0205, and prints a warning on every use), else off-thread with `module.register`
-// (Node 20). The work is synchronous either way (esbuild's buildSync), so both registrations share it.
+// (Node 20). In-thread the compile is synchronous (esbuild's buildSync, the service tsx's in-thread hooks use too);
+// off-thread it is esbuild's asynchronous build, on the one service tsx's off-thread loader uses (a buildSync there
+// started a second service and a worker thread for it, ~70 ms). Both go through ../esbuild-service.ts, which stops
+// the services once nothing loads (the loaders after these hooks, tsx, compile under their hold).
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { MessagePort } from "node:worker_threads";
-import { buildSync } from "esbuild";
+import type { BuildOptions, BuildResult } from "esbuild";
+import { holdEsbuild, withEsbuild } from "../esbuild-service.ts";
 import { parseCompileUrl, withLocalsExport, withoutQuery } from "./module-url.ts";
 
 interface LoadResult {
@@ -47,14 +51,16 @@ function resolveContext(specifier: string, context: Record<string, unknown>): Re
   return context;
 }
 
-/** The context module a `?moss-compile` URL asks for, compiled; undefined for every other URL. */
-function loadContextModule(url: string): LoadResult | undefined {
+/**
+ * The esbuild options that compile the context module a `?moss-compile` URL asks for; undefined for every other URL.
+ */
+function contextModuleBuild(url: string): (BuildOptions & { write: false }) | undefined {
   const request = url.startsWith("file:") ? parseCompileUrl(url) : undefined;
   if (request === undefined) return undefined;
   const file = fileURLToPath(withoutQuery(url));
   const source = request.source ?? readFileSync(file, "utf8");
   const tsconfig = nearestTsconfig(path.dirname(file));
-  const result = buildSync({
+  return {
     stdin: {
       contents: withLocalsExport(source, request.names),
       sourcefile: file,
@@ -69,8 +75,11 @@ function loadContextModule(url: string): LoadResult | undefined {
     target: `node${process.versions.node}`,
     sourcemap: "inline",
     logLevel: "silent",
-  });
-  return { format: "module", source: result.outputFiles[0]?.text ?? "", shortCircuit: true };
+  };
+}
+
+function compiled(result: BuildResult): LoadResult {
+  return { format: "module", source: result.outputFiles?.[0]?.text ?? "", shortCircuit: true };
 }
 
 /** Where the hooks report each file URL they load (see load-module.ts's `loadedModuleFiles`). */
@@ -114,7 +123,14 @@ export const syncHooks = {
     nextLoad: (url: string, context?: Record<string, unknown>) => LoadResult,
   ): LoadResult {
     reportLoaded(url);
-    return loadContextModule(url) ?? nextLoad(url, context);
+    const build = contextModuleBuild(url);
+    if (build !== undefined) return compiled(withEsbuild((esbuild) => esbuild.buildSync(build)));
+    const release = holdEsbuild();
+    try {
+      return nextLoad(url, context);
+    } finally {
+      release();
+    }
   },
 };
 
@@ -134,7 +150,14 @@ export async function load(
   nextLoad: (url: string, context?: Record<string, unknown>) => Promise<LoadResult>,
 ): Promise<LoadResult> {
   reportLoaded(url);
-  return loadContextModule(url) ?? nextLoad(url, context);
+  const build = contextModuleBuild(url);
+  if (build !== undefined) return compiled(await withEsbuild((esbuild) => esbuild.build(build)));
+  const release = holdEsbuild();
+  try {
+    return await nextLoad(url, context);
+  } finally {
+    release();
+  }
 }
 
 function nearestTsconfig(directory: string): string | undefined {

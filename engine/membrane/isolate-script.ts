@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { withEsbuild } from "../esbuild-service.ts";
 import { privateTempFolder, touchPrivateFile, writePrivateFile } from "../private-temp-folder.ts";
 
 /*
@@ -60,9 +60,10 @@ function loadIsolateScript(): string {
       return text;
     } catch {}
   }
-  // Loaded here, not at import: only a process that runs isolates from source needs esbuild.
-  const { buildSync } = createRequire(import.meta.url)("esbuild") as typeof import("esbuild");
-  const result = buildSync({ ...ISOLATE_SCRIPT_BUILD, entryPoints: [fileURLToPath(ENTRY)], write: false });
+  // esbuild is loaded here, not at import: only a process that runs isolates from source needs it.
+  const result = withEsbuild((esbuild) =>
+    esbuild.buildSync({ ...ISOLATE_SCRIPT_BUILD, entryPoints: [fileURLToPath(ENTRY)], write: false }),
+  );
   const output = result.outputFiles[0];
   if (output === undefined) throw new Error("esbuild wrote no isolate script");
   if (cache === undefined) return output.text;

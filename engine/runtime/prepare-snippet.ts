@@ -7,14 +7,9 @@ import {
   TraceMap,
 } from "@jridgewell/trace-mapping";
 import { ts } from "ts-morph";
+import { withEsbuild } from "../esbuild-service.ts";
 import { CALL_SITE_PROBE, callSiteOf } from "../membrane/index.ts";
 import { SNIPPET_FILE } from "../snippet-file.ts";
-
-/**
- * esbuild, loaded with the first snippet that runs (`moss check` and a prompt never need it), then kept: an
- * `import()` per snippet goes through the module hooks each time (on Node 20, a round trip to their loader thread).
- */
-let esbuild: Promise<typeof import("esbuild")> | undefined;
 
 /** A snippet ready for the sandbox: a classic script whose top-level definitions become globals. */
 export interface PreparedSnippet {
@@ -135,15 +130,17 @@ async function rewriteAndTransform(code: string): Promise<PreparedSnippet | Snip
   for (const edit of edits.sort((a, b) => b.start - a.start)) {
     rewritten = rewritten.slice(0, edit.start) + edit.text + rewritten.slice(edit.end);
   }
-  const { transform } = await (esbuild ??= import("esbuild"));
   try {
-    const result = await transform(rewritten, {
-      loader: "ts",
-      target: "es2022",
-      sourcemap: "external",
-      sourcefile: SNIPPET_FILE,
-      tsconfigRaw: { compilerOptions: { experimentalDecorators: true, useDefineForClassFields: true } },
-    });
+    // esbuild is loaded with the first snippet that runs (`moss check` and a prompt never need it).
+    const result = await withEsbuild((esbuild) =>
+      esbuild.transform(rewritten, {
+        loader: "ts",
+        target: "es2022",
+        sourcemap: "external",
+        sourcefile: SNIPPET_FILE,
+        tsconfigRaw: { compilerOptions: { experimentalDecorators: true, useDefineForClassFields: true } },
+      }),
+    );
     return { ...withCallSiteProbe(result.code, result.map), definitions, parsed: sourceFile };
   } catch (error) {
     const first = (error as { errors?: Array<{ text: string; location?: { line: number; column: number } }> })

@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import type { Hono } from "hono";
+import { withEsbuild } from "../../../esbuild-service.ts";
 
 const PAGE = new URL("./index.html", import.meta.url);
 const SCRIPT = new URL("./playground.js", import.meta.url);
@@ -29,29 +30,30 @@ export function registerPlayground(app: Hono<any>): void {
 }
 
 async function bundle(): Promise<string> {
-  const { build } = await import("esbuild");
-  const result = await build({
-    entryPoints: [fileURLToPath(SCRIPT)],
-    bundle: true,
-    platform: "browser",
-    format: "esm",
-    target: "es2022",
-    write: false,
-    logLevel: "silent",
-    plugins: [
-      {
-        // The page parses no HTML: it builds highlighted code from highlight.js's token tree. The library's own
-        // `highlightElement` (never called here) would write its HTML with innerHTML: in the bundle it writes text, so
-        // the page holds no HTML sink at all.
-        name: "no-html-sink",
-        setup(plugin) {
-          plugin.onLoad({ filter: /highlight\.js[\\/]lib[\\/]core\.js$/ }, async ({ path }) => ({
-            contents: (await readFile(path, "utf8")).replaceAll(".innerHTML", ".textContent"),
-            loader: "js",
-          }));
+  const result = await withEsbuild((esbuild) =>
+    esbuild.build({
+      entryPoints: [fileURLToPath(SCRIPT)],
+      bundle: true,
+      platform: "browser",
+      format: "esm",
+      target: "es2022",
+      write: false,
+      logLevel: "silent",
+      plugins: [
+        {
+          // The page parses no HTML: it builds highlighted code from highlight.js's token tree. The library's own
+          // `highlightElement` (never called here) would write its HTML with innerHTML: in the bundle it writes text, so
+          // the page holds no HTML sink at all.
+          name: "no-html-sink",
+          setup(plugin) {
+            plugin.onLoad({ filter: /highlight\.js[\\/]lib[\\/]core\.js$/ }, async ({ path }) => ({
+              contents: (await readFile(path, "utf8")).replaceAll(".innerHTML", ".textContent"),
+              loader: "js",
+            }));
+          },
         },
-      },
-    ],
-  });
+      ],
+    }),
+  );
   return result.outputFiles[0]!.text;
 }
