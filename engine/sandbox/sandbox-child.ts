@@ -9,7 +9,7 @@ import {
   MEMORY_POLL_MS,
   MEMORY_SLACK_BYTES,
   OUT_OF_MEMORY,
-  readResidentBytes,
+  ResidentReader,
 } from "./child-death.ts";
 import { abortedResult, crashResult } from "./crash-result.ts";
 import { eventLoopAwake } from "./event-loop-awake.ts";
@@ -95,6 +95,7 @@ export class SandboxChild {
    */
   residentBytes: number | undefined;
   #readingResident: Promise<void> | undefined;
+  #resident: ResidentReader;
   #rereadResident = false;
   #onReady!: () => void;
   #onStartFailed!: (error: Error) => void;
@@ -128,6 +129,7 @@ export class SandboxChild {
     this.process = spawn(process.execPath, childArguments(options.spinMicroseconds), {
       stdio: ["ignore", "inherit", "pipe", "pipe", "pipe"],
     });
+    this.#resident = new ResidentReader(this.process.pid);
     this.ready = new Promise<void>((resolve, reject) => {
       this.#onReady = resolve;
       this.#onStartFailed = reject;
@@ -429,7 +431,7 @@ export class SandboxChild {
     const read = async (): Promise<void> => {
       do {
         this.#rereadResident = false;
-        const bytes = await readResidentBytes(this.process.pid);
+        const bytes = await this.#resident.read();
         if (bytes !== undefined) this.residentBytes = bytes;
       } while (this.#rereadResident && !this.#exited);
     };
@@ -507,6 +509,7 @@ export class SandboxChild {
   #exit(code: number | null, signal: NodeJS.Signals | null): void {
     if (this.#exited) return;
     this.#exited = true;
+    this.#resident.close();
     const how = signal !== null ? `was killed by ${signal}` : `exited with code ${code}`;
     const stderr = this.#stderrTail.trim();
     const detail = stderr.split("\n").slice(-3).join(" | ");
