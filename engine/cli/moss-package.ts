@@ -1,7 +1,7 @@
 // Where moss-ts's own package.json is, from this file's folder: `engine/cli/` in the sources, `dist/engine/cli/` in
 // the published package.
 import { createHash } from "node:crypto";
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { type Dirent, readdirSync, readFileSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -62,17 +62,20 @@ function computeCodeIdentity(): string {
   };
   const packageFile = mossPackageFile();
   if (packageFile !== undefined) add(packageFile);
+  // A folder's entries tell which are folders: each file is stat'ed once (a stat per entry first cost ~6 ms more).
   const walk = (folder: string): void => {
-    let names: string[];
+    let entries: Dirent[];
     try {
-      names = readdirSync(folder).sort();
+      entries = readdirSync(folder, { withFileTypes: true });
     } catch {
       return;
     }
-    for (const name of names) {
-      if (name === "node_modules") continue;
-      const file = path.join(folder, name);
-      if (statSync(file).isDirectory()) walk(file);
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const entry of entries) {
+      if (entry.name === "node_modules") continue;
+      const file = path.join(folder, entry.name);
+      const isFolder = entry.isSymbolicLink() ? statSync(file).isDirectory() : entry.isDirectory();
+      if (isFolder) walk(file);
       else add(file);
     }
   };
