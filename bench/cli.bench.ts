@@ -24,6 +24,7 @@ import { copyFile, mkdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { buildPublishedCli } from "./bench-fixtures.ts";
 import { formatMs, formatRatio, percentile, printTable, verdict } from "./stats.ts";
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
@@ -82,20 +83,9 @@ function timeProcess(args: string[], env: NodeJS.ProcessEnv = { MOSS_NO_DAEMON: 
 
 /** Builds the CLI as it is published (dist/ + bin/) into bench/.tmp, plus the baseline's cold-check script. */
 async function build(): Promise<{ bin: string; coldCheck: string; code: string }> {
-  await rm(BUILD, { recursive: true, force: true });
-  await mkdir(path.join(BUILD, "bin"), { recursive: true });
-  // The project's own build (tsc plus the files tsc does not emit, such as the sandbox's globals .d.ts).
-  const built = spawnSync(
-    process.execPath,
-    [path.join(ROOT, "scripts", "build.js"), "--out-dir", path.join(BUILD, "dist")],
-    { cwd: ROOT, encoding: "utf8" },
-  );
-  if (built.status !== 0) throw new Error(`building the CLI failed:\n${built.stdout}${built.stderr}`);
-  const bin = path.join(BUILD, "bin", "moss.js");
-  await copyFile(path.join(ROOT, "bin", "moss.js"), bin);
   // package.json makes the build the package named moss-ts: the example's `import … from "moss-ts"` resolves to
   // the build's dist/ (from the repository's own folder it would need a dist/ built there).
-  await copyFile(path.join(ROOT, "package.json"), path.join(BUILD, "package.json"));
+  const bin = buildPublishedCli(BUILD);
   await mkdir(path.dirname(MODULE), { recursive: true });
   for (const file of SPHERO_FILES) {
     await copyFile(path.join(SPHERO, file), path.join(path.dirname(MODULE), file));
