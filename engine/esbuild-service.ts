@@ -8,7 +8,8 @@
 // measured on Node 20 here). The timer never holds a process open. `moss serve` and `moss worker` set it (bin/moss.js,
 // 5 s) together with `ESBUILD_WORKER_THREADS=0`, which esbuild reads when it loads: its synchronous calls then run a
 // compiler process each and wait for it, with no worker thread. The stop requires that: stopping the worker thread
-// leaves its compiler process unreaped (a zombie per stop), so where `ESBUILD_WORKER_THREADS` is not 0 nothing stops.
+// leaves its compiler process unreaped (a zombie per stop), so where `ESBUILD_WORKER_THREADS` was not 0 when this
+// file loaded (esbuild reads it once, when it loads, which is not later) nothing stops.
 //
 // Unset, nothing is stopped: esbuild's services belong to the process, and an application that embeds moss-ts and
 // uses the same esbuild (one copy per path) would see its own builds cancelled by a stop.
@@ -18,6 +19,9 @@ type Esbuild = typeof import("esbuild");
 
 const require = createRequire(import.meta.url);
 
+/** Whether esbuild's synchronous calls run without a worker thread in this thread (see above). */
+const WITHOUT_WORKER_THREAD = process.env.ESBUILD_WORKER_THREADS === "0";
+
 let api: Esbuild | undefined;
 let active = 0;
 let timer: ReturnType<typeof setTimeout> | undefined;
@@ -25,11 +29,12 @@ let timer: ReturnType<typeof setTimeout> | undefined;
 /**
  * How long this thread's esbuild services outlive their last use: `MOSS_ESBUILD_IDLE_MS` in milliseconds (0: stop as
  * soon as nothing compiles); undefined (never stopped) when it is unset or not a number of 0 or more, or when
- * `ESBUILD_WORKER_THREADS` is not "0".
+ * `ESBUILD_WORKER_THREADS` is not "0" (in `env`, and in this thread's environment when this file loaded).
  */
 export function esbuildIdleMs(env: NodeJS.ProcessEnv = process.env): number | undefined {
   const raw = env.MOSS_ESBUILD_IDLE_MS?.trim();
-  if (raw === undefined || raw === "" || env.ESBUILD_WORKER_THREADS !== "0") return undefined;
+  if (raw === undefined || raw === "" || env.ESBUILD_WORKER_THREADS !== "0" || !WITHOUT_WORKER_THREAD)
+    return undefined;
   const value = Number(raw);
   return Number.isFinite(value) && value >= 0 ? value : undefined;
 }
