@@ -3,7 +3,8 @@
 // with a service of its own — and keeps them until the process ends: a server that compiled one snippet held ~18 MiB
 // per service for good (three in `moss serve` on Node 20: the snippets', tsx's and the context modules' services).
 //
-// Here every use is counted, and where `MOSS_ESBUILD_IDLE_MS` is set, once nothing of this thread used esbuild for
+// Here every use is counted (the warm path's warm-up, daemon-child.ts, loads it directly: its process runs one
+// command and exits), and where `MOSS_ESBUILD_IDLE_MS` is set, once nothing of this thread used esbuild for
 // that long its services stop (`esbuild.stop()`); the next use starts them again (~8 ms for the asynchronous service,
 // measured on Node 20 here). The timer never holds a process open. `moss serve` and `moss worker` set it (bin/moss.js,
 // 5 s) together with `ESBUILD_WORKER_THREADS=0`, which esbuild reads when it loads: its synchronous calls then run a
@@ -22,6 +23,7 @@ const require = createRequire(import.meta.url);
 /** Whether esbuild's synchronous calls run without a worker thread in this thread (see above). */
 const WITHOUT_WORKER_THREAD = process.env.ESBUILD_WORKER_THREADS === "0";
 
+/** esbuild once this file loaded it (the first `withEsbuild`), for the calls after. */
 let api: Esbuild | undefined;
 let active = 0;
 let timer: ReturnType<typeof setTimeout> | undefined;
@@ -55,8 +57,7 @@ export function holdEsbuild(): () => void {
     if (released) return;
     released = true;
     active -= 1;
-    api ??= loaded();
-    if (active === 0 && api !== undefined) scheduleStop();
+    if (active === 0) scheduleStop();
   };
 }
 
@@ -79,7 +80,10 @@ export function withEsbuild<T>(work: (esbuild: Esbuild) => T): T {
   return result;
 }
 
-/** esbuild if this thread loaded it already (a loader after the module hooks, tsx, imports it itself), else undefined. */
+/**
+ * esbuild if this thread loaded it, by this file or by another (a loader after the module hooks, tsx, imports it
+ * itself), else undefined: a thread that never loaded it has no service to stop.
+ */
 function loaded(): Esbuild | undefined {
   try {
     return require.cache[require.resolve("esbuild")]?.exports as Esbuild | undefined;
@@ -93,7 +97,7 @@ function scheduleStop(): void {
   if (idleMs === undefined) return;
   timer = setTimeout(() => {
     timer = undefined;
-    if (active === 0) void api?.stop();
+    if (active === 0) void (api ?? loaded())?.stop();
   }, idleMs);
   timer.unref();
 }
