@@ -11,28 +11,18 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 
 const SERVICE = fileURLToPath(new URL("../../engine/esbuild-service.ts", import.meta.url));
+const DESCENDANTS = fileURLToPath(new URL("../helpers/descendants.ts", import.meta.url));
 const folder = mkdtempSync(path.join(tmpdir(), "moss-esbuild-service-"));
 afterAll(() => rmSync(folder, { recursive: true, force: true }));
 
-/** The helpers every case's script starts with: its esbuild children, waiting, a compile through the service. */
+/** The helpers every case's script starts with: its esbuild processes, waiting, a compile through the service. */
 const PRELUDE = `
-import { readdirSync, readFileSync } from "node:fs";
+import { descendantsNamed } from ${JSON.stringify(DESCENDANTS)};
 import { esbuildIdleMs, holdEsbuild, withEsbuild } from ${JSON.stringify(SERVICE)};
 // The services tsx runs to load this script (on Node 20 in its hooks' thread) are not the ones under test.
-let baseline = new Set();
-const children = () => {
-  const found = [];
-  for (const name of readdirSync("/proc")) {
-    if (!/^\\d+$/.test(name)) continue;
-    try {
-      const match = /^\\d+ \\((.*)\\) (\\S) (\\d+)/.exec(readFileSync("/proc/" + name + "/stat", "utf8"));
-      if (match && match[1] === "esbuild" && Number(match[3]) === process.pid && !baseline.has(Number(name)))
-        found.push({ pid: Number(name), state: match[2] });
-    } catch {}
-  }
-  return found;
-};
-baseline = new Set(children().map((child) => child.pid));
+const everyChild = () => descendantsNamed("esbuild", process.pid);
+const baseline = new Set(everyChild().map((child) => child.pid));
+const children = () => everyChild().filter((child) => !baseline.has(child.pid));
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const until = async (condition, ms = 10000) => {
   for (const end = Date.now() + ms; Date.now() < end; await sleep(20)) if (condition()) return true;

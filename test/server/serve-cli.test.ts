@@ -2,13 +2,13 @@
 // fake OpenAI server as its model. It prints its URL when ready, drains on SIGTERM, and a restarted server still
 // answers the requests of runs paused before the restart and resumes the event stream where the client was.
 import { randomUUID } from "node:crypto";
-import { readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, type FakeReply, startFakeOpenAIServer } from "../agent/fake-openai-server.ts";
+import { descendantsNamed } from "../helpers/descendants.ts";
 import { runMoss } from "../helpers/moss-cli.ts";
 import {
   call,
@@ -19,30 +19,6 @@ import {
   spawnServe,
   VAULT_MODULE,
 } from "./server-harness.ts";
-
-/** How many esbuild processes descend from `root` (Linux's /proc), an unreaped one (a zombie) included. */
-function esbuildDescendants(root: number): number {
-  const parents = new Map<number, { parent: number; comm: string }>();
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const [, comm, rest] = /^\d+ \((.*)\) (.*)$/s.exec(readFileSync(`/proc/${name}/stat`, "utf8")) ?? [];
-      parents.set(Number(name), { parent: Number(rest!.split(" ")[1]), comm: comm! });
-    } catch {
-      // A process that ended while it was read.
-    }
-  }
-  const descends = (pid: number): boolean => {
-    for (
-      let current = parents.get(pid)?.parent;
-      current !== undefined && current > 1;
-      current = parents.get(current)?.parent
-    )
-      if (current === root) return true;
-    return false;
-  };
-  return [...parents].filter(([pid, entry]) => entry.comm === "esbuild" && descends(pid)).length;
-}
 
 async function until(condition: () => boolean, ms = 30_000): Promise<boolean> {
   for (const end = Date.now() + ms; Date.now() < end; await new Promise((resolve) => setTimeout(resolve, 50)))
@@ -151,7 +127,7 @@ describe("moss serve (the binary)", () => {
     const serve = await spawnServe(serveArgs(), { ...env, MOSS_ESBUILD_IDLE_MS: "2500" });
     try {
       // Loading the module compiled it (and started services); idle, none is left.
-      expect(await until(() => esbuildDescendants(serve.child.pid!) === 0)).toBe(true);
+      expect(await until(() => descendantsNamed("esbuild", serve.child.pid!).length === 0)).toBe(true);
       const thread = `esbuild-idle-${randomUUID()}`;
       expect((await call(serve, "POST", "/v1/threads", { body: { id: thread } })).status).toBe(201);
       expect(
@@ -163,8 +139,8 @@ describe("moss serve (the binary)", () => {
         "compiled 42",
       );
       // The snippet's compile started a service again, and it stops once idle.
-      expect(esbuildDescendants(serve.child.pid!)).toBeGreaterThan(0);
-      expect(await until(() => esbuildDescendants(serve.child.pid!) === 0)).toBe(true);
+      expect(descendantsNamed("esbuild", serve.child.pid!).length).toBeGreaterThan(0);
+      expect(await until(() => descendantsNamed("esbuild", serve.child.pid!).length === 0)).toBe(true);
     } finally {
       serve.child.kill("SIGTERM");
     }

@@ -1,0 +1,30 @@
+import { readdirSync, readFileSync } from "node:fs";
+
+/**
+ * The processes named `name` (their `comm`) that descend from `root`, at any depth, unreaped ones (state Z)
+ * included (Linux `/proc`): a process that ended but was never waited for still counts.
+ */
+export function descendantsNamed(name: string, root: number): Array<{ pid: number; state: string }> {
+  const table = new Map<number, { parent: number; comm: string; state: string }>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const match = /^\d+ \((.*)\) (\S) (\d+)/s.exec(readFileSync(`/proc/${entry}/stat`, "utf8"));
+      if (match) table.set(Number(entry), { comm: match[1]!, state: match[2]!, parent: Number(match[3]) });
+    } catch {
+      // A process that ended while it was read.
+    }
+  }
+  const descends = (pid: number): boolean => {
+    for (
+      let current = table.get(pid)?.parent;
+      current !== undefined && current > 0;
+      current = table.get(current)?.parent
+    )
+      if (current === root) return true;
+    return false;
+  };
+  return [...table]
+    .filter(([pid, process]) => process.comm === name && descends(pid))
+    .map(([pid, process]) => ({ pid, state: process.state }));
+}
