@@ -14,7 +14,7 @@ import path from "node:path";
 import { clearLine, clearScreenDown, cursorTo, moveCursor } from "node:readline";
 import { Readable } from "node:stream";
 import { inspect } from "node:util";
-import { enableCodeCache } from "../enable-code-cache.ts";
+import { enableCodeCache, flushCodeCache } from "../enable-code-cache.ts";
 import { privateTempFolder } from "../private-temp-folder.ts";
 import {
   type DaemonRequest,
@@ -228,6 +228,7 @@ function serve(socket: Socket): void {
   let exited = false;
   process.on("exit", (code) => {
     exited = true;
+    flushCodeCache();
     send(TO_CLIENT.exit, String(code));
   });
   // Node prints an uncaught error straight to fd 2 (not the client's): it is sent as Node would print it, unless

@@ -11,7 +11,7 @@ The warm path: installed, \`moss prompt\`, \`check\`, \`run\` and \`test\` run i
 has moss-ts and TypeScript loaded already (a new process for each command: nothing of a module is kept). The first
 command without one starts it; it ends after ${"$"}MOSS_DAEMON_IDLE_SECONDS (default 600) without a command.
   status   list this user's daemons (one per Node and moss-ts build) and say which one this shell's commands use
-  stop     stop them all now
+  stop     stop them all now (it returns once they have ended)
 ${NO_DAEMON_VARIABLE}=1 runs every command in its own process and starts no daemon.`;
 
 /** `moss daemon status|stop`. */
@@ -39,6 +39,8 @@ export const daemonCommand: CliCommand = async (argv, io) => {
       else rmSync(`${daemon.socket}.pid`, { force: true });
     }
     const stopped = daemons.filter((daemon) => daemon.alive).length;
+    // "Stopped" means gone: the daemon and its warm processes no longer run or write in the private temp folder.
+    for (const daemon of daemons.filter((each) => each.alive)) await ended(daemon);
     io.stdout.write(
       `${stopped === 0 ? "No daemon was running." : `Stopped ${stopped} daemon${stopped === 1 ? "" : "s"}.`}\n`,
     );
@@ -62,6 +64,24 @@ export const daemonCommand: CliCommand = async (argv, io) => {
     io.stdout.write("None serves this shell's Node and moss-ts yet: the next command starts one.\n");
   return EXIT.ok;
 };
+
+/** How long `moss daemon stop` waits for a daemon to end on SIGTERM (it waits for its warm processes) before killing it. */
+const STOP_WAIT_MS = 5000;
+
+/** Waits until a daemon sent SIGTERM has ended; one still running after {@link STOP_WAIT_MS} is killed. */
+async function ended(daemon: { socket: string; pid: number }): Promise<void> {
+  const deadline = Date.now() + STOP_WAIT_MS;
+  while (isDaemon(daemon.pid, daemon.socket)) {
+    if (Date.now() > deadline) {
+      try {
+        process.kill(daemon.pid, "SIGKILL");
+      } catch {}
+      for (const suffix of ["", ".pid", ".state"]) rmSync(`${daemon.socket}${suffix}`, { force: true });
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
 
 /** What the daemon wrote of itself: whether a warm process is ready, and how many commands it served. */
 export function readState(socket: string): { ready: boolean; served: number } | undefined {

@@ -26,6 +26,8 @@ const idleMs = Math.max(1, Number(process.env.MOSS_DAEMON_IDLE_SECONDS) || 600) 
 const NEXT_WARM_DELAY_MS = 3000;
 /** Warm processes that ended before they were ready, in a row: at this many the daemon gives up. */
 const MAX_FAILED_STARTS = 3;
+/** How long a warm process has to end on SIGTERM when the daemon stops, before it is killed. */
+const CHILD_EXIT_GRACE_MS = 2000;
 const childEntry = new URL(`./daemon-child${path.extname(import.meta.url)}`, import.meta.url);
 
 let ready: ChildProcess | undefined;
@@ -126,9 +128,29 @@ function shutDown(reason: string): void {
   rmSync(socketPath!, { force: true });
   rmSync(`${socketPath}.pid`, { force: true });
   rmSync(`${socketPath}.state`, { force: true });
-  for (const child of [ready, warming]) child?.kill("SIGTERM");
   for (const connection of waiting) connection.destroy();
-  setTimeout(() => process.exit(0), 100).unref();
+  // The warm processes end before the daemon does: each writes what it must at exit (V8's code cache, on Node 22+,
+  // into the private temp folder), and `moss daemon stop` returns once the daemon is gone, so after it nothing of the
+  // daemon still writes there. One that does not end on SIGTERM in time is killed.
+  const children = [ready, warming].filter(
+    (child): child is ChildProcess =>
+      child !== undefined && child.exitCode === null && child.signalCode === null,
+  );
+  let left = children.length;
+  const exit = (): never => process.exit(0);
+  if (left === 0) exit();
+  const force = setTimeout(() => {
+    for (const child of children) child.kill("SIGKILL");
+    setTimeout(exit, 100);
+  }, CHILD_EXIT_GRACE_MS);
+  for (const child of children) {
+    child.once("exit", () => {
+      if (--left > 0) return;
+      clearTimeout(force);
+      exit();
+    });
+    child.kill("SIGTERM");
+  }
 }
 
 const server = createServer({ pauseOnConnect: true }, (connection) => {

@@ -28,3 +28,12 @@ export function descendantsNamed(name: string, root: number): Array<{ pid: numbe
     .filter(([pid, process]) => process.comm === name && descends(pid))
     .map(([pid, process]) => ({ pid, state: process.state }));
 }
+
+/** Whether process `pid` still runs (Linux `/proc`): an ended process not yet waited for (state Z) does not. */
+export function isRunning(pid: number): boolean {
+  try {
+    return /^\d+ \(.*\) (\S)/s.exec(readFileSync(`/proc/${pid}/stat`, "utf8"))?.[1] !== "Z";
+  } catch {
+    return false;
+  }
+}
