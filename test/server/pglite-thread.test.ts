@@ -79,7 +79,7 @@ it("refuses queries once closed, with a clear error", async () => {
 it("runs with the small-footprint settings, and a database it made opens again with what was stored", async () => {
   const [setting] = await database.query<{ shared_buffers: string }>("SHOW shared_buffers");
   expect(setting!.shared_buffers).toBe("16MB");
-  // The database was made by a thread that ended (initdb's memory went with it); this one opened it.
+  // The database was made by a process that ended (initdb's memory went with it); this one opened it.
   await database.query("INSERT INTO notes (id) VALUES (100)");
   const again = await openPGliteThread(join(directory, "second"));
   try {

@@ -1,30 +1,49 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { PGlite } from "@electric-sql/pglite";
-import { PGLITE_SETTINGS, type PGliteReply, type PGliteRequest } from "./pglite-thread.ts";
+import {
+  CREATE_ONLY_ARGUMENT,
+  PGLITE_SETTINGS,
+  type PGliteReply,
+  type PGliteRequest,
+} from "./pglite-thread.ts";
 
 /*
  * The worker thread that owns the embedded database (see `openPGliteThread`): PGlite runs Postgres compiled to WASM,
  * and each statement runs synchronously where PGlite lives. Here, that is off the thread serving HTTP.
  */
 
-const port = parentPort!;
-const send = (reply: PGliteReply) => port.postMessage(reply);
+// Started as a process (createDatabase) with the create-only argument and the data directory; else a worker thread.
+const createOnly = parentPort === null && process.argv[2] === CREATE_ONLY_ARGUMENT;
+const dataDirectory = createOnly ? process.argv[3] : workerData?.dataDirectory;
+if (parentPort === null && !createOnly) {
+  process.stderr.write(`usage: pglite-thread-worker ${CREATE_ONLY_ARGUMENT} <data directory>\n`);
+  process.exit(2);
+}
+const send = (reply: PGliteReply) => {
+  if (parentPort !== null) parentPort.postMessage(reply);
+  else process.send?.(reply);
+};
 type Executor = { query: (sql: string, parameters?: unknown[]) => Promise<{ rows: unknown[] }> };
 
 let pglite: PGlite;
 try {
-  pglite = await PGlite.create(String(workerData.dataDirectory), {
+  pglite = await PGlite.create(String(dataDirectory), {
     startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((setting) => ["-c", setting])],
   });
-  if (workerData.createOnly === true) {
-    // The database was only to be made (initdb): this thread ends, and with it the WebAssembly memory initdb grew.
+  if (createOnly) {
+    // The database was only to be made (initdb): this process ends, and with it the WebAssembly memory initdb grew.
     await pglite.close();
-    send({ kind: "ready" });
     process.exit(0);
   }
   send({ kind: "ready" });
 } catch (error) {
-  send({ kind: "open-failed", message: (error as Error)?.message ?? String(error) });
+  const message = (error as Error)?.message ?? String(error);
+  // A process's messages are sent asynchronously: its failure goes to stderr, which its parent reads, and its code.
+  if (createOnly) {
+    process.stderr.write(`${message}\n`);
+    process.exit(1);
+  }
+  send({ kind: "open-failed", message });
   process.exit(0);
 }
 
@@ -111,7 +130,7 @@ async function handle(request: PGliteRequest): Promise<unknown> {
   }
 }
 
-port.on("message", (request: PGliteRequest) => {
+parentPort!.on("message", (request: PGliteRequest) => {
   handle(request).then(
     (value) => send({ kind: "reply", id: request.id, value }),
     (error: unknown) => send({ kind: "reply", id: request.id, error: failure(error) }),

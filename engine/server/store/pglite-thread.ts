@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { Worker } from "node:worker_threads";
@@ -39,16 +40,23 @@ export type PGliteReply =
  */
 export const PGLITE_SETTINGS: readonly string[] = ["shared_buffers=16MB"];
 
-/** Makes a new embedded database in `dataDirectory` in a thread that ends when it is made. */
-async function createDatabase(entry: string | URL, dataDirectory: string): Promise<void> {
-  const worker = new Worker(entry, { workerData: { dataDirectory, createOnly: true } });
+/**
+ * Makes a new embedded database in `dataDirectory` in a process of its own that ends when it is made. initdb grows
+ * PGlite's WebAssembly memory to about 450 MiB: a thread that made the database and then ended still left ~80 MiB of
+ * it in the server's resident size (the allocator's arenas), for the server's life; an ended process leaves nothing.
+ */
+async function createDatabase(entry: string, dataDirectory: string): Promise<void> {
+  const child = spawn(process.execPath, [entry, CREATE_ONLY_ARGUMENT, dataDirectory], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
   let failure: string | undefined;
-  worker.on("message", (message: PGliteReply) => {
-    if (message.kind === "open-failed") failure = message.message;
+  let stderr = "";
+  child.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
+    if (stderr.length < 4000) stderr += chunk;
   });
   const code = await new Promise<number>((resolve, reject) => {
-    worker.once("error", reject);
-    worker.once("exit", resolve);
+    child.once("error", reject);
+    child.once("exit", (exitCode, signal) => resolve(exitCode ?? (signal === null ? 1 : 128)));
   }).catch((error: Error) => {
     failure ??= error.message;
     return 1;
@@ -56,10 +64,13 @@ async function createDatabase(entry: string | URL, dataDirectory: string): Promi
   if (failure !== undefined || code !== 0)
     throw new MossError(
       "database-error",
-      `Cannot create the embedded database in ${dataDirectory}: ${failure ?? `its thread exited (code ${code})`}`,
+      `Cannot create the embedded database in ${dataDirectory}: ${failure ?? (stderr.trim() || `its process exited (code ${code})`)}`,
       { directory: dataDirectory },
     );
 }
+
+/** The argument that starts pglite-thread-worker as a process that only makes a database. */
+export const CREATE_ONLY_ARGUMENT = "--moss-create-database";
 
 /**
  * Opens the embedded database (PGlite, Postgres compiled to WASM) in a worker thread of its own: each statement
@@ -69,8 +80,8 @@ async function createDatabase(entry: string | URL, dataDirectory: string): Promi
 export async function openPGliteThread(dataDirectory: string): Promise<Database> {
   const source = import.meta.url.endsWith(".ts") ? "./pglite-thread-worker.ts" : "./pglite-thread-worker.js";
   const entry = runnableEntry(new URL(source, import.meta.url), { external: ["@electric-sql/pglite"] });
-  // A new database is made (initdb) by a thread of its own that then ends: WebAssembly memory only grows, and the
-  // thread that made the database held about 450 MiB more for the life of the server than one that opens it.
+  // A new database is made (initdb) by a process of its own that then ends: WebAssembly memory only grows, and what
+  // made the database held about 450 MiB more than what opens it (see createDatabase).
   if (!existsSync(join(dataDirectory, "PG_VERSION"))) await createDatabase(entry, dataDirectory);
   const worker = new Worker(entry, { workerData: { dataDirectory } });
   const waiting = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
