@@ -1,7 +1,9 @@
 // `moss serve`'s memory (issue 27): the whole process tree of the real CLI on PGlite with one small module, idle
 // before its first request — on a new data directory (the database is made at start) and again on the same one —
 // against the goal of 256 MiB; then where the server process's memory goes, stage by stage, measured in a fresh
-// process (Node and the CLI, the embedded database, the module's analysis and first runtime, the first type-check).
+// process (Node and the CLI, the embedded database; then what the first run or prompt loads: the engine, the module's
+// analysis and first runtime, the first type-check). The idle server holds only the first two: its start proves the
+// module in a process of its own (engine/server/module-proof.ts).
 import { spawn } from "node:child_process";
 import { copyFileSync, mkdirSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -166,7 +168,7 @@ export async function measureServeStagesInChild([dataDirectory]: string[]): Prom
   mark("the embedded database (PGlite, its thread), opened");
   const { ModuleCache } = await import("../engine/compiler/module-cache.ts");
   const { compileModuleRuntime } = await import("../engine/agent/module-runtime.ts");
-  mark("the engine's code loaded (TypeScript, ts-morph, the compiler)");
+  mark("the engine's code loaded (TypeScript, ts-morph, the compiler), with the first run or prompt");
   const runtime = await compileModuleRuntime(
     {
       modulePath: join(TODO, "context.ts"),
@@ -174,7 +176,7 @@ export async function measureServeStagesInChild([dataDirectory]: string[]): Prom
     },
     undefined,
   );
-  mark("the module analysed, loaded and a first runtime compiled (as the server's start does)");
+  mark("the module analysed, loaded and a first runtime compiled (the first run's, or a prompt's)");
   const execution = await runtime.execute({ code: "function main(moss: Moss) { return 1; }" });
   if (!execution.ok) throw new Error(JSON.stringify(execution.error));
   mark("a first checked execute (the module's type-check worker, a sandbox)");

@@ -1,5 +1,5 @@
 import { fencedBlocks } from "../fenced-code.ts";
-import type { ToolSpec } from "./language-model.ts";
+import type { ToolSpec } from "../model/index.ts";
 
 /** The agent's role, first line of every system prompt. */
 export const AGENT_ROLE = [

@@ -1,5 +1,6 @@
 // The public shapes of the agent: its options, the runtime and stores it uses, its events and results.
 import type { Container } from "../../container/index.ts";
+import type { ConversationMessage, ConversationStore, LanguageModel } from "../model/index.ts";
 import type { StopReason } from "../stop-reasons.ts";
 import type {
   Answers,
@@ -11,10 +12,7 @@ import type {
   PendingRequest,
 } from "../types.ts";
 import type { ContextTrim } from "./context-window.ts";
-import type { ConversationMessage } from "./conversation.ts";
-import type { ConversationStore } from "./conversation-store.ts";
 import type { CodeSource } from "./extract-code.ts";
-import type { LanguageModel } from "./language-model.ts";
 import type { ModuleRuntimeOptions } from "./module-runtime.ts";
 import type { ObservationLimits } from "./observation.ts";
 

@@ -1,9 +1,9 @@
 import { MossError } from "../errors.ts";
+import type { LanguageModel, LanguageModelResponse, PartialResponse } from "../model/index.ts";
 import { MOSS_TOOL } from "./agent-prompt.ts";
 import type { AgentEvent } from "./agent-types.ts";
 import { describeTrim, type WindowEntry } from "./context-window.ts";
 import { type FittedContext, fitContextOffThread } from "./fit-context-thread.ts";
-import type { LanguageModel, LanguageModelResponse, PartialResponse } from "./language-model.ts";
 import { type RunWindow, sizeRunWindow } from "./run-window.ts";
 
 /** What one model call of a step needs. */

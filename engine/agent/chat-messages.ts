@@ -1,6 +1,5 @@
+import type { ConversationMessage, ToolCall } from "../model/index.ts";
 import type { WindowEntry } from "./context-window.ts";
-import type { ConversationMessage } from "./conversation.ts";
-import type { ToolCall } from "./language-model.ts";
 
 /**
  * The chat messages of a thread of the conversation, each marked for the context window: tasks (user messages

@@ -2,7 +2,7 @@ import { createRequire } from "node:module";
 import { Tiktoken, type TiktokenBPE } from "js-tiktoken/lite";
 import { MossError } from "../errors.ts";
 import { truncateMiddle } from "../format-value.ts";
-import type { ChatMessage } from "./language-model.ts";
+import type { ChatMessage } from "../model/index.ts";
 
 /** The context size assumed when neither the options nor the model server give one. */
 export { DEFAULT_CONTEXT_TOKENS } from "../stop-reasons.ts";

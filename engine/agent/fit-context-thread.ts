@@ -1,8 +1,8 @@
 import { Worker } from "node:worker_threads";
 import { MossError, type MossErrorCode } from "../errors.ts";
+import type { ChatMessage } from "../model/index.ts";
 import { runnableEntryAsync } from "../runnable-entry.ts";
 import type { ContextTrim, WindowEntry } from "./context-window.ts";
-import type { ChatMessage } from "./language-model.ts";
 
 /** What the token-counting thread is asked: fit these messages to a budget. */
 export interface FitContextRequest {

@@ -2,6 +2,31 @@
 
 export { describeRequest, formatReturns, truncateMiddle } from "../format-value.ts";
 export {
+  type ChatMessage,
+  Conversation,
+  type ConversationJson,
+  type ConversationMessage,
+  type ConversationRole,
+  type ConversationStore,
+  computeCost,
+  DEFAULT_BASE_URL,
+  DEFAULT_MODEL,
+  DEFAULT_PRICE_TABLE,
+  FileConversationStore,
+  type FinishReason,
+  type LanguageModel,
+  type LanguageModelRequest,
+  type LanguageModelResponse,
+  MemoryConversationStore,
+  type ModelPrice,
+  OpenAILanguageModel,
+  type OpenAILanguageModelOptions,
+  type PartialResponse,
+  type PriceTable,
+  type ToolCall,
+  type ToolSpec,
+} from "../model/index.ts";
+export {
   AGENT_ROLE,
   buildSystemPrompt,
   CODE_RULES,
@@ -28,17 +53,6 @@ export {
   type WindowEntry,
   wellFormed,
 } from "./context-window.ts";
-export {
-  Conversation,
-  type ConversationJson,
-  type ConversationMessage,
-  type ConversationRole,
-} from "./conversation.ts";
-export {
-  type ConversationStore,
-  FileConversationStore,
-  MemoryConversationStore,
-} from "./conversation-store.ts";
 export { eventStream } from "./event-stream.ts";
 export {
   type CodeSource,
@@ -53,20 +67,6 @@ export {
   type TextToolCalls,
 } from "./extract-code.ts";
 export { type FittedContext, fitContextOffThread, startTokenCounter } from "./fit-context-thread.ts";
-export {
-  type ChatMessage,
-  computeCost,
-  DEFAULT_PRICE_TABLE,
-  type FinishReason,
-  type LanguageModel,
-  type LanguageModelRequest,
-  type LanguageModelResponse,
-  type ModelPrice,
-  type PartialResponse,
-  type PriceTable,
-  type ToolCall,
-  type ToolSpec,
-} from "./language-model.ts";
 export { compileModuleRuntime, type ModuleRuntimeOptions } from "./module-runtime.ts";
 export {
   type AgentContextStore,
@@ -106,12 +106,6 @@ export {
   PAUSED_NOTE,
   renderObservation,
 } from "./observation.ts";
-export {
-  DEFAULT_BASE_URL,
-  DEFAULT_MODEL,
-  OpenAILanguageModel,
-  type OpenAILanguageModelOptions,
-} from "./openai-language-model.ts";
 export { type AppendMessage, type PendingStep, pendingSteps } from "./pending-step.ts";
 export { persistSession, type SessionStores } from "./persist-session.ts";
 export { type ActionResult, type RunActionOptions, runAction } from "./run-action.ts";

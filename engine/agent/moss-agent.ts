@@ -1,6 +1,8 @@
 import { checkAnswers } from "../answers.ts";
 import { MossError } from "../errors.ts";
 import { toImageContent } from "../image-content.ts";
+import type { PartialResponse, ToolCall } from "../model/index.ts";
+import { Conversation, type ConversationMessage } from "../model/index.ts";
 import type { Answers, Execution, ImageContent, MossContext, PendingRequest } from "../types.ts";
 import { buildSystemPrompt, cutOffNotice, unclearAnswerNotice } from "./agent-prompt.ts";
 import type {
@@ -17,10 +19,8 @@ import { askModel } from "./ask-model.ts";
 import { chatMessages } from "./chat-messages.ts";
 import { type CheckedAgentOptions, checkAgentOptions } from "./check-agent-options.ts";
 import { DEFAULT_CONTEXT_TOKENS } from "./context-window.ts";
-import { Conversation, type ConversationMessage } from "./conversation.ts";
 import { eventStream } from "./event-stream.ts";
 import { stripReasoning } from "./extract-code.ts";
-import type { PartialResponse, ToolCall } from "./language-model.ts";
 import { moduleRuntimeFactory } from "./module-runtime.ts";
 import { renderObservation } from "./observation.ts";
 import { type PendingStep, pendingSteps } from "./pending-step.ts";

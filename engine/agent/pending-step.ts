@@ -1,9 +1,8 @@
 import { describeRequest } from "../format-value.ts";
+import type { Conversation, ConversationMessage, ToolCall } from "../model/index.ts";
 import { continuationCode } from "../runtime/index.ts";
 import type { MossContext, PendingRequest } from "../types.ts";
 import type { AgentEvent } from "./agent-types.ts";
-import type { Conversation, ConversationMessage } from "./conversation.ts";
-import type { ToolCall } from "./language-model.ts";
 import { notResumedObservation } from "./observation.ts";
 import { stepActions } from "./step-actions.ts";
 

@@ -1,7 +1,6 @@
+import type { Conversation, ConversationStore } from "../model/index.ts";
 import type { MossContext } from "../types.ts";
 import type { AgentContextStore } from "./agent-types.ts";
-import type { Conversation } from "./conversation.ts";
-import type { ConversationStore } from "./conversation-store.ts";
 
 /** Where a session is kept: nothing is saved without a `sessionId`, and each part only with its store. */
 export interface SessionStores {

@@ -1,12 +1,12 @@
 import { MossError } from "../errors.ts";
-import { readJsonFile } from "../read-json-file.ts";
 import type {
   FinishReason,
   LanguageModel,
   LanguageModelRequest,
   LanguageModelResponse,
   ToolCall,
-} from "./language-model.ts";
+} from "../model/index.ts";
+import { readJsonFile } from "../read-json-file.ts";
 
 /** One recorded answer; every field is optional so a recording can be as short as `{ "content": "done" }`. */
 export interface ScriptedResponse {

@@ -1,3 +1,4 @@
+import type { LanguageModelResponse, ToolCall } from "../model/index.ts";
 import { MOSS_TOOL } from "./agent-prompt.ts";
 import {
   type ExtractedCode,
@@ -6,7 +7,6 @@ import {
   extractToolCode,
   stripReasoning,
 } from "./extract-code.ts";
-import type { LanguageModelResponse, ToolCall } from "./language-model.ts";
 
 /** One thing a step does: run the code of a tool call (or of the answer's text), or tell the model why it cannot. */
 export interface StepAction {

@@ -1,5 +1,5 @@
 import { join, resolve } from "node:path";
-import type { LanguageModel } from "../agent/index.ts";
+import type { LanguageModel } from "../model/index.ts";
 import type { DatabaseLocation } from "../server/index.ts";
 import type { LogLevel } from "../server-defaults.ts";
 import type { CliCommand, CliIo } from "./cli-io.ts";
@@ -115,7 +115,7 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
     );
   }
   const [{ startMossServer, redactUrl, createServerLogger, TenantTokens }, { OpenAILanguageModel }] =
-    await Promise.all([import("../server/index.ts"), import("../agent/index.ts")]);
+    await Promise.all([import("../server/index.ts"), import("../model/index.ts")]);
   const tokens =
     http === false
       ? undefined

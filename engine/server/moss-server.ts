@@ -1,13 +1,8 @@
 import { randomBytes } from "node:crypto";
 import type { AddressInfo } from "node:net";
-import {
-  compileModuleRuntime,
-  type LanguageModel,
-  MossAgent,
-  type MossAgentOptions,
-} from "../agent/index.ts";
-import { ModuleCache } from "../compiler/index.ts";
+import type { compileModuleRuntime, MossAgentOptions } from "../agent/index.ts";
 import { MossError } from "../errors.ts";
+import type { LanguageModel } from "../model/index.ts";
 import type { MossRuntime } from "../runtime/index.ts";
 import type { MossContext } from "../types.ts";
 import {
@@ -17,6 +12,7 @@ import {
   httpServerOptions,
   type TenantLimits,
 } from "./http/index.ts";
+import { isPlainData, proveModuleInProcess } from "./module-proof.ts";
 import type { ThreadPrompt } from "./protocol.ts";
 import { createServerLogger, loggedError, type ServerLogger } from "./server-log.ts";
 import {
@@ -77,6 +73,14 @@ export interface MossServerOptions {
   /** The operator's log (JSON lines). Default: warnings and errors to stderr. */
   logger?: ServerLogger;
   /**
+   * Where the start proves that the module and its host setup load: `"process"` (the default) in a process of its
+   * own that ends with the proof, so the idle server holds none of the engine that reads modules until the first run
+   * or prompt; `"thread"` on the server's own thread, which then holds that engine (~160 MiB) from the start but
+   * starts sooner and runs the module's top-level code and host setup once instead of twice. A server given a
+   * `container` or compiler options that are not plain data proves it on its thread whatever this says.
+   */
+  moduleProof?: "process" | "thread";
+  /**
    * Asks the model server after the start whether it answers (`GET /models`) and logs a warning when it does not
    * (the server serves anyway; see `MossServer.modelChecked`). Default true.
    */
@@ -123,21 +127,38 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
       ? env.MOSS_CONTINUATION_KEY
       : await store.continuationKey(randomBytes(32).toString("base64url"));
   view.addSecret(continuationKey);
-  // Every thread's runtime is compiled from one analysis and one loaded instance of the module (see ModuleCache).
-  // A trace's payloads pass the one redactor of what tenants read before they are cut (and again when stored).
-  const compiler = {
-    ...options.agent?.compiler,
-    continuationKey,
-    moduleCache: new ModuleCache(),
-    tracePayloads: options.tracePayloads === false ? false : { redact: (text: string) => view.text(text) },
-  };
   const moduleConfig = options.moduleConfig ?? {};
-  const compileRuntime = (context: Parameters<typeof compileModuleRuntime>[1], startCheck = false) =>
-    compileModuleRuntime(
+  // The engine that reads modules (the agent, the compiler, TypeScript) is loaded with the first run or prompt that
+  // needs it, not with the server: an idle server holds none of it (see module-proof.ts for the start's proof).
+  let engine:
+    | Promise<{
+        agent: typeof import("../agent/index.ts");
+        compiler: Record<string, unknown> & import("../agent/index.ts").MossAgentOptions["compiler"];
+      }>
+    | undefined;
+  const loadEngine = () =>
+    (engine ??= Promise.all([import("../agent/index.ts"), import("../compiler/index.ts")]).then(
+      ([agent, { ModuleCache }]) => ({
+        agent,
+        // Every thread's runtime is compiled from one analysis and one loaded instance of the module (see
+        // ModuleCache). A trace's payloads pass the one redactor of what tenants read before they are cut (and
+        // again when stored).
+        compiler: {
+          ...options.agent?.compiler,
+          continuationKey,
+          moduleCache: new ModuleCache(),
+          tracePayloads:
+            options.tracePayloads === false ? false : { redact: (text: string) => view.text(text) },
+        },
+      }),
+    ));
+  const compileRuntime = async (context: Parameters<typeof compileModuleRuntime>[1], startCheck = false) => {
+    const { agent, compiler } = await loadEngine();
+    return agent.compileModuleRuntime(
       {
         modulePath: options.modulePath,
-        // The start's compile only proves the module and its host setup load: with its check off it starts no
-        // type-check worker (~140 MiB with TypeScript's lib), which the first run starts when it needs one.
+        // A compile that only reads the module's surface (a prompt, the start's proof) keeps its check off: it starts
+        // no type-check worker (~140 MiB with TypeScript's lib), which the first run starts when it needs one.
         compiler: startCheck ? { ...compiler, typeCheck: "off" as const } : compiler,
         ...(options.agent?.container === undefined ? {} : { container: options.agent.container }),
         ...(options.agent?.hostSetup === undefined ? {} : { hostSetup: options.agent.hostSetup }),
@@ -145,8 +166,33 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
       },
       context,
     );
-  const createAgent: CreateThreadAgent = (sessionId, hooks) =>
-    new MossAgent({
+  };
+  /**
+   * A module or host setup that cannot load fails the start with its located error, not every run after it. The
+   * proof runs in a process of its own where what it needs crosses a process boundary as plain data; a server given
+   * a container or compiler options that are not (an embedding program's objects) proves it on its own thread.
+   */
+  const proveModule = async (): Promise<void> => {
+    const compilerOptions = options.agent?.compiler ?? {};
+    if (
+      options.moduleProof !== "thread" &&
+      options.agent?.container === undefined &&
+      isPlainData(compilerOptions) &&
+      isPlainData(moduleConfig)
+    ) {
+      await proveModuleInProcess({
+        modulePath: options.modulePath,
+        ...(options.agent?.hostSetup === undefined ? {} : { hostSetup: options.agent.hostSetup }),
+        moduleConfig,
+        compiler: { ...compilerOptions, continuationKey },
+      });
+      return;
+    }
+    await (await compileRuntime(undefined, true)).close();
+  };
+  const createAgent: CreateThreadAgent = async (sessionId, hooks) => {
+    const { agent, compiler } = await loadEngine();
+    return new agent.MossAgent({
       ...options.agent,
       compiler,
       model: options.model,
@@ -160,6 +206,7 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
       store: contexts,
       conversationStore: conversations,
     });
+  };
   const prompt = threadPromptOf(compileRuntime, contexts, view, options.agent?.instructions);
   let worker: RunWorker | undefined;
   let events: EventHub | undefined;
@@ -167,8 +214,7 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
   let closeStreams = () => {};
   let url: string | undefined;
   try {
-    // A module or host setup that cannot load fails the start with its located error, not every run after it.
-    await (await compileRuntime(undefined, true)).close();
+    await proveModule();
     if (options.worker !== false) {
       worker = new RunWorker({
         logger: log,

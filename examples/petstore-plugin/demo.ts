@@ -2,12 +2,12 @@
 // stays on the host) and lets the model adopt a dog. With OPENAI_BASE_URL or OPENAI_API_KEY set it asks that model;
 // without them it replays recorded responses and says so on its first line.
 import { fileURLToPath } from "node:url";
-import type { LanguageModel } from "../../engine/agent/language-model.ts";
 import { MossAgent } from "../../engine/agent/moss-agent.ts";
 import { DEFAULT_OBSERVATION_LIMITS } from "../../engine/agent/observation.ts";
-import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
 import { ScriptedLanguageModel } from "../../engine/agent/scripted-language-model.ts";
 import { EventPrinter } from "../../engine/cli/agent-command.ts";
+import type { LanguageModel } from "../../engine/model/language-model.ts";
+import { OpenAILanguageModel } from "../../engine/model/openai-language-model.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import { startPetStore } from "./server.ts";
 

@@ -1,5 +1,5 @@
 import path from "node:path";
-import type { LanguageModel } from "../../engine/agent/language-model.ts";
+import type { LanguageModel } from "../../engine/model/language-model.ts";
 import type { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
 import { MossError } from "../../engine/errors.ts";
 import { currentRunSignal } from "../../engine/runtime/run-signal.ts";

@@ -1,4 +1,4 @@
-import type { LanguageModel } from "../../engine/agent/language-model.ts";
+import type { LanguageModel } from "../../engine/model/language-model.ts";
 import type { ApiModel } from "./api-model.ts";
 import type { FlowDefinition, FlowStep } from "./flows.ts";
 import type { CallOperation } from "./open-api-service.ts";

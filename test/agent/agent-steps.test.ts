@@ -5,10 +5,7 @@ import type { AgentEvent, AgentRuntime } from "../../engine/agent/agent-types.ts
 import { askModel } from "../../engine/agent/ask-model.ts";
 import { chatMessages } from "../../engine/agent/chat-messages.ts";
 import { checkAgentOptions } from "../../engine/agent/check-agent-options.ts";
-import { Conversation } from "../../engine/agent/conversation.ts";
-import { MemoryConversationStore } from "../../engine/agent/conversation-store.ts";
 import { eventStream } from "../../engine/agent/event-stream.ts";
-import type { LanguageModel } from "../../engine/agent/language-model.ts";
 import { noCodeObservation, notResumedObservation } from "../../engine/agent/observation.ts";
 import { type PendingStep, pendingSteps } from "../../engine/agent/pending-step.ts";
 import { persistSession } from "../../engine/agent/persist-session.ts";
@@ -18,6 +15,9 @@ import { ScriptedLanguageModel } from "../../engine/agent/scripted-language-mode
 import { stepActions } from "../../engine/agent/step-actions.ts";
 import { unclearAnswer } from "../../engine/agent/unclear-answer.ts";
 import { MossError } from "../../engine/errors.ts";
+import { Conversation } from "../../engine/model/conversation.ts";
+import { MemoryConversationStore } from "../../engine/model/conversation-store.ts";
+import type { LanguageModel } from "../../engine/model/language-model.ts";
 import type { Execution, MossContext } from "../../engine/types.ts";
 
 const MAIN = "async function main(moss: Moss) {\n  return 1;\n}";

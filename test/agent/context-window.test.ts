@@ -7,8 +7,8 @@ import {
   type WindowEntry,
   wellFormed,
 } from "../../engine/agent/context-window.ts";
-import type { ChatMessage } from "../../engine/agent/language-model.ts";
 import { unclearAnswer } from "../../engine/agent/moss-agent.ts";
+import type { ChatMessage } from "../../engine/model/language-model.ts";
 
 const system: ChatMessage = { role: "system", content: "You are an agent." };
 const call = (id: string) => ({ id, name: "moss", arguments: '{"code":"x"}' });

@@ -2,9 +2,9 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { Conversation } from "../../engine/agent/conversation.ts";
-import { FileConversationStore } from "../../engine/agent/conversation-store.ts";
 import { MossError } from "../../engine/errors.ts";
+import { Conversation } from "../../engine/model/conversation.ts";
+import { FileConversationStore } from "../../engine/model/conversation-store.ts";
 
 const directories: string[] = [];
 afterEach(async () => {

@@ -2,10 +2,10 @@
 // died into the agent's paused step, so `resume({})` continues it. Until then RunWorker wrote the agent's private
 // pending-step record itself. The replay end to end (no host call repeated) is test/server/worker-takeover.test.ts.
 import { describe, expect, it } from "vitest";
-import { Conversation } from "../../engine/agent/conversation.ts";
-import { MemoryConversationStore } from "../../engine/agent/conversation-store.ts";
 import { MossAgent } from "../../engine/agent/moss-agent.ts";
 import { ScriptedLanguageModel } from "../../engine/agent/scripted-language-model.ts";
+import { Conversation } from "../../engine/model/conversation.ts";
+import { MemoryConversationStore } from "../../engine/model/conversation-store.ts";
 
 /** A checkpoint's readable shape (`v1.<payload>.<signature>`); the runtime that resumes it checks the signature. */
 function checkpointOf(code: string): string {

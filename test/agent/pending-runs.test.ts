@@ -6,12 +6,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { buildSystemPrompt } from "../../engine/agent/agent-prompt.ts";
-import { FileConversationStore } from "../../engine/agent/conversation-store.ts";
-import type { ChatMessage } from "../../engine/agent/language-model.ts";
 import { type AgentEvent, MossAgent, type MossAgentOptions } from "../../engine/agent/moss-agent.ts";
 import { ScriptedLanguageModel, type ScriptedResponse } from "../../engine/agent/scripted-language-model.ts";
 import { FileContextStore } from "../../engine/context/index.ts";
 import { MossError } from "../../engine/errors.ts";
+import { FileConversationStore } from "../../engine/model/conversation-store.ts";
+import type { ChatMessage } from "../../engine/model/language-model.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 
 const MODULE = "test/agent/fixtures/vault/context.ts";

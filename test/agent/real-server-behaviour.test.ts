@@ -2,10 +2,10 @@
 // local server on 127.0.0.1 that behaves like llama-server: text tool calls, cut-off answers, broken 200s, cut
 // streams, context overflow. The runtime is a scripted stand-in; moss-agent.test.ts runs the real one.
 import { afterEach, describe, expect, it } from "vitest";
-import { MemoryConversationStore } from "../../engine/agent/conversation-store.ts";
 import { type AgentEvent, DEFAULT_MAX_TOKENS, MossAgent } from "../../engine/agent/moss-agent.ts";
-import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
 import { MossError } from "../../engine/errors.ts";
+import { MemoryConversationStore } from "../../engine/model/conversation-store.ts";
+import { OpenAILanguageModel } from "../../engine/model/openai-language-model.ts";
 import {
   contextOverflowError,
   type FakeOpenAIServer,

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { afterAll, beforeAll } from "vitest";
-import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
+import { OpenAILanguageModel } from "../../engine/model/openai-language-model.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import { type MossServer, type MossServerOptions, startMossServer } from "../../engine/server/moss-server.ts";
 import type { DatabaseLocation } from "../../engine/server/store/database.ts";
@@ -91,6 +91,9 @@ export async function startTestServer(
     worker: { leaseMs: 15_000, pollMs: 500 },
     agent: { maxSteps: 5 },
     version: "test",
+    // These suites test what a started server does: its start proves the module on its own thread, sooner than a
+    // process of its own started from the sources (module-proof.test.ts and the CLI's tests prove it in a process).
+    moduleProof: "thread",
     ...options,
   });
 }

@@ -5,10 +5,10 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Conversation } from "../../engine/agent/conversation.ts";
-import { type ConversationStore, FileConversationStore } from "../../engine/agent/conversation-store.ts";
 import type { ContextStore } from "../../engine/context/context-store.ts";
 import { createContext, encodeProperties, FileContextStore } from "../../engine/context/index.ts";
+import { Conversation } from "../../engine/model/conversation.ts";
+import { type ConversationStore, FileConversationStore } from "../../engine/model/conversation-store.ts";
 import { type Database, openDatabase } from "../../engine/server/store/database.ts";
 import {
   DatabaseContextStore,

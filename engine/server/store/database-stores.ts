@@ -1,5 +1,5 @@
-import { Conversation, type ConversationStore } from "../../agent/index.ts";
 import { type ContextStore, validateContext } from "../../context/index.ts";
+import { Conversation, type ConversationStore } from "../../model/index.ts";
 import type { MossContext } from "../../types.ts";
 import type { Database } from "./database.ts";
 

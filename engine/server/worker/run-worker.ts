@@ -31,7 +31,7 @@ export type CreateThreadAgent = (
     onCheckpoint?: (checkpoint: string) => unknown;
     onRuntime?: (runtime: { dataFields(): string[] }) => unknown;
   },
-) => MossAgent;
+) => MossAgent | Promise<MossAgent>;
 
 /** Options of {@link RunWorker}. */
 export interface RunWorkerOptions {
@@ -367,7 +367,7 @@ export class RunWorker {
         (await pendFromCheckpoint(this.#conversations, sessionId, claimed.checkpoint));
       if (!resumeCheckpoint) await branchBeforeTask(this.#conversations, sessionId, run.message);
     }
-    const agent = this.#createAgent(sessionId, {
+    const agent = await this.#createAgent(sessionId, {
       onCheckpoint,
       onRuntime: (runtime) => {
         session.dataFields = runtime.dataFields();

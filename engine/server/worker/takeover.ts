@@ -1,6 +1,6 @@
 // What a worker does to a run it took over from a worker that was lost, before running it: continue the step whose
 // code was running from its checkpoint, or start again from the task on a new branch of the conversation.
-import { type ConversationStore, MossAgent } from "../../agent/index.ts";
+import type { ConversationStore } from "../../model/index.ts";
 
 /**
  * A run taken over from a dead worker whose step was running code (its model answer and the observations of the
@@ -15,7 +15,10 @@ export async function pendFromCheckpoint(
   checkpoint: string,
 ): Promise<boolean> {
   const conversation = await conversations.load(sessionId);
-  if (conversation === undefined || !MossAgent.pendFromCheckpoint(conversation, checkpoint)) return false;
+  if (conversation === undefined) return false;
+  // Loaded here, not with the server: the agent brings the engine that reads modules (TypeScript among it).
+  const { MossAgent } = await import("../../agent/index.ts");
+  if (!MossAgent.pendFromCheckpoint(conversation, checkpoint)) return false;
   await conversations.save(sessionId, conversation);
   return true;
 }
