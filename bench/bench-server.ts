@@ -1,7 +1,7 @@
 // What the server benchmarks share: a `moss serve` core on PGlite over the ledger fixture, its model the fake OpenAI
 // server answering every request the same way.
 import { join } from "node:path";
-import { OpenAILanguageModel } from "../engine/model/openai-language-model.ts";
+import { OpenAILanguageModel } from "../engine/agent/openai-language-model.ts";
 import { type MossServer, type MossServerOptions, startMossServer } from "../engine/server/moss-server.ts";
 import { TenantTokens } from "../engine/server/tenant-tokens.ts";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "../test/agent/fake-openai-server.ts";

@@ -1,4 +1,5 @@
-// The agent: language models, code extraction, the conversation tree and the MossAgent loop.
+// The agent: the OpenAI-compatible client, code extraction and the MossAgent loop (the LanguageModel contract and the
+// conversation tree live in model/ and are re-exported here).
 
 export { describeRequest, formatReturns, truncateMiddle } from "../format-value.ts";
 export {
@@ -9,8 +10,6 @@ export {
   type ConversationRole,
   type ConversationStore,
   computeCost,
-  DEFAULT_BASE_URL,
-  DEFAULT_MODEL,
   DEFAULT_PRICE_TABLE,
   FileConversationStore,
   type FinishReason,
@@ -19,8 +18,6 @@ export {
   type LanguageModelResponse,
   MemoryConversationStore,
   type ModelPrice,
-  OpenAILanguageModel,
-  type OpenAILanguageModelOptions,
   type PartialResponse,
   type PriceTable,
   type ToolCall,
@@ -106,6 +103,12 @@ export {
   PAUSED_NOTE,
   renderObservation,
 } from "./observation.ts";
+export {
+  DEFAULT_BASE_URL,
+  DEFAULT_MODEL,
+  OpenAILanguageModel,
+  type OpenAILanguageModelOptions,
+} from "./openai-language-model.ts";
 export { type AppendMessage, type PendingStep, pendingSteps } from "./pending-step.ts";
 export { persistSession, type SessionStores } from "./persist-session.ts";
 export { type ActionResult, type RunActionOptions, runAction } from "./run-action.ts";

@@ -114,8 +114,9 @@ async function runServer(kind: "serve" | "worker", argv: string[], io: CliIo): P
       usage,
     );
   }
+  // The model client alone, not the agent's front door: an idle server loads none of the engine that reads modules.
   const [{ startMossServer, redactUrl, createServerLogger, TenantTokens }, { OpenAILanguageModel }] =
-    await Promise.all([import("../server/index.ts"), import("../model/index.ts")]);
+    await Promise.all([import("../server/index.ts"), import("../agent/openai-language-model.ts")]);
   const tokens =
     http === false
       ? undefined

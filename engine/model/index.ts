@@ -1,5 +1,5 @@
-// The model room: what the agent asks a language model (the LanguageModel contract, prices and their cost), the
-// OpenAI-compatible client, and the conversation tree with its stores. It loads no TypeScript compiler: a server builds
+// The model room: what the agent asks a language model (the LanguageModel contract, prices and their cost) and the
+// conversation tree with its stores (the OpenAI-compatible client stays in agent/, the one file that imports openai). It loads no TypeScript compiler: a server builds
 // its model and reads conversations without loading the engine that reads modules (see moss-server.ts).
 
 export {
@@ -27,9 +27,3 @@ export {
   type ToolCall,
   type ToolSpec,
 } from "./language-model.ts";
-export {
-  DEFAULT_BASE_URL,
-  DEFAULT_MODEL,
-  OpenAILanguageModel,
-  type OpenAILanguageModelOptions,
-} from "./openai-language-model.ts";

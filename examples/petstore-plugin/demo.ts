@@ -4,10 +4,10 @@
 import { fileURLToPath } from "node:url";
 import { MossAgent } from "../../engine/agent/moss-agent.ts";
 import { DEFAULT_OBSERVATION_LIMITS } from "../../engine/agent/observation.ts";
+import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
 import { ScriptedLanguageModel } from "../../engine/agent/scripted-language-model.ts";
 import { EventPrinter } from "../../engine/cli/agent-command.ts";
 import type { LanguageModel } from "../../engine/model/language-model.ts";
-import { OpenAILanguageModel } from "../../engine/model/openai-language-model.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import { startPetStore } from "./server.ts";
 

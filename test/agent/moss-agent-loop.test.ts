@@ -2,9 +2,9 @@
 // client and a local server; the runtime is a scripted stand-in here, the real one runs in moss-agent.test.ts.
 import { afterEach, describe, expect, it } from "vitest";
 import { type AgentEvent, MossAgent } from "../../engine/agent/moss-agent.ts";
+import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
 import { ScriptedLanguageModel } from "../../engine/agent/scripted-language-model.ts";
 import { MossError } from "../../engine/errors.ts";
-import { OpenAILanguageModel } from "../../engine/model/openai-language-model.ts";
 import type { Execution, MossContext } from "../../engine/types.ts";
 import { type FakeOpenAIServer, refusedBaseUrl, startFakeOpenAIServer } from "./fake-openai-server.ts";
 import { ScriptedRuntime } from "./scripted-runtime.ts";

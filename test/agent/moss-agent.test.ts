@@ -5,9 +5,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type AgentEvent, MossAgent } from "../../engine/agent/moss-agent.ts";
+import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
 import { FileContextStore } from "../../engine/context/index.ts";
 import { FileConversationStore } from "../../engine/model/conversation-store.ts";
-import { OpenAILanguageModel } from "../../engine/model/openai-language-model.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "./fake-openai-server.ts";
 

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { MOSS_TOOL } from "../../engine/agent/agent-prompt.ts";
+import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
 import { MossError } from "../../engine/errors.ts";
 import { computeCost } from "../../engine/model/language-model.ts";
-import { OpenAILanguageModel } from "../../engine/model/openai-language-model.ts";
 import {
   contextOverflowError,
   type FakeOpenAIServer,

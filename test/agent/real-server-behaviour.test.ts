@@ -3,9 +3,9 @@
 // streams, context overflow. The runtime is a scripted stand-in; moss-agent.test.ts runs the real one.
 import { afterEach, describe, expect, it } from "vitest";
 import { type AgentEvent, DEFAULT_MAX_TOKENS, MossAgent } from "../../engine/agent/moss-agent.ts";
+import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
 import { MossError } from "../../engine/errors.ts";
 import { MemoryConversationStore } from "../../engine/model/conversation-store.ts";
-import { OpenAILanguageModel } from "../../engine/model/openai-language-model.ts";
 import {
   contextOverflowError,
   type FakeOpenAIServer,

@@ -7,7 +7,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { OpenAILanguageModel } from "../../engine/model/openai-language-model.ts";
+import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { MossServer } from "../../engine/server/moss-server.ts";
 import type { RunTrace } from "../../engine/server/protocol.ts";

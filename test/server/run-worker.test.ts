@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { MossAgent } from "../../engine/agent/moss-agent.ts";
-import { OpenAILanguageModel } from "../../engine/model/openai-language-model.ts";
+import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import type { Run } from "../../engine/server/protocol.ts";
 import { type Database, openDatabase } from "../../engine/server/store/database.ts";

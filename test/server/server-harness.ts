@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { afterAll, beforeAll } from "vitest";
-import { OpenAILanguageModel } from "../../engine/model/openai-language-model.ts";
+import { OpenAILanguageModel } from "../../engine/agent/openai-language-model.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
 import { type MossServer, type MossServerOptions, startMossServer } from "../../engine/server/moss-server.ts";
 import type { DatabaseLocation } from "../../engine/server/store/database.ts";

@@ -8,8 +8,6 @@ import type {
   ChatCompletionTool,
 } from "openai/resources/chat/completions";
 import { MossError } from "../errors.ts";
-import { DEFAULT_MODEL } from "../stop-reasons.ts";
-import type { ImageContent } from "../types.ts";
 import {
   computeCost,
   DEFAULT_PRICE_TABLE,
@@ -20,7 +18,9 @@ import {
   type PartialResponse,
   type PriceTable,
   type ToolCall,
-} from "./language-model.ts";
+} from "../model/index.ts";
+import { DEFAULT_MODEL } from "../stop-reasons.ts";
+import type { ImageContent } from "../types.ts";
 
 // The model used when neither the options nor `MOSS_MODEL` name one: written with the agent's other defaults.
 export { DEFAULT_MODEL } from "../stop-reasons.ts";
