@@ -3,6 +3,7 @@
 // proved it on its own thread held all of that while idle, before any run needed it. The process ends with the
 // proof; the server's thread loads the engine with the first run (or prompt) that needs it.
 import { spawn } from "node:child_process";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { MossError, type MossErrorCode } from "../errors.ts";
 
@@ -48,11 +49,11 @@ export function isPlainData(value: unknown): boolean {
 export async function proveModuleInProcess(input: ModuleProofInput): Promise<void> {
   const extension = import.meta.url.endsWith(".ts") ? ".ts" : ".js";
   const entry = fileURLToPath(new URL(`./module-proof-process${extension}`, import.meta.url));
-  // From the sources (a checkout), the entry starts as bin/moss.js starts the CLI from them.
+  // From the sources (a checkout), the entry starts as bin/moss.js starts the CLI from them (scripts/ is the
+  // checkout's, never published: the built code takes the other branch).
+  const here = path.dirname(fileURLToPath(import.meta.url));
   const launch =
-    extension === ".ts"
-      ? [fileURLToPath(new URL("../../scripts/source-launch.js", import.meta.url)), entry]
-      : [entry];
+    extension === ".ts" ? [path.resolve(here, "..", "..", "scripts", "source-launch.js"), entry] : [entry];
   const child = spawn(process.execPath, ["--no-node-snapshot", ...launch], {
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
