@@ -150,7 +150,7 @@ export async function loadMossConfig(options: {
   );
   const own = await readYaml(moduleFile, false, options.cwd);
   if (own !== undefined) {
-    check(own.root, MODULE_SCHEMA, own);
+    checkFile(own.root, MODULE_SCHEMA, own);
     const section = own.root && isMap(own.root) ? own.root.get("config", true) : undefined;
     if (section !== undefined && section !== null) {
       if (!isMap(section))
@@ -159,7 +159,7 @@ export async function loadMossConfig(options: {
     }
   }
   if (outer !== undefined) {
-    check(outer.root, SCHEMA, outer);
+    checkFile(outer.root, SCHEMA, outer);
     leaves(outer.root as YAMLMap | null, "", outer, (path, entry) => {
       if (!path.startsWith("modules.")) config.set(path, entry);
     });
@@ -235,15 +235,16 @@ async function readYaml(path: string, required: boolean, cwd: string): Promise<Y
   const display = relative(cwd, path) || path;
   const lines = new LineCounter();
   const document = parseDocument(text, { lineCounter: lines, prettyErrors: false });
-  const [first] = document.errors;
-  if (first !== undefined) {
-    const position = first.linePos?.[0] ?? { line: 1, col: 1 };
-    throw new MossError(
+  const problems = document.errors.map((error) => {
+    const position = error.linePos?.[0] ?? { line: 1, col: 1 };
+    return new MossError(
       "config-invalid",
-      `${display}:${position.line}:${position.col} - ${first.message.split("\n")[0]}`,
+      `${display}:${position.line}:${position.col} - ${error.message.split("\n")[0]}`,
       { file: display, line: position.line, column: position.col },
     );
-  }
+  });
+  const invalid = everyProblem(display, problems);
+  if (invalid !== undefined) throw invalid;
   return { display, root: document.contents as Node | null, lines };
 }
 
@@ -262,12 +263,41 @@ function where(file: YamlFile, node: Node | undefined): string {
   return `${file.display}:${line}:${col}`;
 }
 
-/** Checks a node against its shape, throwing a located error at the first problem. */
-function check(node: Node | null, shape: Shape, file: YamlFile, path = ""): void {
+/**
+ * One error for a file's problems: the only one as it is, or each located on a line of its own (in file order)
+ * under a count, with the first's location in `details` and every one's in `details.problems`. A file with three
+ * typos is mended in one pass, not three.
+ */
+function everyProblem(display: string, problems: MossError[]): MossError | undefined {
+  if (problems.length <= 1) return problems[0];
+  const first = problems[0]!;
+  return new MossError(
+    "config-invalid",
+    `${problems.map((problem) => problem.message).join("\n")}\n${display}: ${problems.length} problems`,
+    {
+      ...first.details,
+      problems: problems.map((problem) => ({ ...problem.details, message: problem.message })),
+    },
+  );
+}
+
+/** Checks a file's contents against its shape: throws one located error naming every problem (see everyProblem). */
+function checkFile(node: Node | null, shape: Shape, file: YamlFile): void {
+  const problems: MossError[] = [];
+  check(node, shape, file, "", problems);
+  const invalid = everyProblem(file.display, problems);
+  if (invalid !== undefined) throw invalid;
+}
+
+/** Checks a node against its shape, adding a located error for each problem (a node in error is not looked into). */
+function check(node: Node | null, shape: Shape, file: YamlFile, path: string, problems: MossError[]): void {
   if (shape.kind === "any" || node === null) return;
   const name = path === "" ? "the file" : `\`${path}\``;
   if (shape.kind === "section" || shape.kind === "map") {
-    if (!isMap(node)) throw located(file, node, `${name} must be a mapping`);
+    if (!isMap(node)) {
+      problems.push(located(file, node, `${name} must be a mapping`));
+      return;
+    }
     for (const item of node.items) {
       const keyNode = item.key as Node;
       const key = String(isScalar(keyNode) ? keyNode.value : keyNode);
@@ -277,41 +307,44 @@ function check(node: Node | null, shape: Shape, file: YamlFile, path = ""): void
         if (expected === undefined) {
           const suggestion = closest(key, Object.keys(shape.keys));
           const known = Object.keys(shape.keys).join(", ");
-          throw located(
-            file,
-            keyNode,
-            path.startsWith("modules.") && key !== "config"
-              ? `only a module's \`config\` section and its \`host\` setup file can be set here (found \`${key}\`); the rest belongs to the module's own file`
-              : `unknown key \`${inner}\`${suggestion ? ` — did you mean \`${suggestion}\`?` : ""} (known: ${known})`,
+          problems.push(
+            located(
+              file,
+              keyNode,
+              path.startsWith("modules.") && key !== "config"
+                ? `only a module's \`config\` section and its \`host\` setup file can be set here (found \`${key}\`); the rest belongs to the module's own file`
+                : `unknown key \`${inner}\`${suggestion ? ` — did you mean \`${suggestion}\`?` : ""} (known: ${known})`,
+            ),
           );
+          continue;
         }
-        check(item.value as Node | null, expected, file, inner);
+        check(item.value as Node | null, expected, file, inner, problems);
       } else {
-        check(item.value as Node | null, shape.values, file, inner);
+        check(item.value as Node | null, shape.values, file, inner, problems);
       }
     }
     return;
   }
   if (shape.kind === "strings") {
     if (!isSeq(node) || node.items.some((item) => !isScalar(item) || typeof item.value !== "string")) {
-      throw located(file, node, `${name} must be a list of strings`);
+      problems.push(located(file, node, `${name} must be a list of strings`));
     }
     return;
   }
   const value = isScalar(node) ? node.value : undefined;
   if (shape.kind === "integer") {
     if (typeof value !== "number" || !Number.isInteger(value) || value < shape.min) {
-      throw located(
-        file,
-        node,
-        `${name} must be an integer of at least ${shape.min}, got ${JSON.stringify(value ?? String(node))}`,
+      problems.push(
+        located(
+          file,
+          node,
+          `${name} must be an integer of at least ${shape.min}, got ${JSON.stringify(value ?? String(node))}`,
+        ),
       );
     }
   } else if (typeof value !== shape.kind) {
-    throw located(
-      file,
-      node,
-      `${name} must be a ${shape.kind}, got ${JSON.stringify(value ?? String(node))}`,
+    problems.push(
+      located(file, node, `${name} must be a ${shape.kind}, got ${JSON.stringify(value ?? String(node))}`),
     );
   }
 }

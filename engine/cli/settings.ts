@@ -164,8 +164,9 @@ export const SETTINGS: readonly Setting[] = [
     argument: "<dir>",
     default: ".moss",
     help: "where the embedded database (PGlite) lives when there is no database URL",
-    commands: EVERY,
-    flagIn: SERVER,
+    // Not moss worker's: a worker needs a database URL (an embedded database belongs to its one moss serve).
+    commands: ["serve", "agent"],
+    flagIn: ["serve"],
   },
   {
     path: "store.databaseUrl",

@@ -1,7 +1,7 @@
 import path from "node:path";
-import type { LanguageModel } from "../../engine/model/language-model.ts";
 import type { MossCompiler } from "../../engine/compiler/moss-compiler.ts";
 import { MossError } from "../../engine/errors.ts";
+import type { LanguageModel } from "../../engine/model/language-model.ts";
 import { currentRunSignal } from "../../engine/runtime/run-signal.ts";
 import { type ApiModel, buildApiModel, RESERVED_MEMBER_NAMES } from "./api-model.ts";
 import { type GeneratedDeclaration, openApiDeclaration } from "./declaration.ts";

@@ -74,6 +74,24 @@ describe("moss.config.yaml", () => {
     await expect(missing).rejects.toThrow(/nope\.yaml: cannot read the config file/);
   });
 
+  it("names every problem of a file at once, each located, in file order", async () => {
+    const { file, config } = await load(
+      "model:\n  nmae: x\nlimits:\n  maxActiveRuns: many\nagent:\n  maxStepz: 3\n",
+    );
+    const failure = (await config().then(
+      () => undefined,
+      (error: unknown) => error,
+    )) as { code: string; message: string; details: { line: number; problems: Array<{ line: number }> } };
+    expect(failure.code).toBe("config-invalid");
+    const lines = failure.message.split("\n");
+    expect(lines[0]).toMatch(/:2:3 - unknown key `model.nmae` — did you mean `name`\?/);
+    expect(lines[1]).toMatch(/:4:18 - `limits.maxActiveRuns` must be an integer of at least 1, got "many"/);
+    expect(lines[2]).toMatch(/:6:3 - unknown key `agent.maxStepz` — did you mean `maxSteps`\?/);
+    expect(lines[3]).toBe(`${file.slice(directory.length + 1)}: 3 problems`);
+    expect(failure.details.line).toBe(2);
+    expect(failure.details.problems.map((problem) => problem.line)).toEqual([2, 4, 6]);
+  });
+
   it("is optional: without a file every value is the default", async () => {
     const loaded = await loadMossConfig({ cwd: directory, modulePath: "context.ts" });
     expect(loaded.entry("model.name")).toBeUndefined();
