@@ -235,6 +235,10 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
         version: options.version ?? "0.0.0",
         health: () => serverHealth(database, worker),
         prompt,
+        // An idle server holds no engine; a tenant's first request starts loading it, in the background.
+        onTenantRequest: () => {
+          loadEngine().catch(() => {});
+        },
         ...(options.limits === undefined ? {} : { limits: options.limits }),
         ...(options.tenantLimits === undefined ? {} : { tenantLimits: options.tenantLimits }),
         ...(options.http.heartbeatMs === undefined ? {} : { heartbeatMs: options.http.heartbeatMs }),

@@ -34,6 +34,11 @@ export interface ServerAppOptions {
   prompt?: (sessionId: string) => Promise<ThreadPrompt>;
   /** The state `GET /health` reports (the database, the worker); `ok` false answers 503. */
   health?: () => Promise<{ ok: boolean; body: Record<string, unknown> }>;
+  /**
+   * Called on each request a tenant's token let in: the server starts loading what runs need (the engine that reads
+   * modules) with a tenant's first request rather than with its first run, so the run does not wait for it all.
+   */
+  onTenantRequest?: () => void;
 }
 
 /** The app and a way to end the event streams it has open (a draining server closes them). */
@@ -110,6 +115,7 @@ export function createServerApp(options: ServerAppOptions): ServerApp {
       );
     }
     c.set("tenant", tenant);
+    options.onTenantRequest?.();
     await next();
   });
   // Path segments and query parameters of every route: text the server can store, or 400 naming it.
