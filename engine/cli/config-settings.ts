@@ -14,7 +14,7 @@ export class ConfigSettings {
   readonly #env: NodeJS.ProcessEnv;
   readonly #usage: string;
   readonly #command: SettingsCommand;
-  readonly #shown: Array<[string, ConfigValue | undefined]> = [];
+  readonly #shown: Array<[path: string, entry: ConfigValue | undefined, otherwise?: string]> = [];
 
   constructor(
     config: MossConfig,
@@ -44,7 +44,7 @@ export class ConfigSettings {
           : // The file's value is type-checked by the config's schema already.
             (this.#config.entry(path) ??
             (entry.default === undefined ? undefined : { value: entry.default, source: "default" }));
-    this.#shown.push([path, found]);
+    this.#shown.push([path, found, entry.otherwise]);
     return found?.value as T | undefined;
   }
 

@@ -203,12 +203,20 @@ async function hostSetupFile(
   return absolute;
 }
 
-/** `--print-config`: every value in effect with where it came from, one per line. */
-export function renderConfig(rows: Array<[path: string, entry: ConfigValue | undefined]>): string {
-  const shown = rows.filter((row): row is [string, ConfigValue] => row[1] !== undefined);
-  const width = Math.max(0, ...shown.map(([path]) => path.length));
-  return shown
-    .map(([path, { value, source }]) => `${path.padEnd(width)}  ${JSON.stringify(value)}  # ${source}`)
+/**
+ * `--print-config`: every setting with its value in effect and where it came from, one per line; a setting nothing
+ * sets (no flag, variable, file or default of its own) says so, rather than being left out.
+ */
+export function renderConfig(
+  rows: Array<[path: string, entry: ConfigValue | undefined, otherwise?: string]>,
+): string {
+  const width = Math.max(0, ...rows.map(([path]) => path.length));
+  return rows
+    .map(([path, entry, otherwise]) =>
+      entry === undefined
+        ? `${path.padEnd(width)}  (not set)  # ${otherwise === undefined ? "nothing sets it" : `otherwise ${otherwise}`}`
+        : `${path.padEnd(width)}  ${JSON.stringify(entry.value)}  # ${entry.source}`,
+    )
     .join("\n");
 }
 

@@ -128,5 +128,8 @@ describe("moss.config.yaml", () => {
     expect(line(`modules.${join(directory, "context.ts")}.config.other`)).toMatch(
       / 1 # .*context\.config\.yaml:3:10$/,
     );
+    // A setting nothing sets is listed too, with what applies instead.
+    expect(line("model.maxTokens")).toMatch(/^model\.maxTokens \(not set\) # otherwise 2048\b/);
+    expect(line("store.databaseUrl")).toBe("store.databaseUrl (not set) # nothing sets it");
   }, 60_000);
 });
