@@ -1,8 +1,12 @@
 import { checkAnswers } from "../answers.ts";
 import { MossError } from "../errors.ts";
 import { toImageContent } from "../image-content.ts";
-import type { PartialResponse, ToolCall } from "../model/index.ts";
-import { Conversation, type ConversationMessage } from "../model/index.ts";
+import {
+  Conversation,
+  type ConversationMessage,
+  type PartialResponse,
+  type ToolCall,
+} from "../model/index.ts";
 import type { Answers, Execution, ImageContent, MossContext, PendingRequest } from "../types.ts";
 import { buildSystemPrompt, cutOffNotice, unclearAnswerNotice } from "./agent-prompt.ts";
 import type {

@@ -1,6 +1,7 @@
 // The model room: what the agent asks a language model (the LanguageModel contract, prices and their cost) and the
-// conversation tree with its stores (the OpenAI-compatible client stays in agent/, the one file that imports openai). It loads no TypeScript compiler: a server builds
-// its model and reads conversations without loading the engine that reads modules (see moss-server.ts).
+// conversation tree with its stores; the OpenAI-compatible client stays in agent/, the one file that imports openai.
+// It loads no TypeScript compiler: a server builds its model and reads conversations without loading the engine that
+// reads modules (see server/moss-server.ts).
 
 export {
   Conversation,

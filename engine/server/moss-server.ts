@@ -128,30 +128,25 @@ export async function startMossServer(options: MossServerOptions): Promise<MossS
       : await store.continuationKey(randomBytes(32).toString("base64url"));
   view.addSecret(continuationKey);
   const moduleConfig = options.moduleConfig ?? {};
-  // The engine that reads modules (the agent, the compiler, TypeScript) is loaded with the first run or prompt that
-  // needs it, not with the server: an idle server holds none of it (see module-proof.ts for the start's proof).
-  let engine:
-    | Promise<{
-        agent: typeof import("../agent/index.ts");
-        compiler: Record<string, unknown> & import("../agent/index.ts").MossAgentOptions["compiler"];
-      }>
-    | undefined;
-  const loadEngine = () =>
-    (engine ??= Promise.all([import("../agent/index.ts"), import("../compiler/index.ts")]).then(
-      ([agent, { ModuleCache }]) => ({
-        agent,
-        // Every thread's runtime is compiled from one analysis and one loaded instance of the module (see
-        // ModuleCache). A trace's payloads pass the one redactor of what tenants read before they are cut (and
-        // again when stored).
-        compiler: {
-          ...options.agent?.compiler,
-          continuationKey,
-          moduleCache: new ModuleCache(),
-          tracePayloads:
-            options.tracePayloads === false ? false : { redact: (text: string) => view.text(text) },
-        },
-      }),
-    ));
+  // The engine that reads modules (the agent, the compiler, TypeScript) is loaded with a tenant's first request or
+  // the first run or prompt, not with the server: an idle server holds none of it (module-proof.ts: the start's proof).
+  const importEngine = async () => {
+    const [agent, { ModuleCache }] = await Promise.all([
+      import("../agent/index.ts"),
+      import("../compiler/index.ts"),
+    ]);
+    // Every thread's runtime is compiled from one analysis and one loaded instance of the module (see ModuleCache).
+    // A trace's payloads pass the one redactor of what tenants read before they are cut (and again when stored).
+    const compiler = {
+      ...options.agent?.compiler,
+      continuationKey,
+      moduleCache: new ModuleCache(),
+      tracePayloads: options.tracePayloads === false ? false : { redact: (text: string) => view.text(text) },
+    };
+    return { agent, compiler };
+  };
+  let engine: ReturnType<typeof importEngine> | undefined;
+  const loadEngine = () => (engine ??= importEngine());
   const compileRuntime = async (context: Parameters<typeof compileModuleRuntime>[1], startCheck = false) => {
     const { agent, compiler } = await loadEngine();
     return agent.compileModuleRuntime(

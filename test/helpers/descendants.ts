@@ -8,12 +8,8 @@ export function descendantsNamed(name: string, root: number): Array<{ pid: numbe
   const table = new Map<number, { parent: number; comm: string; state: string }>();
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
-    try {
-      const match = /^\d+ \((.*)\) (\S) (\d+)/s.exec(readFileSync(`/proc/${entry}/stat`, "utf8"));
-      if (match) table.set(Number(entry), { comm: match[1]!, state: match[2]!, parent: Number(match[3]) });
-    } catch {
-      // A process that ended while it was read.
-    }
+    const stat = procStat(Number(entry));
+    if (stat !== undefined) table.set(Number(entry), stat);
   }
   const descends = (pid: number): boolean => {
     for (
@@ -31,9 +27,17 @@ export function descendantsNamed(name: string, root: number): Array<{ pid: numbe
 
 /** Whether process `pid` still runs (Linux `/proc`): an ended process not yet waited for (state Z) does not. */
 export function isRunning(pid: number): boolean {
+  const stat = procStat(pid);
+  return stat !== undefined && stat.state !== "Z";
+}
+
+/** A process's name, state and parent from `/proc/<pid>/stat`; undefined once it is gone. */
+function procStat(pid: number): { comm: string; state: string; parent: number } | undefined {
   try {
-    return /^\d+ \(.*\) (\S)/s.exec(readFileSync(`/proc/${pid}/stat`, "utf8"))?.[1] !== "Z";
+    const match = /^\d+ \((.*)\) (\S) (\d+)/s.exec(readFileSync(`/proc/${pid}/stat`, "utf8"));
+    return match ? { comm: match[1]!, state: match[2]!, parent: Number(match[3]) } : undefined;
   } catch {
-    return false;
+    // A process that ended while it was read.
+    return undefined;
   }
 }

@@ -19,10 +19,8 @@ if (parentPort === null && !createOnly) {
   process.stderr.write(`usage: pglite-thread-worker ${CREATE_ONLY_ARGUMENT} <data directory>\n`);
   process.exit(2);
 }
-const send = (reply: PGliteReply) => {
-  if (parentPort !== null) parentPort.postMessage(reply);
-  else process.send?.(reply);
-};
+// Only the thread sends: the process that makes a database answers with its exit code (and stderr).
+const send = (reply: PGliteReply) => parentPort!.postMessage(reply);
 type Executor = { query: (sql: string, parameters?: unknown[]) => Promise<{ rows: unknown[] }> };
 
 let pglite: PGlite;
