@@ -67,7 +67,10 @@ export class MossError extends Error {
   }
 }
 
-/** Renders `file:line:col` plus a code frame of the offending line, like a compiler error. */
+/**
+ * The lines of `source` around `line` (`context` on each side), the line marked and a caret under its 1-based
+ * `column`; no caret when the column is unknown (below 1).
+ */
 export function codeFrame(source: string, line: number, column: number, context = 1): string {
   const lines = source.split(/\r?\n/);
   const first = Math.max(1, line - context);
@@ -77,7 +80,7 @@ export function codeFrame(source: string, line: number, column: number, context 
   for (let n = first; n <= last; n++) {
     const marker = n === line ? ">" : " ";
     out.push(`${marker} ${String(n).padStart(width)} | ${lines[n - 1] ?? ""}`);
-    if (n === line) out.push(`  ${" ".repeat(width)} | ${" ".repeat(Math.max(0, column - 1))}^`);
+    if (n === line && column >= 1) out.push(`  ${" ".repeat(width)} | ${" ".repeat(column - 1)}^`);
   }
   return out.join("\n");
 }

@@ -165,7 +165,10 @@ interface RequestSite {
   id: string;
   /** 1-based line of the model's code that made the call, when known. */
   line?: number;
-  /** The lines of the model's code around `line` (a code frame), when known. */
+  /**
+   * The lines of the model's code around `line` (a code frame), when known: the line marked `>`, with a caret under
+   * the member called when its column is known.
+   */
   code?: string;
   /** Why `line` is absent: the sandbox could not tell which line made the call (it never guesses one). */
   lineUnknown?: string;

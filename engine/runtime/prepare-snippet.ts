@@ -199,21 +199,24 @@ export function mapToSnippet(
 }
 
 /**
- * The snippet line of a host call's site in the script (see `callSiteOf`): mapped from the call's own column, so a
- * call on a continuation line names its line (column 0 of a generated line maps to the end of the previous one). A
- * site without a column falls back to the first mapped position of its line. The one mapping approvals, policies
- * and the call trace use.
+ * The snippet position of a host call's site in the script (see `callSiteOf`): mapped from the call's own column, so
+ * a call on a continuation line names its line and column (column 0 of a generated line maps to the end of the
+ * previous one). A site without a column falls back to the first mapped position of its line, and its column is
+ * unknown (0). The one mapping approvals, policies and the call trace use.
  */
-export function mapCallSiteToSnippet(map: TraceMap, site: number): number | undefined {
+export function mapCallSiteToSnippet(
+  map: TraceMap,
+  site: number,
+): { line: number; column: number } | undefined {
   const { line, column } = callSiteOf(site);
   if (line <= 0) return undefined;
   if (column > 0) {
-    const original = originalPositionFor(map, { line, column: column - 1 });
-    if (original.line !== null) return original.line;
+    const original = mapToSnippet(map, line, column);
+    if (original !== undefined) return original;
   }
   for (const bias of [LEAST_UPPER_BOUND, GREATEST_LOWER_BOUND] as const) {
     const original = originalPositionFor(map, { line, column: 0, bias });
-    if (original.line !== null) return original.line;
+    if (original.line !== null) return { line: original.line, column: 0 };
   }
   return undefined;
 }

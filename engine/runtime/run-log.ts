@@ -35,8 +35,14 @@ import { TracePayloadRecorder } from "./trace-payload.ts";
 /** Most clock (and most random) values a checkpoint keeps, as the isolate logs at most this many per kind. */
 const MAX_NONDETERMINISM_VALUES = 100_000;
 
-/** The snippet's 1-based line of a call site in the running script (see `callSiteOf`), when known. */
-export type LineOf = (site: number) => number | undefined;
+/** The snippet's 1-based line and column (0: unknown) of a call site in the running script (see `callSiteOf`). */
+export type PositionOf = (site: number) => SnippetPosition | undefined;
+
+/** A position in the model's code: 1-based line, 1-based column (0 when only the line is known). */
+export interface SnippetPosition {
+  line: number;
+  column: number;
+}
 
 export interface RunLogOptions {
   membrane: HandleMembrane;
@@ -45,9 +51,12 @@ export interface RunLogOptions {
   answers: Answers;
   /** The host's policies (the compiler's, then the module's `__moss_policy__`): the strictest verdict decides. */
   policies: readonly CallPolicy[];
-  lineOf: LineOf;
-  /** The lines of the model's code around a snippet line: made only for a request a person reads. */
-  frameOf: (line: number) => string;
+  positionOf: PositionOf;
+  /**
+   * The lines of the model's code around a call's position, a caret under its column when known: made only for a
+   * request a person reads.
+   */
+  frameOf: (at: SnippetPosition) => string;
   /** Identifies the runtime (its membrane's handles). */
   origin: string;
   /** This run's part of every request id it makes (see {@link requestId}); kept in its continuation. */
@@ -250,7 +259,7 @@ export class RunLog implements HostMembrane {
     const target = membrane.describe(operation, handle, null);
     if (target === undefined) return run();
     const key = `${target.service === undefined ? "" : `${target.service}.`}${target.member} (called by host code)`;
-    const line = this.#site > 0 ? this.#options.lineOf(this.#site) : undefined;
+    const line = this.#site > 0 ? this.#options.positionOf(this.#site)?.line : undefined;
     const trace: HostCallRecord = {
       member: key,
       ...(line === undefined ? { lineUnknown: unknownCallSiteReason(this.#site) } : { line }),
@@ -363,7 +372,8 @@ export class RunLog implements HostMembrane {
       return { kind: "refuse", failure: "replay-diverged", message: this.diverged };
     const index = this.#count++;
     this.#site = scriptLine;
-    const line = scriptLine > 0 ? this.#options.lineOf(scriptLine) : undefined;
+    const at = scriptLine > 0 ? this.#options.positionOf(scriptLine) : undefined;
+    const line = at?.line;
     const trace: HostCallRecord = {
       member: key,
       ...(line === undefined ? { lineUnknown: unknownCallSiteReason(scriptLine) } : { line }),
@@ -428,7 +438,7 @@ export class RunLog implements HostMembrane {
           entry,
           trace,
           index,
-          line,
+          at,
           args,
           undefined,
         );
@@ -439,7 +449,7 @@ export class RunLog implements HostMembrane {
     const entry: LogEntry = { key, args, ...denoted, origin: this.#options.origin };
     this.#keep(entry);
     return this.#whenDecided(decide(line), target, entry, trace, (decision) =>
-      this.#act(decision, target, handle, entry, trace, index, line, args, rerun),
+      this.#act(decision, target, handle, entry, trace, index, at, args, rerun),
     );
   }
 
@@ -451,10 +461,11 @@ export class RunLog implements HostMembrane {
     entry: LogEntry,
     trace: HostCallRecord,
     index: number,
-    line: number | undefined,
+    at: SnippetPosition | undefined,
     args: string,
     rerun: NonNullable<LogEntry["result"]> | undefined,
   ): HostOutcome {
+    const line = at?.line;
     if (decision.kind === "denied")
       return this.#deny(entry, trace, target.member, decision.reason, target.sync);
     if (decision.kind === "run")
@@ -466,9 +477,9 @@ export class RunLog implements HostMembrane {
       return this.#deny(entry, trace, target.member, reason, target.sync);
     }
     const site =
-      line === undefined
+      at === undefined
         ? { lineUnknown: trace.lineUnknown ?? unknownCallSiteReason(0) }
-        : { line, code: this.#options.frameOf(line) };
+        : { line: at.line, code: this.#options.frameOf(at) };
     const request: PendingRequest =
       decision.kind === "pending-ask"
         ? {

@@ -77,6 +77,10 @@ describe.each(["in-process", "process"] as const)("durable runs (%s driver)", (s
     });
     expect(request.line).toBe(3);
     expect(request.code).toContain("moss.robot.move(3)");
+    // The caret stands under the member called (the call's column, not the line's start).
+    const frame = request.code!.split("\n");
+    const marked = frame.findIndex((row) => row.startsWith(">"));
+    expect(frame[marked + 1]!.indexOf("^")).toBe(frame[marked]!.indexOf("move("));
     expect(robot.moves).toBe(0);
     expect(robot.notes).toEqual(["start"]);
     // A paused run changes no data.
