@@ -12,7 +12,7 @@ import type { SandboxRunRequest, SessionSetup } from "./sandbox.ts";
 
 /** The isolate half as a script whose value is the closure `evalClosure` would make (same line numbers). */
 let bootstrapScript: string | undefined;
-function bootstrapScriptSource(): string {
+export function bootstrapScriptSource(): string {
   bootstrapScript ??= `(function ($0, $1, $2, $3) {${isolateClosureSource()}\n})`;
   return bootstrapScript;
 }
@@ -22,27 +22,71 @@ const BOOTSTRAP_FILENAME = "moss-sandbox-bootstrap.js";
  * V8's code cache of the bootstrap, made by this process's first isolate: compiling the ~50 kB bootstrap in every
  * new isolate cost ~1.5–3 ms of each session's open; from the cache it costs ~0.5 ms. V8 checks the cache
  * against the source and its flags and compiles afresh when it does not fit. Only trusted host source goes in.
+ * The first cache holds what V8 compiles eagerly (the outer closure); `completeBootstrapCache` replaces it with one
+ * that also holds the functions a session runs.
  */
 let bootstrapCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
 
-/** The bootstrap closure in a new context, compiled from the code cache when this process has one. */
+/** The size of this process's code cache of the bootstrap in bytes (0: none yet). */
+export function bootstrapCacheBytes(): number {
+  return bootstrapCache?.copy().byteLength ?? 0;
+}
+
+/**
+ * Replaces the bootstrap's code cache with one made in `isolate` after it ran the bootstrap: compiling the same
+ * source again there returns the script V8 already has, with every function compiled so far, so later isolates
+ * read those from the cache instead of compiling them lazily (install, run, the wire, the proxies: ~2.4 ms of CPU
+ * per session's open on this project's machine, see `npm run bench -- --only scale`). The isolate must have run
+ * trusted code only: the cache holds compiled code of the source, never a value of the isolate's heap. Returns
+ * whether the cache grew (V8 may have dropped its compiled script, and then nothing changes).
+ */
+export async function completeBootstrapCache(isolate: ivm.Isolate): Promise<boolean> {
+  const script = (await isolate.compileScript(bootstrapScriptSource(), {
+    filename: BOOTSTRAP_FILENAME,
+    produceCachedData: true,
+  })) as ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer> };
+  try {
+    const made = script.cachedData;
+    if (made === undefined) return false;
+    if (made.copy().byteLength <= bootstrapCacheBytes()) return false;
+    bootstrapCache = made;
+    return true;
+  } finally {
+    script.release();
+  }
+}
+
+/**
+ * The bootstrap closure in a new context, compiled from the code cache when this process has one. `sync` does it on
+ * the calling thread (the sandbox process, whose isolates run there): each asynchronous step is a hop to
+ * isolated-vm's thread and back, ~0.7 ms of CPU per isolate in all.
+ */
 export async function bootstrapEntry(
   isolate: ivm.Isolate,
   context: ivm.Context,
   bridges: [ivm.Callback, ivm.Callback, ivm.Callback, ivm.Callback],
+  sync: boolean,
 ): Promise<ivm.Reference> {
   const cached = bootstrapCache;
-  const script = (await isolate.compileScript(
-    bootstrapScriptSource(),
+  const options =
     cached === undefined
       ? { filename: BOOTSTRAP_FILENAME, produceCachedData: true }
-      : { filename: BOOTSTRAP_FILENAME, cachedData: cached },
-  )) as ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer>; cachedDataRejected?: boolean };
+      : { filename: BOOTSTRAP_FILENAME, cachedData: cached };
+  const script = (
+    sync
+      ? isolate.compileScriptSync(bootstrapScriptSource(), options)
+      : await isolate.compileScript(bootstrapScriptSource(), options)
+  ) as ivm.Script & { cachedData?: ivm.ExternalCopy<ArrayBuffer>; cachedDataRejected?: boolean };
   if (cached === undefined || script.cachedDataRejected === true) bootstrapCache = script.cachedData;
   try {
-    const closure = (await script.run(context, { reference: true })) as ivm.Reference;
+    const closure = (
+      sync ? script.runSync(context, { reference: true }) : await script.run(context, { reference: true })
+    ) as ivm.Reference;
     try {
-      return (await closure.apply(undefined, bridges, { result: { reference: true } })) as ivm.Reference;
+      const result = { result: { reference: true } } as const;
+      return (
+        sync ? closure.applySync(undefined, bridges, result) : await closure.apply(undefined, bridges, result)
+      ) as ivm.Reference;
     } finally {
       closure.release();
     }

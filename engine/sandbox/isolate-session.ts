@@ -23,7 +23,13 @@ import {
   TIMED_OUT,
   timeoutFailure,
 } from "./active-run.ts";
-import { bootstrapEntry, installArguments, runScriptArguments } from "./bootstrap-entry.ts";
+import {
+  bootstrapEntry,
+  completeBootstrapCache,
+  installArguments,
+  runScriptArguments,
+} from "./bootstrap-entry.ts";
+import { EXERCISE_HOST, EXERCISE_RUN, EXERCISE_SETUP } from "./bootstrap-exercise.ts";
 import { crashResult } from "./crash-result.ts";
 import ivm from "./isolated-vm.ts";
 import { type RunEnvelope, runResult } from "./run-result.ts";
@@ -113,14 +119,48 @@ export class IsolateSession {
     this.#references = references;
   }
 
+  /** The process's exercise of the bootstrap (see `#exercise`), run before its first isolate is made. */
+  static #exercised: Promise<void> | undefined;
+
   /** Creates the isolate, its context and the bootstrapped membrane (no session setup yet: a warm isolate). */
   static async create(options: IsolateSessionOptions): Promise<IsolateSession> {
+    IsolateSession.#exercised ??= IsolateSession.#exercise(options.thread);
+    await IsolateSession.#exercised;
+    return IsolateSession.#createNow(options);
+  }
+
+  /**
+   * Once per process: a session of trusted code (`bootstrap-exercise.ts`) in an isolate that no session gets, then
+   * the bootstrap's code cache made from it (`completeBootstrapCache`), then the isolate disposed. Every isolate made
+   * after it reads the functions a session runs from the cache. A failure leaves the first cache: sessions open as
+   * before, only slower.
+   */
+  static async #exercise(thread: ExecutionThread): Promise<void> {
+    let session: IsolateSession | undefined;
+    try {
+      session = await IsolateSession.#createNow({
+        memoryLimitBytes: DEFAULT_LIMITS.memoryLimitBytes,
+        thread,
+      });
+      await session.warmUp();
+      await session.install(EXERCISE_SETUP, EXERCISE_HOST);
+      const result = await session.run(EXERCISE_RUN);
+      if (result.ok) await completeBootstrapCache(session.#isolate);
+    } catch {
+    } finally {
+      session?.dispose();
+    }
+  }
+
+  static async #createNow(options: IsolateSessionOptions): Promise<IsolateSession> {
     const memoryLimit = memoryLimitMebibytes(options.memoryLimitBytes);
     const isolate = new ivm.Isolate({ memoryLimit });
     IsolateSession.#live++;
     let session: IsolateSession | undefined;
     try {
-      const context = await isolate.createContext();
+      // On the caller thread every step is synchronous: an asynchronous one hops to isolated-vm's thread and back.
+      const sync = options.thread === "caller-thread";
+      const context = sync ? isolate.createContextSync() : await isolate.createContext();
       const answer: HostCallBridge = (...call) => session!.#answer(hostCallOf(call));
       const bridge = new ivm.Callback(answer);
       // On the isolate thread stdout is fire-and-forget; on the caller thread a direct call keeps it in order.
@@ -135,8 +175,11 @@ export class IsolateSession {
       });
       const answerBatch: HostBatchBridge = (calls) => session!.#answerBatch(calls);
       const batch = new ivm.Callback(answerBatch);
-      const entry = await bootstrapEntry(isolate, context, [bridge, emit, done, batch]);
-      const get = (name: string) => entry.get(name, { reference: true }) as Promise<ivm.Reference>;
+      const entry = await bootstrapEntry(isolate, context, [bridge, emit, done, batch], sync);
+      const get = (name: string) =>
+        (sync ? entry.getSync(name, { reference: true }) : entry.get(name, { reference: true })) as
+          | ivm.Reference
+          | Promise<ivm.Reference>;
       const [install, runScript, settle, settleAll, recorded] = await Promise.all([
         get("install"),
         get("runScript"),
@@ -201,8 +244,8 @@ export class IsolateSession {
 
   /**
    * Runs an empty script (its target is missing, so the run ends with a runtime error) before the session is
-   * installed: the bootstrap's run path and this process's side of it are compiled while the isolate waits as a
-   * spare, not during the first execute. Leaves no global behind.
+   * installed: the bootstrap's run path, its error path and this process's side of it are compiled. The process's
+   * exercise of the bootstrap (`#exercise`) runs it. Leaves no global behind.
    */
   async warmUp(): Promise<void> {
     await this.run({
