@@ -117,30 +117,7 @@ export class SessionDefinitions {
    */
   accept(snippet: string, parsed?: ts.SourceFile): boolean {
     const before = this.text;
-    const sourceFile =
-      parsed !== undefined && parsed.text === snippet
-        ? parsed
-        : ts.createSourceFile(SNIPPET_FILE, snippet, ts.ScriptTarget.ES2022, true, ts.ScriptKind.TS);
-    const made: Definition[] = [];
-    const notKept = new Map<string, string>();
-    const groupOf = new Map<string, Definition>();
-    for (const statement of sourceFile.statements) {
-      for (const found of classify(statement, sourceFile)) {
-        if ("reason" in found) {
-          for (const name of found.names) notKept.set(name, found.reason);
-          continue;
-        }
-        // Overloads and merged declarations of one name in one snippet stay together.
-        const group = found.names.length === 1 ? groupOf.get(found.names[0]!) : undefined;
-        if (group !== undefined) {
-          group.text += `\n${found.text}`;
-          for (const read of found.reads) group.reads.add(read);
-          continue;
-        }
-        made.push(found);
-        for (const name of found.names) groupOf.set(name, found);
-      }
-    }
+    const { made, notKept } = definitionsOf(snippet, parsed);
     const declared = new Set([...made.flatMap((entry) => entry.names), ...notKept.keys()]);
     if (declared.size === 0) return false;
     this.#entries = this.#entries.filter((entry) => !entry.names.some((name) => declared.has(name)));
@@ -193,6 +170,58 @@ export class SessionDefinitions {
       this.#entries = kept;
     }
   }
+}
+
+/** What one snippet defines at top level: the definitions it makes (in order) and the names it declares but are not kept. */
+interface SnippetDefinitions {
+  made: readonly Definition[];
+  notKept: ReadonlyMap<string, string>;
+}
+
+/** Snippets classified lately, by text (as `prepareSnippet` keeps what it compiled): code run again is not parsed again. */
+const classified = new Map<string, SnippetDefinitions>();
+const CLASSIFIED_SIZE = 128;
+
+/**
+ * What `snippet` defines: a function of its text alone, so it is kept by text (the definitions are never changed
+ * once made: a session's record holds them as they are). `parsed` is the snippet as `prepareSnippet` parsed it, used
+ * only when its text is the snippet's.
+ */
+function definitionsOf(snippet: string, parsed?: ts.SourceFile): SnippetDefinitions {
+  const known = classified.get(snippet);
+  if (known !== undefined) {
+    classified.delete(snippet);
+    classified.set(snippet, known);
+    return known;
+  }
+  const sourceFile =
+    parsed !== undefined && parsed.text === snippet
+      ? parsed
+      : ts.createSourceFile(SNIPPET_FILE, snippet, ts.ScriptTarget.ES2022, true, ts.ScriptKind.TS);
+  const made: Definition[] = [];
+  const notKept = new Map<string, string>();
+  const groupOf = new Map<string, Definition>();
+  for (const statement of sourceFile.statements) {
+    for (const found of classify(statement, sourceFile)) {
+      if ("reason" in found) {
+        for (const name of found.names) notKept.set(name, found.reason);
+        continue;
+      }
+      // Overloads and merged declarations of one name in one snippet stay together.
+      const group = found.names.length === 1 ? groupOf.get(found.names[0]!) : undefined;
+      if (group !== undefined) {
+        group.text += `\n${found.text}`;
+        for (const read of found.reads) group.reads.add(read);
+        continue;
+      }
+      made.push(found);
+      for (const name of found.names) groupOf.set(name, found);
+    }
+  }
+  const result = { made, notKept };
+  classified.set(snippet, result);
+  if (classified.size > CLASSIFIED_SIZE) classified.delete(classified.keys().next().value as string);
+  return result;
 }
 
 type Classified = Definition | { names: string[]; reason: string };

@@ -91,12 +91,10 @@ export class SandboxChild {
   #killedAtBytes = 0;
   /**
    * The process's resident size as last read (`refreshResidentBytes`: when it became ready and after each open and
-   * run, off the host's thread); undefined until read, or where `/proc` is missing.
+   * run); undefined until read, or where `/proc` is missing.
    */
   residentBytes: number | undefined;
-  #readingResident: Promise<void> | undefined;
   #resident: ResidentReader;
-  #rereadResident = false;
   #onReady!: () => void;
   #onStartFailed!: (error: Error) => void;
   readonly #onExit: (child: SandboxChild) => void;
@@ -398,8 +396,8 @@ export class SandboxChild {
 
   /**
    * Supervises the run's memory from outside, as the timer does its time: a process grown past its isolate's limit
-   * by more than isolated-vm lets a live isolate hold is killed (kind `memory`). Reads `/proc` asynchronously every
-   * `MEMORY_POLL_MS`; not on systems without it.
+   * by more than isolated-vm lets a live isolate hold is killed (kind `memory`). Reads `/proc` every `MEMORY_POLL_MS`;
+   * not on systems without it.
    */
   #watchMemory(memoryLimitBytes: number, run: ChildRun): NodeJS.Timeout | undefined {
     if (process.platform !== "linux") return undefined;
@@ -407,38 +405,21 @@ export class SandboxChild {
     const headroom = 2 * memoryLimitBytes + MEMORY_SLACK_BYTES;
     let ceiling = this.residentBytes === undefined ? undefined : this.residentBytes + headroom;
     return setInterval(() => {
-      void this.refreshResidentBytes().then(() => {
-        const resident = this.residentBytes;
-        if (this.#run !== run || resident === undefined) return;
-        ceiling ??= resident + headroom;
-        if (resident <= ceiling) return;
-        this.#killedAtBytes = resident;
-        this.kill("memory");
-      });
+      this.refreshResidentBytes();
+      const resident = this.residentBytes;
+      if (this.#run !== run || resident === undefined) return;
+      ceiling ??= resident + headroom;
+      if (resident <= ceiling) return;
+      this.#killedAtBytes = resident;
+      this.kill("memory");
     }, MEMORY_POLL_MS);
   }
 
-  /**
-   * Reads the process's resident size into `residentBytes`, asynchronously (a read asked for while one is under way
-   * reads again after it, so the value is never older than the request). Resolves once it is read.
-   */
-  refreshResidentBytes(): Promise<void> {
-    if (this.#exited) return Promise.resolve();
-    if (this.#readingResident !== undefined) {
-      this.#rereadResident = true;
-      return this.#readingResident;
-    }
-    const read = async (): Promise<void> => {
-      do {
-        this.#rereadResident = false;
-        const bytes = await this.#resident.read();
-        if (bytes !== undefined) this.residentBytes = bytes;
-      } while (this.#rereadResident && !this.#exited);
-    };
-    this.#readingResident = read().finally(() => {
-      this.#readingResident = undefined;
-    });
-    return this.#readingResident;
+  /** Reads the process's resident size into `residentBytes` (a synchronous read of a few µs, see `ResidentReader`). */
+  refreshResidentBytes(): void {
+    if (this.#exited) return;
+    const bytes = this.#resident.read();
+    if (bytes !== undefined) this.residentBytes = bytes;
   }
 
   #send(message: ParentMessage): void {
@@ -476,7 +457,7 @@ export class SandboxChild {
           run.session.lost();
         }
         run.resolve(message.result);
-        void this.refreshResidentBytes();
+        this.refreshResidentBytes();
         this.#next();
         if (this.sessions.size === 0) this.#onEmpty(this);
         else if (!this.busy) this.#onRebalance(this);
@@ -484,7 +465,7 @@ export class SandboxChild {
       }
       case "opened":
         this.#opening.get(message.session)?.resolve();
-        void this.refreshResidentBytes();
+        this.refreshResidentBytes();
         return;
       case "open-failed":
         this.#opening
@@ -493,7 +474,7 @@ export class SandboxChild {
         return;
       case "ready":
         this.#isReady = true;
-        void this.refreshResidentBytes();
+        this.refreshResidentBytes();
         this.#onReady();
         this.#onRebalance(this);
         return;
