@@ -51,7 +51,8 @@ export const EXERCISE_RUN: SandboxRunRequest = {
   filename: "snippet.js",
   target: "main",
   args: [{ local: "moss" }],
-  limits: DEFAULT_LIMITS,
+  // Well within what it needs (~3 ms): a process never waits long for its first session should it not end.
+  limits: { ...DEFAULT_LIMITS, wallTimeMs: 2_000, cpuTimeMs: 1_000 },
 };
 
 /** The host of the exercise's session: every call answers at once. */
