@@ -32,18 +32,26 @@ export function today(): string {
 }
 
 // <moss-hide>
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { MossCompiler } from "moss-ts";
 import { JsonFileTodoList } from "./json-file-todo-list.ts";
 
+/** The test cases' lists live in one temporary folder of this process, removed when the process exits. */
+let testFolder: string | undefined;
+function testListPath(): string {
+  if (testFolder === undefined) {
+    const folder = mkdtempSync(join(tmpdir(), "moss-todo-test-"));
+    process.once("exit", () => rmSync(folder, { recursive: true, force: true }));
+    testFolder = folder;
+  }
+  return join(mkdtempSync(join(testFolder, "case-")), "todo.json");
+}
+
 /** `moss test` and MossTestSuite bind this instead of the host setup: each test case gets a fresh, empty list. */
 export function __moss_test_setup__(compiler: MossCompiler): void {
-  compiler.bind(
-    TodoList,
-    new JsonFileTodoList(join(mkdtempSync(join(tmpdir(), "moss-todo-test-")), "todo.json")),
-  );
+  compiler.bind(TodoList, new JsonFileTodoList(testListPath()));
 }
 
 export function __moss_compile__(compiler: MossCompiler): void {

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
@@ -8,6 +8,7 @@ import { EXIT_CODES } from "../../engine/cli/agent-command.ts";
 import type { CliIo } from "../../engine/cli/cli-io.ts";
 import { main } from "../../engine/cli/main.ts";
 import { closeSharedSandboxes } from "../../engine/runtime/shared-sandbox.ts";
+import { runMoss } from "../helpers/moss-cli.ts";
 import { type FakeOpenAIServer, startFakeOpenAIServer } from "./fake-openai-server.ts";
 
 let server: FakeOpenAIServer | undefined;
@@ -281,5 +282,15 @@ describe("moss test", () => {
     expect(cli.out()).toMatch(/✓ testAddTagComplete \(\d+ ms\)/);
     expect(cli.out()).toMatch(/✓ remembers a preference/);
     expect(cli.out()).toContain("2 passed, 0 failed (examples/todo/context.ts)");
+  });
+
+  it("leaves none of the example's test lists behind once its process ended", async () => {
+    const temp = await mkdtemp(join(directory, "tmp-"));
+    const result = await runMoss(["test", "examples/todo/context.ts"], {
+      env: { TMPDIR: temp, MOSS_NO_DAEMON: "1" },
+    });
+    expect(result.stderr).toBe("");
+    expect(result.code).toBe(0);
+    expect((await readdir(temp)).filter((name) => name.startsWith("moss-todo-test-"))).toEqual([]);
   });
 });
