@@ -59,6 +59,13 @@ async function warmUp(): Promise<void> {
   try {
     const { loadIsolatedVm } = await import("../sandbox/index.ts");
     loadIsolatedVm();
+    if (handed !== undefined) return;
+    // The sandbox pools a command's runs use, started: a sandbox process with its warm isolate (`moss run`) and
+    // the in-process pool's warm isolate (`moss test`). Nothing of a request is in them: a sandbox process reads
+    // no variable beyond those Node reads at start, which name this daemon (daemon-client.ts), and its isolates
+    // see nothing of the host. A command that needs neither closes them when it ends.
+    const { prestartSharedSandbox } = await import("../runtime/shared-sandbox.ts");
+    await Promise.all([prestartSharedSandbox("process"), prestartSharedSandbox("in-process")]);
   } catch {
     // A command that needs isolated-vm reports why it cannot load, as it would without the daemon.
   }

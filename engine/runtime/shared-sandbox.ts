@@ -27,15 +27,17 @@ export function sharedSandboxDriver(kind: SandboxDriver["name"]): Promise<Sandbo
 }
 
 /**
- * Starts the shared driver of a kind and what its first session needs (a sandbox process) now, in the background: a
- * one-shot `moss run` overlaps that start with loading and compiling its module. Failures surface at the first open.
+ * Starts the shared driver of a kind and what its first session needs (a sandbox process, a warm isolate) now, in
+ * the background: a one-shot `moss run` overlaps that start with loading and compiling its module. Resolves once it
+ * is ready, never rejects: failures surface at the first open.
  */
-export function prestartSharedSandbox(kind: SandboxDriver["name"]): void {
-  if (drivers.has(kind)) return;
-  void sharedSandboxDriver(kind)
+export function prestartSharedSandbox(kind: SandboxDriver["name"]): Promise<void> {
+  if (drivers.has(kind)) return Promise.resolve();
+  const started = sharedSandboxDriver(kind)
     .then((driver) => driver.prestart?.())
     .catch(() => {});
   prestarted.add(kind);
+  return started;
 }
 
 /**

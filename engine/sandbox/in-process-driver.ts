@@ -51,6 +51,11 @@ export class InProcessDriver implements SandboxDriver {
     void this.#warm.prime().catch(() => {});
   }
 
+  /** Resolves once the warm isolate the first open takes is ready (it is started when the driver is made). */
+  async prestart(): Promise<void> {
+    await this.#warm.prime().catch(() => {});
+  }
+
   /** Number of sessions holding a warm isolate. */
   get sessionCount(): number {
     return this.#sessions.size;

@@ -125,7 +125,10 @@ export interface SandboxDriver {
    * (from the runtime's data as they are then): the process driver moves a waiting run off a busy process so.
    */
   open(setup: SessionSetupSource, membrane: HostMembrane, limits: ExecutionLimits): Promise<SandboxSession>;
-  /** Starts what the first open needs (a sandbox process) now, if nothing is started yet; resolves once it is ready. */
+  /**
+   * Starts what the first open needs (a sandbox process, a warm isolate) now, if nothing is started yet; resolves
+   * once it is ready.
+   */
   prestart?(): Promise<void>;
   close(): Promise<void>;
 }
