@@ -250,7 +250,7 @@ export async function run(): Promise<void> {
     const goal =
       "warm" in mode
         ? ""
-        : ` (goal ≥ ${THROUGHPUT_GOAL}/s: ${perSecond >= THROUGHPUT_GOAL ? "met" : "not met"})`;
+        : ` (goal ≥ ${THROUGHPUT_GOAL.toLocaleString("en-US")}/s: ${perSecond >= THROUGHPUT_GOAL ? "met" : "not met"})`;
     rows.push([
       `executions per second, ${THROUGHPUT_SESSIONS} sessions, trivial code, ${IN_FLIGHT} sessions in flight (process, ${mode.label})`,
       `${perSecond.toFixed(0)}/s${goal}`,
