@@ -43,7 +43,7 @@ describe.skipIf(process.platform !== "linux")("ResidentReader", () => {
     expect(await reader.read()).toBeUndefined();
     const none = new ResidentReader(undefined);
     expect(await none.read()).toBeUndefined();
-    // The handle closes asynchronously.
+    // The reader closes its file at once; the ended child's pipes may close a moment later.
     for (let wait = 0; wait < 50 && openFiles() > files; wait++)
       await new Promise((resolve) => setTimeout(resolve, 10));
     expect(openFiles()).toBeLessThanOrEqual(files);
